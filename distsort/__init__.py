@@ -1,0 +1,16 @@
+"""distsort: sort Dask arrays too large for one GPU.
+
+Each chunk is sorted in place (bitonic kernels on the GPU, NumPy on the CPU),
+then the chunks are merged by a bitonic network of compare-splits that a Dask
+graph runs across workers.
+
+>>> import dask.array as da, distsort
+>>> x = da.random.default_rng(0).random(1_000_000, chunks=250_000)
+>>> s = distsort.sort(x)
+>>> bool((s[1:] >= s[:-1]).all().compute())
+True
+"""
+from .api import argsort, sort, sort_by_key
+
+__version__ = "0.1.0"
+__all__ = ["sort", "argsort", "sort_by_key", "__version__"]

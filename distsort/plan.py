@@ -1,0 +1,122 @@
+"""The chunk-level bitonic network, as pure integer arithmetic.
+
+Nothing here touches data.  ``plan_network(c)`` returns the rounds of the
+all-ascending ("mirror, then half-cleaners") bitonic sorter on ``c`` chunks,
+padded to the next power of two with virtual chunks that hold ``+inf``.  Every
+comparator that touches a virtual chunk is a no-op, so the plan simply leaves it
+out: no pair ever names a chunk ``>= c``.
+
+Replace each comparator by a compare-split of two sorted chunks (the lower chunk
+keeps the smaller half) and the chunks, read in order, are sorted: the 0-1
+principle for merge-split networks.  Chunks must have equal length, except that
+the last one may be shorter (its missing tail is virtual ``+inf``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Round(NamedTuple):
+    """One round of disjoint compare-splits.
+
+    ``stage`` is the size of the blocks being merged (2, 4, ... chunks); ``stride``
+    is the distance of the pairs, or 0 for the mirror step, which pairs chunk
+    ``i`` with ``b + stage - 1 - i`` inside its block.
+    """
+
+    stage: int
+    stride: int
+    pairs: tuple[tuple[int, int], ...]
+
+
+def padded_count(c: int) -> int:
+    """The next power of two ``>= c`` (1 for ``c <= 1``)."""
+    if c < 0:
+        raise ValueError(f"chunk count must be >= 0, got {c}")
+    return 1 if c <= 1 else 1 << (c - 1).bit_length()
+
+
+def mirror_pairs(c: int, stage: int) -> tuple[tuple[int, int], ...]:
+    """Pairs ``(i, b + stage - 1 - i)`` for every block ``b``, real chunks only."""
+    half = stage // 2
+    return tuple(
+        (b + i, b + stage - 1 - i)
+        for b in range(0, padded_count(c), stage)
+        for i in range(half)
+        if b + stage - 1 - i < c
+    )
+
+
+def cleaner_pairs(c: int, stride: int) -> tuple[tuple[int, int], ...]:
+    """Half-cleaner pairs ``(i, i + stride)`` with ``i & stride == 0``, real chunks only."""
+    return tuple((i, i + stride) for i in range(c - stride) if not i & stride)
+
+
+def plan_network(c: int) -> tuple[Round, ...]:
+    """Rounds of the bitonic network on ``c`` chunks (empty rounds omitted).
+
+    >>> [r.pairs for r in plan_network(3)]
+    [((0, 1),), ((1, 2),), ((0, 1),)]
+    >>> len(plan_network(8)), len(plan_network(9))
+    (6, 10)
+    """
+    rounds = []
+    stage = 2
+    while stage <= padded_count(c):
+        steps = [(0, mirror_pairs(c, stage))]
+        stride = stage // 4
+        while stride >= 1:
+            steps.append((stride, cleaner_pairs(c, stride)))
+            stride //= 2
+        rounds.extend(Round(stage, s, p) for s, p in steps if p)
+        stage *= 2
+    return tuple(rounds)
+
+
+def round_count(c: int) -> int:
+    """Rounds a full network on ``padded_count(c)`` chunks has: ``L (L + 1) / 2``."""
+    levels = padded_count(c).bit_length() - 1
+    return levels * (levels + 1) // 2
+
+
+def regular_chunks(n: int, chunk: int) -> tuple[int, ...]:
+    """Chunk sizes of a regular chunking of ``n`` elements: all ``chunk`` but a shorter last.
+
+    >>> regular_chunks(10, 4)
+    (4, 4, 2)
+    >>> regular_chunks(0, 4)
+    (0,)
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk size must be >= 1, got {chunk}")
+    if n == 0:
+        return (0,)
+    full, rest = divmod(n, chunk)
+    return (chunk,) * full + ((rest,) if rest else ())
+
+
+def is_regular(chunks: tuple[int, ...]) -> bool:
+    """Whether a 1-D chunking is regular: equal sizes, the last one possibly shorter, none empty."""
+    if len(chunks) <= 1:
+        return True
+    first = chunks[0]
+    return first > 0 and all(c == first for c in chunks[:-1]) and 0 < chunks[-1] <= first
+
+
+def normalize_chunks(chunks: tuple[int, ...]) -> tuple[int, ...]:
+    """The regular chunking the network runs on, for an input chunking ``chunks``.
+
+    A regular input is kept.  Otherwise the number of non-empty chunks is kept and
+    their size evened out, so that ragged inputs cost no more rounds than needed.
+
+    >>> normalize_chunks((5, 5, 3))
+    (5, 5, 3)
+    >>> normalize_chunks((1, 0, 7, 2))
+    (4, 4, 2)
+    """
+    chunks = tuple(int(c) for c in chunks)
+    if is_regular(chunks):
+        return chunks
+    n = sum(chunks)
+    count = max(1, sum(1 for c in chunks if c))
+    return regular_chunks(n, -(-n // count))
