@@ -119,4 +119,4 @@ def normalize_chunks(chunks: tuple[int, ...]) -> tuple[int, ...]:
         return chunks
     n = sum(chunks)
     count = max(1, sum(1 for c in chunks if c))
-    return regular_chunks(n, -(-n // count))
+    return regular_chunks(n, max(1, -(-n // count)))

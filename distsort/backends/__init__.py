@@ -51,10 +51,15 @@ class Order:
 
 
 def array_module_name(meta) -> str:
-    """``"cupy"`` for CuPy arrays, ``"numpy"`` for NumPy arrays."""
-    module = type(meta).__module__.split(".")[0]
-    if module not in ("numpy", "cupy"):
-        raise TypeError(f"distsort sorts NumPy or CuPy chunks, not {type(meta).__name__}")
+    """``"cupy"`` for CuPy arrays, ``"numpy"`` for NumPy arrays; TypeError for others.
+
+    Subclasses (masked arrays, matrices) are refused: their extra state would be lost.
+    """
+    kind = type(meta)
+    module = kind.__module__.split(".")[0]
+    if kind.__name__ != "ndarray" or module not in ("numpy", "cupy"):
+        raise TypeError(f"distsort sorts NumPy or CuPy chunks, not {kind.__module__}."
+                        f"{kind.__name__}")
     return module
 
 

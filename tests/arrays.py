@@ -1,0 +1,87 @@
+"""Test data: random arrays with the values that break sorts mixed in."""
+import numpy as np
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]
+
+
+def special_values(dtype):
+    """Extremes, signed zeros, infinities and NaNs of several signs and payloads."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return np.array([True, False], dtype=dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        vals = [info.min, info.max, info.min + 1, info.max - 1, 0, 1]
+        if dtype.kind == "u" and dtype.itemsize == 8:
+            vals += [2**63, 2**63 - 1, 2**63 + 1]
+        return np.array(vals, dtype=dtype)
+    info = np.finfo(dtype)
+    bits = 8 * dtype.itemsize
+    u = np.dtype(f"u{dtype.itemsize}")
+    exp = ((1 << (bits - 1 - info.nmant)) - 1) << info.nmant
+    sign = 1 << (bits - 1)
+    nans = np.array([exp | 1, exp | (1 << (info.nmant - 1)), sign | exp | 5,
+                     sign | exp | ((1 << info.nmant) - 1)], dtype=u).view(dtype)
+    vals = np.array([np.inf, -np.inf, 0.0, -0.0, info.max, -info.max, info.tiny,
+                     -info.tiny, info.smallest_subnormal, 1.0, -1.0], dtype=dtype)
+    return np.concatenate([vals, nans])
+
+
+def random_keys(rng, n, dtype, special_fraction=0.1, duplicates=False):
+    """``n`` random keys of ``dtype`` (full bit range), with specials and duplicates mixed in."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=n).astype(bool)
+    u = np.dtype(f"u{dtype.itemsize}")
+    x = rng.integers(0, np.iinfo(u).max, size=n, dtype=u, endpoint=True).view(dtype)
+    if dtype.kind == "f":  # mostly finite values of both signs, not only huge ones
+        x = np.where(rng.random(n) < 0.7, rng.normal(scale=100, size=n).astype(dtype), x)
+    if duplicates and n:
+        x = rng.choice(x[: max(1, n // 8)], size=n)
+    if n:
+        specials = special_values(dtype)
+        where = rng.random(n) < special_fraction
+        x = np.where(where, rng.choice(specials, size=n), x)
+    return np.ascontiguousarray(x, dtype=dtype)
+
+
+def random_chunks(rng, n, style):
+    """A 1-D chunking of ``n``: regular, ragged (with empty chunks), or one element each."""
+    if style == "one":
+        return (1,) * n if n else (0,)
+    if style == "regular":
+        size = int(rng.integers(1, max(2, n) + 1))
+        full, rest = divmod(n, size)
+        return (size,) * full + ((rest,) if rest else ()) or (0,)
+    cuts = np.sort(rng.integers(0, n + 1, size=int(rng.integers(1, 12))))
+    return tuple(int(c) for c in np.diff(np.concatenate([[0], cuts, [n]])))
+
+
+def bits(x):
+    """The bit patterns of ``x`` (so that NaN payloads and -0.0 compare exactly)."""
+    x = np.asarray(x)
+    return x.view(np.uint8) if x.dtype == bool else x.view(f"u{x.dtype.itemsize}")
+
+
+def assert_same_multiset(out, ref):
+    """``out`` is a permutation of ``ref``, bit for bit."""
+    np.testing.assert_array_equal(np.sort(bits(out)), np.sort(bits(ref)))
+
+
+def assert_sorted_like_numpy(out, x, descending=False):
+    """``out`` equals ``numpy.sort(x)`` (reversed when descending) and keeps every bit pattern."""
+    ref = np.sort(x)
+    if descending:
+        ref = ref[::-1]
+    assert out.dtype == x.dtype and out.shape == x.shape
+    assert np.array_equal(out, ref, equal_nan=x.dtype.kind == "f")
+    assert_same_multiset(out, x)
+
+
+def stable_argsort(x, descending=False):
+    """``numpy.argsort(kind="stable")``, and its descending form (equal keys keep their order)."""
+    if not descending:
+        return np.argsort(x, kind="stable")
+    n = len(x)
+    return (n - 1 - np.argsort(x[::-1], kind="stable")[::-1]).astype(np.int64)

@@ -1,0 +1,198 @@
+"""distsort.sort / argsort / sort_by_key against NumPy, on random data and chunkings."""
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import distsort
+from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits,
+                    random_chunks, random_keys, stable_argsort)
+
+SIZES = [0, 1, 2, 3, 5, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 251, 257,
+         509, 1021, 1024, 1025]
+CHUNK_COUNTS = [1, 2, 3, 5, 7, 8, 9, 16, 31, 33]
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def sort_by_key_reference(keys, values, descending=False):
+    """NumPy's order on keys (descending if asked), ties by value ascending."""
+    _, rank = np.unique(keys, return_inverse=True)
+    rank = rank.reshape(-1).astype(np.int64)
+    perm = np.lexsort((values, -rank if descending else rank))
+    return keys[perm], values[perm]
+
+
+def as_dask(x, chunks):
+    return da.from_array(x, chunks=(chunks,))
+
+
+@st.composite
+def cases(draw, dtypes=tuple(DTYPES)):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n = draw(st.one_of(st.sampled_from(SIZES), st.integers(0, 3000)))
+    dtype = draw(st.sampled_from(dtypes))
+    style = draw(st.sampled_from(["regular", "ragged", "count", "one"]))
+    if style == "one" and n > 200:
+        style = "ragged"
+    if style == "count":
+        count = draw(st.sampled_from(CHUNK_COUNTS))
+        chunks = tuple(len(c) for c in np.array_split(np.arange(n), count))
+    else:
+        chunks = random_chunks(rng, n, style)
+    x = random_keys(rng, n, dtype, duplicates=draw(st.booleans()))
+    return x, chunks
+
+
+@SETTINGS
+@given(case=cases(), descending=st.booleans())
+def test_sort(case, descending):
+    x, chunks = case
+    out = distsort.sort(as_dask(x, chunks), descending=descending).compute(scheduler="sync")
+    assert_sorted_like_numpy(out, x, descending)
+
+
+@SETTINGS
+@given(case=cases())
+def test_descending_is_exact_reverse(case):
+    x, chunks = case
+    up = distsort.sort(as_dask(x, chunks)).compute(scheduler="sync")
+    down = distsort.sort(as_dask(x, chunks), descending=True).compute(scheduler="sync")
+    np.testing.assert_array_equal(bits(down), bits(up)[::-1])
+
+
+@SETTINGS
+@given(case=cases(), descending=st.booleans())
+def test_argsort_is_numpys_stable_argsort(case, descending):
+    x, chunks = case
+    out = distsort.argsort(as_dask(x, chunks), descending=descending).compute(scheduler="sync")
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, stable_argsort(x, descending))
+
+
+@SETTINGS
+@given(case=cases(), vdtype=st.sampled_from(DTYPES), descending=st.booleans())
+def test_sort_by_key(case, vdtype, descending):
+    keys, chunks = case
+    values = random_keys(np.random.default_rng(len(keys)), len(keys), vdtype, duplicates=True)
+    sk, sv = distsort.sort_by_key(as_dask(keys, chunks), as_dask(values, chunks[::-1]),
+                                  descending=descending)
+    sk, sv = dask.compute(sk, sv, scheduler="sync")
+    rk, rv = sort_by_key_reference(keys, values, descending)
+    assert sk.dtype == keys.dtype and sv.dtype == values.dtype
+    assert np.array_equal(sk, rk, equal_nan=True) and np.array_equal(sv, rv, equal_nan=True)
+    assert_same_multiset(sk, keys)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_with_local_schedulers(dtype, scheduler):
+    rng = np.random.default_rng(7)
+    x = random_keys(rng, 4099, dtype, special_fraction=0.2)
+    for count in (3, 9):
+        chunks = tuple(len(c) for c in np.array_split(x, count))
+        dx = as_dask(x, chunks)
+        s, a = dask.compute(distsort.sort(dx), distsort.argsort(dx), scheduler=scheduler)
+        assert_sorted_like_numpy(s, x)
+        np.testing.assert_array_equal(a, stable_argsort(x))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "uint64", "float16", "bool"])
+def test_distributed_local_cluster(cluster_client, dtype):
+    rng = np.random.default_rng(11)
+    x = random_keys(rng, 20_011, dtype, special_fraction=0.05)
+    v = rng.integers(-100, 100, size=len(x)).astype(np.int16)
+    dx = da.from_array(x, chunks=(1_000, 2_000, 500, 6_511, 10_000))
+    out = cluster_client.compute(
+        [distsort.sort(dx), distsort.sort(dx, descending=True), distsort.argsort(dx),
+         *distsort.sort_by_key(dx, da.from_array(v, chunks=3_000))], sync=True)
+    assert_sorted_like_numpy(out[0], x)
+    assert_sorted_like_numpy(out[1], x, descending=True)
+    np.testing.assert_array_equal(out[2], stable_argsort(x))
+    rk, rv = sort_by_key_reference(x, v)
+    assert np.array_equal(out[3], rk, equal_nan=True)
+    np.testing.assert_array_equal(out[4], rv)
+
+
+@pytest.mark.parametrize("count", [3, 5, 7, 9, 31, 33])
+def test_chunk_counts(count):
+    rng = np.random.default_rng(count)
+    x = rng.normal(size=count * 37 + 5)
+    chunks = tuple(len(c) for c in np.array_split(x, count))
+    dx = as_dask(x, chunks)
+    assert_sorted_like_numpy(distsort.sort(dx).compute(scheduler="sync"), x)
+    np.testing.assert_array_equal(distsort.argsort(dx).compute(scheduler="sync"),
+                                  stable_argsort(x))
+
+
+def test_output_chunking_is_regular_and_lazy():
+    x = da.from_array(np.arange(100.0)[::-1].copy(), chunks=((10, 0, 60, 30),))
+    s = distsort.sort(x)
+    assert isinstance(s, da.Array)
+    assert s.chunks == ((34, 34, 32),)
+    np.testing.assert_array_equal(s.compute(), np.arange(100.0))
+
+
+def test_numpy_and_list_inputs_are_wrapped():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-50, 50, size=1000).astype(np.int32)
+    assert_sorted_like_numpy(distsort.sort(x).compute(), x)
+    np.testing.assert_array_equal(distsort.sort([3, 1, 2]).compute(), [1, 2, 3])
+
+
+def test_input_is_not_modified():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=5000)
+    before = x.copy()
+    dx = da.from_array(x, chunks=700)
+    dask.compute(distsort.sort(dx), distsort.argsort(dx), *distsort.sort_by_key(dx, dx),
+                 scheduler="threads")
+    np.testing.assert_array_equal(bits(x), bits(before))
+
+
+def test_graph_names_are_deterministic_and_build_touches_no_data():
+    calls = []
+
+    def spy(block):
+        calls.append(1)
+        return block
+
+    x = da.from_array(np.arange(50.0), chunks=7).map_blocks(spy)
+    calls.clear()  # map_blocks itself called spy on an empty array to learn the meta
+    a, b = distsort.sort(x), distsort.sort(x)
+    assert a.name == b.name
+    assert distsort.sort(x, descending=True).name != a.name
+    assert not calls, "building the graph must not compute anything"
+    layers = list(a.dask.layers)
+    assert sum(name.startswith("distsort-round") for name in layers) == 6
+    assert any(name.startswith("distsort-prepare-") for name in layers)
+
+
+class TestNDArrays:
+    def test_axis_none_sorts_flattened(self):
+        rng = np.random.default_rng(1)
+        x = rng.normal(size=(30, 17))
+        dx = da.from_array(x, chunks=(7, 5))
+        assert_sorted_like_numpy(distsort.sort(dx, axis=None).compute(), x.ravel())
+        np.testing.assert_array_equal(distsort.argsort(dx, axis=None).compute(),
+                                      stable_argsort(x.ravel()))
+
+    @pytest.mark.parametrize("axis", [0, 1, -1, -2])
+    def test_axis_in_one_chunk_sorts_block_by_block(self, axis):
+        rng = np.random.default_rng(2)
+        x = random_keys(rng, 40 * 23, "float32").reshape(40, 23)
+        chunks = (40, 5) if axis in (0, -2) else (6, 23)
+        dx = da.from_array(x, chunks=chunks)
+        out = distsort.sort(dx, axis=axis).compute()
+        assert np.array_equal(out, np.sort(x, axis=axis), equal_nan=True)
+        np.testing.assert_array_equal(distsort.argsort(dx, axis=axis).compute(),
+                                      np.argsort(x, axis=axis, kind="stable"))
+        down = distsort.sort(dx, axis=axis, descending=True).compute()
+        assert np.array_equal(down, np.flip(np.sort(x, axis=axis), axis=axis), equal_nan=True)
+
+    def test_split_axis_raises_with_advice(self):
+        dx = da.ones((10, 10), chunks=5)
+        with pytest.raises(ValueError, match=r"rechunk\({1: -1}\)"):
+            distsort.sort(dx, axis=1)
