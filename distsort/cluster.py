@@ -1,0 +1,232 @@
+"""Start or connect to a Dask cluster for distsort.
+
+Three entry points:
+
+* :func:`local_cuda_cluster`: one worker per GPU (``dask_cuda.LocalCUDACluster``),
+  talking UCX (NVLink between GPUs of one host) with an RMM pool when
+  ``distributed_ucxx`` and ``rmm`` import, TCP otherwise (with a warning);
+* :func:`local_cpu_cluster`: worker processes on this host that spill to disk
+  when their memory limit is reached (out-of-core sorts on the CPU);
+* :func:`connect`: a ``distributed.Client`` to a scheduler address, a scheduler
+  file, or a new local cluster (GPUs when there are any, the CPU otherwise).
+
+``dask_cuda``, ``cupy``, ``rmm`` and ``distributed_ucxx`` are optional: they are
+imported only when a GPU cluster is asked for.
+
+>>> from distsort.cluster import local_cpu_cluster
+>>> from distributed import Client
+>>> with local_cpu_cluster(n_workers=1, memory_limit="1GiB") as cluster:
+...     with Client(cluster) as client:
+...         print(len(client.scheduler_info(n_workers=-1)["workers"]))
+1
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+
+__all__ = ["local_cuda_cluster", "local_cpu_cluster", "connect", "gpu_available",
+           "ucx_available", "DEVICE_MEMORY_FRACTION", "RMM_POOL_FRACTION"]
+
+#: Spill threshold of GPU workers, as a fraction of device memory.  Dask counts
+#: only the chunks it holds, not a task's scratch (a compare-split needs about
+#: three chunks, CuPy's sort more), so leave a third of the device for tasks.
+DEVICE_MEMORY_FRACTION = 0.65
+
+#: Initial RMM pool, as a fraction of device memory.  The pool can still grow;
+#: one pool means one CUDA IPC mapping per pair of workers for NVLink transfers.
+RMM_POOL_FRACTION = 0.8
+
+
+def gpu_available() -> bool:
+    """Whether CuPy imports and sees at least one CUDA device.
+
+    >>> isinstance(gpu_available(), bool)
+    True
+    """
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, no device, CUDA_VISIBLE_DEVICES="" ...
+        return False
+
+
+def ucx_available() -> bool:
+    """Whether the UCX comm (``distributed_ucxx``) and RMM can be used."""
+    return all(importlib.util.find_spec(m) is not None for m in ("distributed_ucxx", "rmm"))
+
+
+def _dashboard_address(kw):
+    # Without bokeh the dashboard cannot start and distributed logs a warning per
+    # cluster; a random port with it avoids clashes between jobs on one host.
+    if importlib.util.find_spec("bokeh") is None:
+        return None
+    return kw.get("dashboard_address", ":0")
+
+
+def local_cuda_cluster(n_workers=None, device_memory_limit=DEVICE_MEMORY_FRACTION,
+                       protocol=None, rmm_pool_size=None, **kw):
+    """A ``dask_cuda.LocalCUDACluster``: one worker process per GPU of this host.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Number of GPUs to use (default: all visible ones).
+    device_memory_limit : float, int or str, optional
+        Spill threshold per GPU: a fraction of device memory (default
+        ``DEVICE_MEMORY_FRACTION``), bytes, or a string like ``"40GB"``.  Chunks
+        beyond it are moved to host memory, and from there to disk.
+    protocol : {"ucx", "tcp"}, optional
+        Default: ``"ucx"`` when ``distributed_ucxx`` and ``rmm`` import (UCX picks
+        NVLink between GPUs of one host by itself), ``"tcp"`` otherwise, with a
+        warning, since TCP is two orders of magnitude slower between GPUs.
+    rmm_pool_size : float, int or str, optional
+        RMM pool per GPU.  Default: ``RMM_POOL_FRACTION`` of device memory when
+        ``rmm`` imports (and CuPy then allocates from it), else no pool.
+    **kw
+        Passed to ``LocalCUDACluster`` (``CUDA_VISIBLE_DEVICES``, ``memory_limit``,
+        ``local_directory``, ``enable_nvlink``, ...).
+
+    Examples
+    --------
+    >>> from distsort.cluster import local_cuda_cluster   # doctest: +SKIP
+    >>> from distributed import Client                    # doctest: +SKIP
+    >>> cluster = local_cuda_cluster()                    # doctest: +SKIP
+    >>> client = Client(cluster)                          # doctest: +SKIP
+    >>> import dask.array as da, cupy, distsort           # doctest: +SKIP
+    >>> x = da.random.default_rng(0).random(2**30, chunks=2**27)  # doctest: +SKIP
+    >>> s = distsort.sort(x.map_blocks(cupy.asarray)).persist()   # doctest: +SKIP
+    """
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as e:
+        raise ImportError("local_cuda_cluster needs dask-cuda: pip install "
+                          "'distsort[cuda13]' (or [cuda12])") from e
+    if protocol is None:
+        protocol = "ucx" if ucx_available() else "tcp"
+        if protocol == "tcp":
+            warnings.warn("distributed-ucxx or rmm is not installed: GPU workers will "
+                          "exchange data over TCP, ~100x slower than NVLink",
+                          RuntimeWarning, stacklevel=2)
+    if rmm_pool_size is None and importlib.util.find_spec("rmm") is not None:
+        rmm_pool_size = RMM_POOL_FRACTION
+    if rmm_pool_size is not None:
+        # CuPy must allocate from the pool, or the pool only takes memory away.
+        kw.setdefault("rmm_allocator_external_lib_list", ["cupy"])
+    kw["dashboard_address"] = _dashboard_address(kw)
+    return LocalCUDACluster(n_workers=n_workers, device_memory_limit=device_memory_limit,
+                            protocol=protocol, rmm_pool_size=rmm_pool_size, **kw)
+
+
+def local_cpu_cluster(n_workers=None, memory_limit="auto", threads_per_worker=1, **kw):
+    """A ``distributed.LocalCluster`` of worker processes on this host.
+
+    Workers spill chunks to disk (``local_directory``, default the temporary
+    directory) above 70% of ``memory_limit``, so arrays larger than memory sort.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Worker processes (default: one per core).
+    memory_limit : int, str or "auto", optional
+        Per worker: bytes, a string like ``"2GiB"``, or ``"auto"`` (this host's
+        memory shared evenly).
+    threads_per_worker : int, optional
+        Default 1: NumPy's sort and merge release the GIL for only part of the
+        work, so processes scale better than threads.
+    **kw
+        Passed to ``LocalCluster`` (``host``, ``local_directory``, ...).
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> import dask.array as da, distsort
+    >>> with local_cpu_cluster(n_workers=2, memory_limit="1GiB") as cluster:
+    ...     with Client(cluster) as client:
+    ...         x = da.random.default_rng(1).random(100_000, chunks=25_000)
+    ...         s = distsort.sort(x).compute()
+    >>> bool((s[1:] >= s[:-1]).all())
+    True
+    """
+    from distributed import LocalCluster
+
+    if n_workers is None:
+        n_workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
+    kw.setdefault("host", "127.0.0.1")
+    kw["dashboard_address"] = _dashboard_address(kw)
+    return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                        memory_limit=memory_limit, processes=True, **kw)
+
+
+def _owning_client_class():
+    from distributed import Client
+
+    class OwningClient(Client):
+        """A Client that also closes the local cluster it was started with."""
+
+        def close(self, *args, **kwargs):
+            try:
+                return super().close(*args, **kwargs)
+            finally:
+                cluster, self._distsort_cluster = getattr(self, "_distsort_cluster", None), None
+                if cluster is not None:
+                    cluster.close()
+
+    return OwningClient
+
+
+def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw):
+    """A ``distributed.Client``: to a scheduler, or to a new local cluster.
+
+    Parameters
+    ----------
+    scheduler_address : str, optional
+        ``"tcp://host:8786"`` or ``"ucx://host:8786"``.
+    scheduler_file : str, optional
+        The JSON file that ``dask scheduler --scheduler-file`` writes.
+    gpu : bool, optional
+        For a new local cluster only: GPU workers (:func:`local_cuda_cluster`) or
+        CPU workers (:func:`local_cpu_cluster`).  Default: GPUs when CuPy imports
+        and a device is visible.
+    **cluster_kw
+        Passed to the new local cluster.
+
+    Returns
+    -------
+    distributed.Client
+        A local cluster started here is closed with the client.
+
+    Examples
+    --------
+    >>> client = connect(gpu=False, n_workers=1, memory_limit="1GiB")
+    >>> len(client.scheduler_info(n_workers=-1)["workers"])
+    1
+    >>> client.close()
+
+    A cluster started with ``deploy/local/cluster.sh start --scheduler-file s.json``:
+
+    >>> client = connect(scheduler_file="s.json")   # doctest: +SKIP
+    """
+    from distributed import Client
+
+    if scheduler_address and scheduler_file:
+        raise ValueError("give scheduler_address or scheduler_file, not both")
+    if scheduler_address:
+        return Client(scheduler_address)
+    if scheduler_file:
+        if not os.path.exists(scheduler_file):
+            raise FileNotFoundError(f"scheduler file not found: {scheduler_file}")
+        return Client(scheduler_file=scheduler_file)
+    if gpu is None:
+        gpu = gpu_available()
+    cluster = local_cuda_cluster(**cluster_kw) if gpu else local_cpu_cluster(**cluster_kw)
+    try:
+        client = _owning_client_class()(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+    client._distsort_cluster = cluster
+    return client
