@@ -1,0 +1,231 @@
+"""CuPy backend: chunks sorted in place on the GPU by the bitonic kernels of
+``distsort/kernels`` (see ``sort.cu`` for what one pass does).
+
+A chunk is a ``Run(keys, values, descending)``: the keys in the user's dtype (the
+kernels turn them into order codes on load and back on store, so keys-only output is
+bit-identical to the NumPy backend's), the values or None, and the direction (which
+``probe`` needs to return codes, since it is not given the order).
+
+Not supported: more than 2**31 lanes in ``sort_blocks``; lanes longer than 2**62.
+Memory: a sort allocates nothing beyond the copy of its input (``prepare``) or the
+output buffer (``merge_low``/``merge_high``); a one-element device scalar holds the
+crossing count.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import cupy
+import numpy as np
+
+from ..kernels.loader import get_module
+from ..order import encode
+from . import tuning
+from .numpy import crossing_bound  # noqa: F401  (probes are host codes, as NumPy's)
+
+
+class Run(NamedTuple):
+    keys: object
+    values: object
+    descending: bool
+
+
+# ---------------------------------------------------------------- the schedule
+def _config(key_dtype, value_dtype):
+    """(tile bits, E, threads, group bits per pass, shared-memory bytes) for a dtype pair."""
+    major = cupy.cuda.Device().compute_capability
+    tab = tuning.table(int(major[:-1]))
+    ks = np.dtype(key_dtype).itemsize
+    vs = np.dtype(value_dtype).itemsize if value_dtype is not None else 0
+    regs = tuning.regs_per_thread(tab, ks + vs)
+    tile = tuning.tile_bits(tab, ks, vs)
+    low = max(0, (tab["row_bytes"] // ks).bit_length() - 1)
+    kmax = max(1, tile - low)
+    smem = tuning.padded_bytes(1 << tile, ks) + (tuning.padded_bytes(1 << tile, vs) if vs else 0)
+    return tile, regs, tab["threads"], kmax, smem
+
+
+def schedule(n, tile, loge, kmax, merge=False):
+    """The passes over global memory that sort (or, with ``merge``, bitonic-merge) ``n``
+    elements: a list of ``(mode, tb, top, k, mirror, blocks)`` (see ``sort.cu``).
+
+    Sort: one SORT pass of the tiles, then for every stage 2^s above the tile the
+    group passes (``kmax`` global steps each, the mirror first) and one MERGE pass.
+    Merge: the group passes of bits p-1 .. tile, then one MERGE pass.
+    """
+    if n <= 1:
+        return []
+    p = max((n - 1).bit_length(), loge)
+    tb = max(loge, min(tile, p))
+    tiles = -(-n // (1 << tb))
+    passes = [] if merge else [(0, tb, 0, 0, 0, tiles)]
+    for s in ([p] if merge else range(tb + 1, p + 1)):
+        hi, mirror = s - 1, int(not merge)
+        while hi >= tb:
+            k = min(kmax, hi - tb + 1)
+            passes.append((2, tb, hi, k, mirror, 1 << (p - tb)))
+            hi, mirror = hi - k, 0
+        passes.append((1, tb, hi, 0, 0, tiles))
+    return passes
+
+
+def pass_count(n, key_dtype, value_dtype=None, merge=False):
+    """Passes over global memory of a sort of ``n`` keys (each reads and writes them once)."""
+    tile, regs, _, kmax, _ = _config(key_dtype, value_dtype)
+    return len(schedule(n, tile, regs.bit_length() - 1, kmax, merge))
+
+
+def _storage(a):
+    return a.view(np.uint8) if a.dtype == np.bool_ else a
+
+
+def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
+    """Sort ``keys`` (C-contiguous, ``lanes`` lanes of equal length) in place, the values
+    moving with them; with ``merge`` the lanes must be bitonic (descending, then
+    ascending).  Keyed: ties by the value's canonical code (NumPy backend's order)."""
+    total = keys.size
+    if total == 0 or lanes == 0:
+        return keys, values
+    n = total // lanes
+    vdt = None if values is None else values.dtype
+    tile, regs, threads, kmax, smem = _config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, regs, threads)
+    mod.allow_smem(smem)
+    dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
+    kst = _storage(keys).ravel()
+    vst = kst if values is None else _storage(values).ravel()
+    for mode, tb, top, k, mirror, blocks in schedule(n, tile, regs.bit_length() - 1, kmax, merge):
+        for first in range(0, lanes, 65535):
+            count = min(65535, lanes - first)
+            off = first * n
+            mod.bitonic_pass(
+                (blocks, count), (threads,),
+                (kst[off:], vst[off:] if values is not None else kst, np.int64(n), np.int64(n),
+                 np.int32(tb), np.int32(mode), np.int32(top), np.int32(k), np.int32(mirror), dm),
+                shared_mem=smem)
+    return keys, values
+
+
+# ---------------------------------------------------------------- the interface
+def prepare(keys, values, order, start=None):
+    """Copy one chunk (the input is never modified) and sort the copy in place."""
+    keys = cupy.array(keys, copy=True).ravel()
+    if order.keyed:
+        if start is not None:
+            values = cupy.arange(start, start + keys.size, dtype=np.int64)
+        else:
+            values = cupy.array(values, copy=True).ravel()
+    else:
+        values = None
+    sort_inplace(keys, values, order.descending)
+    return Run(keys, values, order.descending)
+
+
+def length(chunk):
+    return int(chunk.keys.size)
+
+
+def probe(chunk, stride, top):
+    """Host codes of every ``stride``-th element from the top or bottom (NumPy's form)."""
+    n = length(chunk)
+    index = cupy.arange(n - 1, -1, -stride) if top else cupy.arange(0, n, stride)
+    keyed = chunk.values is not None
+    codes = encode(chunk.keys[index].get(), canonical=keyed, descending=chunk.descending)
+    if keyed:
+        return codes, encode(chunk.values[index].get(), canonical=True)
+    return codes
+
+
+def head(chunk, k):
+    v = None if chunk.values is None else chunk.values[:k].copy()
+    return Run(chunk.keys[:k].copy(), v, chunk.descending)
+
+
+def tail(chunk, k):
+    n = length(chunk)
+    v = None if chunk.values is None else chunk.values[n - k:].copy()
+    return Run(chunk.keys[n - k:].copy(), v, chunk.descending)
+
+
+def crossing_count(a_top, b_bottom):
+    """``#{i : A[-1-i] > B[i]}`` by a binary search on the device (one scalar read)."""
+    ma, mb = length(a_top), length(b_bottom)
+    if ma == 0 or mb == 0:
+        return 0
+    keys = a_top.keys
+    vdt = None if a_top.values is None else a_top.values.dtype
+    tile, regs, threads, _, _ = _config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, regs, threads)
+    out = cupy.empty(1, dtype=np.int64)
+    ka, kb = _storage(a_top.keys), _storage(b_bottom.keys)
+    va = ka if vdt is None else _storage(a_top.values)
+    vb = kb if vdt is None else _storage(b_bottom.values)
+    dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if a_top.descending else 0)
+    mod.crossing_count((1,), (1,), (ka, va, np.int64(ma), kb, vb, np.int64(mb), dm, out))
+    return int(out.get()[0])
+
+
+def _v_merge(lower, upper, kept_lower, desc):
+    """Sorted union of ``lower[:kept_lower]`` (reversed) and ``upper``: a V-shaped
+    (bitonic) buffer sorted in place by the half-cleaner passes."""
+    m = kept_lower + length(upper)
+    keys = cupy.empty(m, dtype=lower.keys.dtype)
+    keys[:kept_lower] = lower.keys[:kept_lower][::-1]
+    keys[kept_lower:] = upper.keys
+    values = None
+    if lower.values is not None:
+        values = cupy.empty(m, dtype=lower.values.dtype)
+        values[:kept_lower] = lower.values[:kept_lower][::-1]
+        values[kept_lower:] = upper.values
+    sort_inplace(keys, values, desc, merge=True)
+    return Run(keys, values, desc)
+
+
+def _slice(chunk, start, stop):
+    v = None if chunk.values is None else chunk.values[start:stop]
+    return Run(chunk.keys[start:stop], v, chunk.descending)
+
+
+def merge_low(a, b_head, order=None):
+    """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``."""
+    k = crossing_count(a, b_head)
+    if k == 0:
+        return a
+    n = length(a)
+    return _v_merge(a, _slice(b_head, 0, k), n - k, a.descending)
+
+
+def merge_high(b, a_tail, order=None):
+    """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``."""
+    k = crossing_count(a_tail, b)
+    if k == 0:
+        return b
+    n = length(a_tail)
+    return _v_merge(_slice(a_tail, n - k, n), _slice(b, k, length(b)), k, b.descending)
+
+
+def finish_keys(chunk, order, dtype):
+    return chunk.keys
+
+
+def finish_values(chunk):
+    return chunk.values
+
+
+def sort_blocks(keys, values, axis, order, positions=False):
+    """Sort every lane of an N-D block along ``axis`` (a batched launch: one grid row per
+    lane); returns ``(keys, values)``, values None for keys-only."""
+    keys = cupy.asarray(keys)
+    axis = axis % keys.ndim if keys.ndim else 0
+    k = cupy.moveaxis(keys, axis, -1).copy(order="C")
+    n = k.shape[-1] if k.ndim else 1
+    lanes = k.size // n if n else 0
+    v = None
+    if order.keyed:
+        if positions:
+            v = cupy.broadcast_to(cupy.arange(n, dtype=np.int64), k.shape).copy()
+        else:
+            v = cupy.moveaxis(cupy.asarray(values), axis, -1).copy(order="C")
+    sort_inplace(k, v, order.descending, lanes=lanes)
+    k = cupy.moveaxis(k, -1, axis)
+    return k, (None if v is None else cupy.moveaxis(v, -1, axis))

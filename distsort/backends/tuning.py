@@ -1,0 +1,52 @@
+"""Tuning constants of the GPU kernels, one table per GPU generation.
+
+The kernel (``kernels/sort.cu``) says what one block does; the launcher
+(``backends/cupy.py``) picks from here how many elements a block holds, how many
+threads it has and how many elements each thread holds in registers.
+
+``smem``      bytes of shared memory one block may take (the tile is the largest
+              power of two of elements that fits, with one spare slot per 128 bytes).
+``threads``   threads per block (registers: E elements + addresses, no spills at 512).
+``regs``      E, elements per thread in a phase, by key+value bytes (<= 4, <= 8, more):
+              each phase runs log2(E) network steps in registers.
+``row_bytes`` contiguous bytes of each row of a global (strided) pass: the rows are
+              read and written whole, so 128 bytes keep the accesses coalesced.
+"""
+from __future__ import annotations
+
+TABLES = {
+    # Hopper (H100, H200): 227 KB of shared memory per block, 64 K registers per SM.
+    9: {"smem": 227 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128},
+    # Ampere / Ada: 163 KB (A100) or 99 KB (consumer); the smaller one is safe.
+    8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128},
+}
+DEFAULT = {"smem": 48 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128}
+
+
+def table(major: int) -> dict:
+    """The tuning table of compute capability ``major`` (newer ones use Hopper's)."""
+    if major in TABLES:
+        return TABLES[major]
+    return TABLES[9] if major > 9 else DEFAULT
+
+
+def regs_per_thread(tab: dict, elem_bytes: int) -> int:
+    small, medium, large = tab["regs"]
+    return small if elem_bytes <= 4 else medium if elem_bytes <= 8 else large
+
+
+def padded_bytes(count: int, itemsize: int) -> int:
+    """Shared-memory bytes of ``count`` items with one spare slot per 128 bytes (16-aligned)."""
+    per = 128 // itemsize
+    return ((count + count // per) * itemsize + 15) // 16 * 16
+
+
+def tile_bits(tab: dict, key_size: int, value_size: int) -> int:
+    """log2 of the largest tile of (key, value) elements that fits in shared memory."""
+    bits = 4
+    while True:
+        count = 1 << (bits + 1)
+        need = padded_bytes(count, key_size) + (padded_bytes(count, value_size) if value_size else 0)
+        if need > tab["smem"]:
+            return bits
+        bits += 1

@@ -1,0 +1,102 @@
+// Pieces of the all-ascending ("flip") bitonic network, on E elements that one
+// thread holds in registers.  Every comparator puts the smaller element at the
+// lower index.  Register arrays are indexed only by compile-time constants (all
+// loops are unrolled), so they stay in registers.
+#pragma once
+#include "order.cuh"
+
+template <class K, class V> struct Cmp {
+    typedef typename K::U U;
+    typedef typename V::U VU;
+    // Compare-exchange of a (lower index) and b.  Keys-only: codes are a bijection,
+    // so min/max is exact.  Keyed: canonical code, then the value's code; swap only
+    // when strictly greater, so the +inf padding (the largest element) never moves.
+    static __device__ __forceinline__ void cx(U& a, U& b, VU& va, VU& vb, U dm) {
+        if constexpr (!HasValues<V>::value) {
+            U lo = b < a ? b : a;
+            U hi = b < a ? a : b;
+            a = lo;
+            b = hi;
+        } else {
+            U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
+            U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
+            bool gt = ka > kb || (ka == kb && V::value_code(va) > V::value_code(vb));
+            U t = gt ? b : a; b = gt ? a : b; a = t;
+            VU s = gt ? vb : va; vb = gt ? va : vb; va = s;
+        }
+    }
+    // a > b in the sort order (for the crossing count).
+    static __device__ __forceinline__ bool gt(U a, U b, VU va, VU vb, U dm) {
+        if constexpr (!HasValues<V>::value) {
+            return a > b;
+        } else {
+            U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
+            U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
+            return ka > kb || (ka == kb && V::value_code(va) > V::value_code(vb));
+        }
+    }
+};
+
+// Half-cleaner on register bit J: m <-> m + 2^J for every m with bit J clear.
+template <class K, class V, int E, int J>
+__device__ __forceinline__ void half_clean(typename K::U* r, typename V::U* w, typename K::U dm) {
+#pragma unroll
+    for (int m = 0; m < E; ++m)
+        if (!(m & (1 << J))) Cmp<K, V>::cx(r[m], r[m | (1 << J)], w[m], w[m | (1 << J)], dm);
+}
+
+// Half-cleaner on a run-time register bit j (a switch onto compile-time bits).
+template <class K, class V, int E>
+__device__ __forceinline__ void half_clean_rt(int j, typename K::U* r, typename V::U* w,
+                                              typename K::U dm) {
+    switch (j) {
+        case 0: half_clean<K, V, E, 0>(r, w, dm); break;
+        case 1: if constexpr (E > 2) half_clean<K, V, E, 1>(r, w, dm); break;
+        case 2: if constexpr (E > 4) half_clean<K, V, E, 2>(r, w, dm); break;
+        case 3: if constexpr (E > 8) half_clean<K, V, E, 3>(r, w, dm); break;
+        case 4: if constexpr (E > 16) half_clean<K, V, E, 4>(r, w, dm); break;
+        case 5: if constexpr (E > 32) half_clean<K, V, E, 5>(r, w, dm); break;
+        default: break;
+    }
+}
+
+// Mirror step of blocks of 2^S registers: m <-> block end - (m - block start).
+template <class K, class V, int E, int S>
+__device__ __forceinline__ void mirror(typename K::U* r, typename V::U* w, typename K::U dm) {
+    constexpr int B = 1 << S;
+#pragma unroll
+    for (int m = 0; m < E; ++m)
+        if ((m & (B - 1)) < B / 2) {
+            const int p = (m & ~(B - 1)) | (B - 1 - (m & (B - 1)));
+            Cmp<K, V>::cx(r[m], r[p], w[m], w[p], dm);
+        }
+}
+
+// Stage S of the network inside the registers: mirror, then half-cleaners S-2..0.
+template <class K, class V, int E, int S>
+__device__ __forceinline__ void reg_stage(typename K::U* r, typename V::U* w, typename K::U dm) {
+    mirror<K, V, E, S>(r, w, dm);
+    if constexpr (S >= 2) half_clean<K, V, E, S - 2>(r, w, dm);
+    if constexpr (S >= 3) half_clean<K, V, E, S - 3>(r, w, dm);
+    if constexpr (S >= 4) half_clean<K, V, E, S - 4>(r, w, dm);
+    if constexpr (S >= 5) half_clean<K, V, E, S - 5>(r, w, dm);
+    if constexpr (S >= 6) half_clean<K, V, E, S - 6>(r, w, dm);
+}
+
+// Sort E registers completely (stages 1..log2 E).
+template <class K, class V, int E>
+__device__ __forceinline__ void reg_sort(typename K::U* r, typename V::U* w, typename K::U dm) {
+    reg_stage<K, V, E, 1>(r, w, dm);
+    if constexpr (E >= 4) reg_stage<K, V, E, 2>(r, w, dm);
+    if constexpr (E >= 8) reg_stage<K, V, E, 3>(r, w, dm);
+    if constexpr (E >= 16) reg_stage<K, V, E, 4>(r, w, dm);
+    if constexpr (E >= 32) reg_stage<K, V, E, 5>(r, w, dm);
+    if constexpr (E >= 64) reg_stage<K, V, E, 6>(r, w, dm);
+}
+
+template <int E> struct Log2;
+template <> struct Log2<4> { static constexpr int v = 2; };
+template <> struct Log2<8> { static constexpr int v = 3; };
+template <> struct Log2<16> { static constexpr int v = 4; };
+template <> struct Log2<32> { static constexpr int v = 5; };
+template <> struct Log2<64> { static constexpr int v = 6; };
