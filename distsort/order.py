@@ -55,43 +55,60 @@ def _float_constants(dtype):
     return sign, exp_mask, n_negative_nans, info.nmant
 
 
+def _namespace(x):
+    """NumPy or CuPy, whichever ``x`` belongs to (the maps work on both)."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy
+    return np
+
+
 def encode(keys, *, canonical=False, descending=False):
-    """Codes of ``keys`` (a new array of unsigned integers of the same width)."""
-    keys = np.asarray(keys)
+    """Codes of ``keys`` (a new array of unsigned integers of the same width).
+
+    Works on NumPy and CuPy arrays alike.
+    """
+    xp = _namespace(keys)
+    keys = xp.asarray(keys)
     dtype = keys.dtype
     udt = code_dtype(dtype)
     bits = 8 * dtype.itemsize
-    u = keys.view(udt) if dtype.kind != "b" else keys.view(np.uint8)
-    if dtype.kind == "i":
-        u = u ^ udt.type(1 << (bits - 1))
-    elif dtype.kind == "f":
+    u = keys.view(udt)
+    if dtype.kind == "f":
         sign, exp_mask, n_neg_nans, nmant = _float_constants(dtype)
         if canonical:
             u = u.copy()
             u[u == udt.type(sign)] = 0
-            u[np.isnan(keys)] = udt.type(exp_mask | (1 << (nmant - 1)))
-        negative = (u & udt.type(sign)) != 0
-        u = np.where(negative, ~u, u | udt.type(sign))
-        u = u - udt.type(n_neg_nans)  # wraps modulo 2**bits, as intended
+            u[xp.isnan(keys)] = udt.type(exp_mask | (1 << (nmant - 1)))
+        # Negative floats flip every bit, positive ones only the sign: one mask per key.
+        code = u >> udt.type(bits - 1)
+        xp.negative(code, out=code)
+        code |= udt.type(sign)
+        code ^= u
+        code -= udt.type(n_neg_nans)  # wraps modulo 2**bits, as intended
+    elif dtype.kind == "i":
+        code = u ^ udt.type(1 << (bits - 1))
     else:
-        u = u.copy()
+        code = u.copy()
     if descending:
-        np.invert(u, out=u)
-    return u
+        xp.invert(code, out=code)
+    return code
 
 
 def decode(codes, dtype, *, descending=False):
     """Keys of ``dtype`` from their ``total`` codes (the inverse of ``encode``)."""
+    xp = _namespace(codes)
     dtype = np.dtype(dtype)
     udt = code_dtype(dtype)
-    u = np.asarray(codes, dtype=udt)
-    u = ~u if descending else u.copy()
+    u = xp.invert(codes) if descending else codes.copy()
     bits = 8 * dtype.itemsize
     if dtype.kind == "i":
         u ^= udt.type(1 << (bits - 1))
     elif dtype.kind == "f":
         sign, _, n_neg_nans, _ = _float_constants(dtype)
-        u = u + udt.type(n_neg_nans)
-        positive = (u & udt.type(sign)) != 0
-        u = np.where(positive, u & udt.type(sign - 1), ~u)
-    return u.view(dtype if dtype.kind != "b" else np.bool_)
+        u += udt.type(n_neg_nans)
+        mask = u >> udt.type(bits - 1)
+        mask -= udt.type(1)  # codes with the sign bit came from positive keys
+        mask |= udt.type(sign)
+        u ^= mask
+    return u.view(dtype)
