@@ -1,0 +1,272 @@
+"""Local (one GPU) sort: distsort's in-place bitonic kernels against cupy.sort (radix),
+cupy.lexsort (thrust merge sort) and a one-launch-per-step bitonic kernel.
+
+    python benchmarks/local_sort.py --out DIR [--quick] [--huge-gb 120] [--variants]
+
+Every timed result is checked against cupy.sort's on the same fresh random input
+(CUDA events, one warm-up, median of several runs; the input is refilled before each
+run and never zeros).  Writes ``local_sort_<device>_<date>.json`` and a PNG plot.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from distsort.backends import cupy as cpb  # noqa: E402
+from distsort.backends import tuning  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+_mod = cupy.RawModule(code=(HERE / "bitonic_baseline.cu").read_text(), options=("-std=c++17",))
+KIND = {"uint32": 0, "uint64": 1, "float32": 2, "float64": 3}
+
+
+def fill(x, seed):
+    _mod.get_function("fill_random")((4096,), (256,), (x, np.int64(x.size), np.uint64(seed),
+                                                       np.int32(KIND[x.dtype.name])))
+
+
+def timed(fn, prepare, reps):
+    """Median ms of ``fn()`` over ``reps`` runs after one warm-up; ``prepare()`` before each."""
+    times = []
+    for r in range(reps + 1):
+        prepare(r)
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        out = fn()
+        stop.record()
+        stop.synchronize()
+        if r:
+            times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times), out
+
+
+def baseline_sort(a):
+    """One launch per step (seed 004), flip form with virtual padding."""
+    n = a.size
+    p = max(1, (n - 1).bit_length())
+    pairs = 1 << (p - 1)
+    step = _mod.get_function("bitonic_step")
+    grid = (-(-pairs // 256),)
+    launches = 0
+    for s in range(1, p + 1):
+        step(grid, (256,), (a, np.int64(n), np.int64(pairs), np.int32(s), np.int32(0), np.int32(1)))
+        launches += 1
+        for j in range(s - 2, -1, -1):
+            step(grid, (256,), (a, np.int64(n), np.int64(pairs), np.int32(s), np.int32(j),
+                                np.int32(0)))
+            launches += 1
+    return launches
+
+
+def bench_keys(dtype, n, reps, others, seed):
+    x = cupy.empty(n, dtype=dtype)
+    row = {"dtype": dtype, "n": n, "passes": cpb.pass_count(n, dtype)}
+    ms, _ = timed(lambda: cpb.sort_inplace(x), lambda r: fill(x, seed + r), reps)
+    fill(x, seed + reps)
+    ref = cupy.sort(x)
+    cpb.sort_inplace(x)
+    row["distsort_ok"] = bool((x == ref).all())
+    row["distsort_ms"] = ms
+    del ref
+    ms, out = timed(lambda: cupy.sort(x), lambda r: fill(x, seed + r), reps)
+    row["cupy_sort_ms"] = ms
+    del out
+    if others and dtype == "uint32":
+        ms, _ = timed(lambda: baseline_sort(x), lambda r: fill(x, seed + r), 1)
+        ref = cupy.sort(x)
+        fill(x, seed)
+        ref = cupy.sort(x)
+        baseline_sort(x)
+        row["per_step_ms"], row["per_step_ok"] = ms, bool((x == ref).all())
+        del ref
+    if others:
+        ms, idx = timed(lambda: cupy.lexsort(x[None]), lambda r: fill(x, seed + r), 1)
+        row["lexsort_ms"] = ms
+        row["lexsort_ok"] = bool((x[idx][1:] >= x[idx][:-1]).all())
+        del idx
+    for k in [k for k in list(row) if k.endswith("_ms")]:
+        row[k.replace("_ms", "_gkeys")] = n / row[k] / 1e6
+    return row
+
+
+def bench_kv(n, reps, seed):
+    k = cupy.empty(n, dtype=np.uint32)
+    v = cupy.empty(n, dtype=np.uint32)
+    prep = lambda r: (fill(k, seed + r), fill(v, seed + 1000 + r))  # noqa: E731
+    ms, _ = timed(lambda: cpb.sort_inplace(k, v), prep, reps)
+    prep(reps)
+    perm = cupy.lexsort(cupy.stack([v, k]))
+    rk, rv = k[perm], v[perm]
+    del perm
+    cpb.sort_inplace(k, v)
+    ok = bool((k == rk).all() and (v == rv).all())
+    del rk, rv
+    ms_c, _ = timed(lambda: v[cupy.argsort(k)], prep, reps)
+    return {"dtype": "uint32+uint32", "n": n, "passes": cpb.pass_count(n, "uint32", "uint32"),
+            "distsort_ms": ms, "distsort_ok": ok, "distsort_gkeys": n / ms / 1e6,
+            "cupy_argsort_take_ms": ms_c, "cupy_argsort_take_gkeys": n / ms_c / 1e6}
+
+
+def memory_check(n):
+    """Pool bytes and cudaMemGetInfo before and after an in-place sort."""
+    x = cupy.empty(n, dtype=np.uint32)
+    fill(x, 99)
+    cpb.sort_inplace(x)
+    fill(x, 98)
+    pool = cupy.get_default_memory_pool()
+    cupy.cuda.runtime.deviceSynchronize()
+    before = (pool.used_bytes(), pool.total_bytes(), cupy.cuda.runtime.memGetInfo()[0])
+    cpb.sort_inplace(x)
+    cupy.cuda.runtime.deviceSynchronize()
+    after = (pool.used_bytes(), pool.total_bytes(), cupy.cuda.runtime.memGetInfo()[0])
+    return {"n": n, "array_bytes": x.nbytes, "pool_used_before": before[0],
+            "pool_used_after": after[0], "pool_total_before": before[1],
+            "pool_total_after": after[1], "free_before": before[2], "free_after": after[2]}
+
+
+def huge(gb):
+    """Sort a uint32 array of ``gb`` GB in place, filled on the device; check on the device."""
+    n = int(gb * 1e9) // 4
+    cupy.get_default_memory_pool().free_all_blocks()
+    x = cupy.empty(n, dtype=np.uint32)
+    fill(x, 1234)
+    chk = _mod.get_function("check_u32")
+
+    def check():
+        out = cupy.zeros(3, dtype=np.uint64)
+        chk((132 * 16,), (256,), (x, np.int64(n), out))
+        return [int(v) for v in out.get()]
+
+    before = check()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    cpb.sort_inplace(x)
+    stop.record()
+    stop.synchronize()
+    ms = cupy.cuda.get_elapsed_time(start, stop)
+    after = check()
+    free = cupy.cuda.runtime.memGetInfo()
+    row = {"n": n, "bytes": x.nbytes, "ms": ms, "gkeys": n / ms / 1e6,
+           "passes": cpb.pass_count(n, "uint32"), "violations_before": before[0],
+           "violations_after": after[0], "sum_equal": before[1] == after[1],
+           "xor_equal": before[2] == after[2], "free_after": free[0], "total": free[1]}
+    del x
+    cupy.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def variants(n, seed):
+    """uint32 2^28 under other tile sizes / row widths (tuning exploration)."""
+    rows = []
+    tab = tuning.TABLES[9]
+    saved = dict(tab)
+    x = cupy.empty(n, dtype=np.uint32)
+    for smem, row_bytes in [(227 * 1024, 128), (227 * 1024, 64), (227 * 1024, 32),
+                            (99 * 1024, 128), (99 * 1024, 64), (60 * 1024, 128)]:
+        tab.update(smem=smem, row_bytes=row_bytes)
+        ms, _ = timed(lambda: cpb.sort_inplace(x), lambda r: fill(x, seed + r), 3)
+        ref = cupy.sort(x)
+        cpb.sort_inplace(x)
+        ok = bool((x == ref).all())
+        del ref
+        rows.append({"smem": smem, "row_bytes": row_bytes, "ms": ms, "ok": ok,
+                     "passes": cpb.pass_count(n, "uint32")})
+        print("variant", rows[-1], flush=True)
+    tab.clear()
+    tab.update(saved)
+    return rows
+
+
+def plot(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for dtype in ["uint32", "float32", "uint64", "float64", "uint32+uint32"]:
+        rows = [r for r in result["rows"] if r["dtype"] == dtype and r["n"] & (r["n"] - 1) == 0]
+        if not rows:
+            continue
+        ax.plot([r["n"] for r in rows], [r["distsort_gkeys"] for r in rows], "o-",
+                label=f"distsort {dtype}")
+        if dtype == "uint32":
+            ax.plot([r["n"] for r in rows], [r["cupy_sort_gkeys"] for r in rows], "s--",
+                    label="cupy.sort uint32 (radix, not in place)")
+            sub = [r for r in rows if "per_step_gkeys" in r]
+            ax.plot([r["n"] for r in sub], [r["per_step_gkeys"] for r in sub], "x:",
+                    label="bitonic, one launch per step, uint32")
+            sub = [r for r in rows if "lexsort_gkeys" in r]
+            ax.plot([r["n"] for r in sub], [r["lexsort_gkeys"] for r in sub], "^:",
+                    label="cupy.lexsort uint32 (thrust merge sort)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("keys")
+    ax.set_ylabel("Gkeys/s")
+    ax.set_title(f"Local sort on {result['device']} ({result['date']})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--huge-gb", type=float, default=0)
+    ap.add_argument("--variants", action="store_true")
+    args = ap.parse_args()
+    dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    date = datetime.date.today().isoformat()
+    result = {"device": dev, "date": date, "rows": [], "method":
+              "CUDA events, 1 warm-up, median of 5 runs (3 above 2^26; 1 for per-step and "
+              "lexsort), input refilled with fresh random keys before each run"}
+    lo = 16
+    plan = [("uint32", 30), ("float32", 30), ("uint64", 29), ("float64", 29)]
+    if args.quick:
+        plan = [("uint32", 28), ("float64", 28)]
+        lo = 20
+    for dtype, hi in plan:
+        for p in range(lo, hi + 1, 4 if args.quick else 1):
+            n = 1 << p
+            others = (p % 2 == 0) and not args.quick
+            row = bench_keys(dtype, n, 5 if p <= 26 else 3, others, seed=p)
+            result["rows"].append(row)
+            print(json.dumps(row), flush=True)
+    for n in [(1 << 28) + 1]:
+        row = bench_keys("uint32", n, 3, False, seed=7)
+        result["rows"].append(row)
+        print(json.dumps(row), flush=True)
+    for p in ([28] if args.quick else range(16, 29, 2)):
+        row = bench_kv(1 << p, 5 if p <= 26 else 3, seed=p)
+        result["rows"].append(row)
+        print(json.dumps(row), flush=True)
+    result["memory"] = memory_check(1 << 28)
+    print(json.dumps(result["memory"]), flush=True)
+    if args.variants:
+        result["variants"] = variants(1 << 28, 5)
+    if args.huge_gb:
+        result["huge"] = huge(args.huge_gb)
+        print(json.dumps(result["huge"]), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"local_sort_{dev.replace(' ', '_')}_{date}"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    plot(result, out / f"{stem}.png")
+    print("\n%-14s %12s %6s %10s %8s %10s" % ("dtype", "n", "passes", "ms", "Gkeys/s", "cupy ms"))
+    for r in result["rows"]:
+        print("%-14s %12d %6d %10.2f %8.2f %10s %s" % (
+            r["dtype"], r["n"], r["passes"], r["distsort_ms"], r["distsort_gkeys"],
+            "%.2f" % r.get("cupy_sort_ms", r.get("cupy_argsort_take_ms", 0)), r["distsort_ok"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""The CuPy backend against the NumPy backend, element for element (GPU only).
+
+Every test is marked ``gpu`` and skipped where CuPy or a GPU is missing; the file
+imports on any machine.
+"""
+import numpy as np
+import pytest
+
+from arrays import DTYPES, bits, random_keys
+
+cupy = pytest.importorskip("cupy")
+try:
+    _GPUS = cupy.cuda.runtime.getDeviceCount()
+except Exception:  # no driver
+    _GPUS = 0
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_GPUS == 0, reason="no CUDA GPU")]
+
+from distsort.backends import Order  # noqa: E402
+from distsort.backends import numpy as npb  # noqa: E402
+
+if _GPUS:
+    from distsort.backends import cupy as cpb
+
+ORDERS = [Order(False), Order(True)]
+VALUE_DTYPES = ["bool", "int8", "float16", "uint32", "float32", "float64"]
+#: Key-value pairs tested: every key dtype with int64 values (argsort's), and every
+#: value width (1, 2, 4, 8 bytes; bool, ints, floats) under three key dtypes.
+KV_PAIRS = [(k, "int64") for k in DTYPES] + [
+    (k, v) for k in ("float32", "int16", "float64") for v in VALUE_DTYPES]
+EDGE_SIZES = sorted({2**k + d for k in range(1, 21) for d in (-1, 0, 1)}
+                    | {4099, 8191, 65521, 131071, 262139, 524287, 999983, 1048573})
+
+
+def _keys(rng, n, dtype):
+    return random_keys(rng, n, dtype, special_fraction=0.1, duplicates=bool(rng.random() < 0.5))
+
+
+def _values(rng, n, dtype):
+    return random_keys(rng, n, dtype, special_fraction=0.1, duplicates=True)
+
+
+def _reference(keys, values, order, start=None):
+    chunk = npb.prepare(keys, values, order, start)
+    out = npb.finish_keys(chunk, order, keys.dtype)
+    return out, (npb.finish_values(chunk) if order.keyed else None)
+
+
+def _check(chunk, keys, values, order, start=None):
+    ref_k, ref_v = _reference(keys, values, order, start)
+    got_k = cpb.finish_keys(chunk, order, keys.dtype).get()
+    assert got_k.dtype == keys.dtype
+    np.testing.assert_array_equal(bits(got_k), bits(ref_k))
+    if order.keyed:
+        np.testing.assert_array_equal(bits(cpb.finish_values(chunk).get()), bits(ref_v))
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_keys_every_size(dtype, order):
+    """Keys alone, every size 0..4096, bit-identical to the NumPy backend."""
+    rng = np.random.default_rng(hash((dtype, order.descending)) % 2**32)
+    for n in range(0, 4097):
+        keys = _keys(rng, n, dtype)
+        d = cupy.asarray(keys)
+        chunk = cpb.prepare(d, None, order)
+        _check(chunk, keys, None, order)
+        np.testing.assert_array_equal(bits(d.get()), bits(keys))  # input untouched
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_keys_edge_sizes(dtype, order):
+    """2^k-1, 2^k, 2^k+1 up to 2^20+1 and primes."""
+    rng = np.random.default_rng(7 + DTYPES.index(dtype) + 100 * order.descending)
+    for n in EDGE_SIZES:
+        keys = _keys(rng, n, dtype)
+        _check(cpb.prepare(cupy.asarray(keys), None, order), keys, None, order)
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype,vdtype", KV_PAIRS)
+def test_key_value(dtype, vdtype, order):
+    """Values of 1/2/4/8 bytes move with their keys; ties by the value's code."""
+    rng = np.random.default_rng(11 + DTYPES.index(dtype) + 50 * KV_PAIRS.index((dtype, vdtype)))
+    sizes = list(range(0, 300, 7)) + [1023, 1024, 1025, 4096, 4097, 16385, 65537, 131071, 262145]
+    for n in sizes:
+        keys, values = _keys(rng, n, dtype), _values(rng, n, vdtype)
+        chunk = cpb.prepare(cupy.asarray(keys), cupy.asarray(values), Order(order.descending, True))
+        _check(chunk, keys, values, Order(order.descending, True))
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_argsort_positions(dtype, order):
+    """``start`` makes int64 positions on the GPU: ties by position, i.e. stable."""
+    rng = np.random.default_rng(23 + DTYPES.index(dtype))
+    order = Order(order.descending, True)
+    for n in [0, 1, 2, 3, 100, 4095, 4096, 4097, 70001, 2**18 + 1]:
+        keys = _keys(rng, n, dtype)
+        chunk = cpb.prepare(cupy.asarray(keys), None, order, start=12345)
+        _check(chunk, keys, None, order, start=12345)
+        if n and not order.descending:  # stable: numpy.argsort(kind="stable")
+            np.testing.assert_array_equal(chunk.values.get() - 12345,
+                                          np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,order", [("uint32", Order(False)), ("float32", Order(True))])
+def test_large(dtype, order):
+    """3 * 2^26 keys, against cupy.sort of the order codes (radix sort) on the device."""
+    rng = np.random.default_rng(5)
+    n = 3 * 2**26
+    keys = _keys(rng, n, dtype)
+    chunk = cpb.prepare(cupy.asarray(keys), None, order)
+    ref = npb.encode(keys, descending=order.descending)
+    ref = cupy.sort(cupy.asarray(ref))
+    got = cupy.asarray(npb.encode(chunk.keys.get(), descending=order.descending))
+    assert bool((got == ref).all())
+
+
+def _pair(rng, dtype, ma, mb, order, shift, vdtype=None):
+    """Two sorted chunks on both backends; ``shift`` places b above (>0) or below a."""
+    ka = _keys(rng, ma, dtype)
+    kb = _keys(rng, mb, dtype)
+    if shift:  # every a below every b (or above): crossing count 0 (or all)
+        small = lambda m: rng.integers(0, 10, m).astype(dtype)  # noqa: E731
+        large = lambda m: rng.integers(20, 30, m).astype(dtype)  # noqa: E731
+        ka, kb = (small(ma), large(mb)) if shift > 0 else (large(ma), small(mb))
+    va = _values(rng, ma, vdtype) if vdtype else None
+    vb = _values(rng, mb, vdtype) if vdtype else None
+    out = []
+    for be, conv in ((npb, np.asarray), (cpb, cupy.asarray)):
+        a = be.prepare(conv(ka), None if va is None else conv(va), order)
+        b = be.prepare(conv(kb), None if vb is None else conv(vb), order)
+        out.append((a, b))
+    return out
+
+
+def _same(chunk_np, chunk_cp, order, dtype):
+    k = npb.finish_keys(chunk_np, order, np.dtype(dtype))
+    np.testing.assert_array_equal(bits(cpb.finish_keys(chunk_cp, order, dtype).get()), bits(k))
+    if order.keyed:
+        np.testing.assert_array_equal(bits(cpb.finish_values(chunk_cp).get()),
+                                      bits(npb.finish_values(chunk_np)))
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["keys", "keyed"])
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", ["int32", "float64", "uint8", "float16"])
+def test_compare_split(dtype, order, keyed):
+    """merge_low / merge_high, probes and crossing counts against the NumPy backend."""
+    order = Order(order.descending, keyed)
+    rng = np.random.default_rng(31 + keyed)
+    lengths = [(1, 1), (5, 5), (64, 64), (100, 37), (37, 100), (4096, 4096), (5000, 3001),
+               (70000, 70000), (2**17 + 3, 2**16 - 1)]
+    for ma, mb in lengths:
+        for shift in (0, 1, -1):
+            (na, nb), (ca, cb) = _pair(rng, dtype, ma, mb, order, shift,
+                                       "int64" if keyed else None)
+            stride = max(1, ma // 16)
+            for top in (True, False):
+                p_np, p_cp = npb.probe(na, stride, top), cpb.probe(ca, stride, top)
+                for x, y in zip(p_np if keyed else (p_np,), p_cp if keyed else (p_cp,)):
+                    np.testing.assert_array_equal(x, y)
+            limit = min(ma, mb)
+            kb = cpb.crossing_bound(cpb.probe(ca, stride, True), cpb.probe(cb, stride, False),
+                                    stride, limit, order)
+            assert cpb.crossing_count(ca, cb) == npb.crossing_count(na, nb)
+            for k in sorted({kb, limit}):
+                _same(npb.merge_low(na, npb.head(nb, k), order),
+                      cpb.merge_low(ca, cpb.head(cb, k), order), order, dtype)
+                _same(npb.merge_high(nb, npb.tail(na, k), order),
+                      cpb.merge_high(cb, cpb.tail(ca, k), order), order, dtype)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["keys", "positions"])
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+def test_sort_blocks(order, keyed):
+    """N-D lanes along each axis (a batched launch)."""
+    order = Order(order.descending, keyed)
+    rng = np.random.default_rng(3)
+    for shape in [(3, 5, 7), (1000, 3), (2, 4100), (0, 4), (70000, 2)]:
+        x = _keys(rng, int(np.prod(shape)), "float32").reshape(shape)
+        for axis in range(len(shape)):
+            rk, rv = npb.sort_blocks(x, None, axis, order, positions=keyed)
+            gk, gv = cpb.sort_blocks(cupy.asarray(x), None, axis, order, positions=keyed)
+            np.testing.assert_array_equal(bits(gk.get()), bits(rk))
+            if keyed:
+                np.testing.assert_array_equal(gv.get(), rv)
+
+
+def test_schedule_pass_count():
+    """The pass count of the schedule: 1 + sum over stages above the tile."""
+    tile, loge, kmax = 15, 5, 10
+    passes = cpb.schedule(2**28, tile, loge, kmax)
+    expected = 1 + sum(1 + -(-(s - tile) // kmax) for s in range(tile + 1, 29))
+    assert len(passes) == expected == 30
+
+
+def test_no_allocation():
+    """Sorting in place allocates nothing from the memory pool."""
+    x = cupy.asarray(_keys(np.random.default_rng(0), 2**22 + 3, "uint32"))
+    cpb.sort_inplace(x)  # compile and warm up
+    x = cupy.asarray(_keys(np.random.default_rng(1), 2**22 + 3, "uint32"))
+    pool = cupy.get_default_memory_pool()
+    cupy.cuda.runtime.deviceSynchronize()
+    before = pool.used_bytes(), pool.total_bytes()
+    cpb.sort_inplace(x)
+    cupy.cuda.runtime.deviceSynchronize()
+    assert (pool.used_bytes(), pool.total_bytes()) == before
+    assert bool((x[1:] >= x[:-1]).all())
+
+
+@pytest.mark.parametrize("nchunks", [1, 2, 3, 5, 8])
+def test_end_to_end(nchunks):
+    """distsort.sort / argsort / sort_by_key of dask arrays of CuPy chunks."""
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    import distsort
+
+    rng = np.random.default_rng(nchunks)
+    n = int(rng.integers(1000, 20000))
+    cuts = np.sort(rng.integers(0, n + 1, size=nchunks - 1))
+    chunks = tuple(int(c) for c in np.diff(np.concatenate([[0], cuts, [n]])))
+    with dask.config.set(scheduler="synchronous"):
+        for dtype in ["float32", "int64", "uint8", "float64"]:
+            keys = _keys(rng, n, dtype)
+            values = _values(rng, n, "float32")
+            x = da.from_array(cupy.asarray(keys), chunks=(chunks,), asarray=False)
+            v = da.from_array(cupy.asarray(values), chunks=(chunks,), asarray=False)
+            for desc in (False, True):
+                out = distsort.sort(x, descending=desc).compute()
+                ref, _ = _reference(keys, None, Order(desc))
+                np.testing.assert_array_equal(bits(out.get()), bits(ref))
+                idx = distsort.argsort(x, descending=desc).compute()
+                _, ref_i = _reference(keys, None, Order(desc, True), start=0)
+                np.testing.assert_array_equal(idx.get(), ref_i)
+                sk, sv = distsort.sort_by_key(x, v, descending=desc)
+                ref_k, ref_v = _reference(keys, values, Order(desc, True))
+                np.testing.assert_array_equal(bits(sk.compute().get()), bits(ref_k))
+                np.testing.assert_array_equal(bits(sv.compute().get()), bits(ref_v))
