@@ -1,0 +1,229 @@
+"""distsort across GPUs: dask-cuda workers, UCX over NVLink, against its floor.
+
+    python benchmarks/distributed_sort.py --gpus 1 2 --sizes 4GiB 16GiB 64GiB \\
+        --dtypes float32 uint64
+
+For every (GPUs, dtype, size): wall time from a persisted input to a persisted
+output (every worker's device synchronized before the clock stops), bytes moved
+between workers, time per round, and three references: the same sort on fewer
+GPUs (the rows with --gpus 1), rechunk to one chunk + ``cupy.sort`` where it
+fits on one GPU, and the floor = local sort time + bytes moved / NVLink
+bandwidth (measured here with ``cudaMemcpyPeer``).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import numpy as np
+from dask.utils import format_bytes, parse_bytes
+
+from driver import median_time, parser, print_table, save_rows
+
+
+def make_chunk(seed, n, dtype):
+    """Fresh random keys on this worker's GPU (full bit range for integers)."""
+    import cupy
+    rng = cupy.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(n, dtype=dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+
+
+def placed_input(client, n, dtype, chunks_per_gpu, seed):
+    """A persisted Dask array of CuPy chunks, spread evenly over the workers."""
+    import cupy
+    import dask.array as da
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    count = len(workers) * chunks_per_gpu
+    step = -(-n // count)
+    sizes = [min(step, n - i * step) for i in range(count)]
+    futures = [client.submit(make_chunk, seed + i, size, dtype, workers=[workers[i % len(workers)]],
+                             pure=False) for i, size in enumerate(sizes)]
+    arrays = [da.from_delayed(f, (size,), dtype=dtype, meta=cupy.empty(0, dtype))
+              for f, size in zip(futures, sizes)]
+    return da.concatenate(arrays).persist(), futures
+
+
+def sync_workers(client):
+    def sync():
+        import cupy
+        cupy.cuda.Device().synchronize()
+    client.run(sync)
+
+
+def moved_bytes(client):
+    return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
+
+
+def round_times(task_stream):
+    """Seconds per stage: first start to last stop of each round's (and prepare's) tasks."""
+    spans = defaultdict(lambda: [np.inf, -np.inf])
+    for t in task_stream:
+        key = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
+        parts = str(key).split("-")
+        if len(parts) < 3 or parts[0] != "distsort":
+            continue
+        stage = parts[1]
+        for ss in t["startstops"]:
+            spans[stage][0] = min(spans[stage][0], ss["start"])
+            spans[stage][1] = max(spans[stage][1], ss["stop"])
+    return {k: round(v[1] - v[0], 4) for k, v in sorted(spans.items())}
+
+
+def check_sorted(client, s, x):
+    """Sorted, same count and order-independent checksum (on the workers)."""
+    import distsort  # noqa: F401
+    ok = (s[1:] >= s[:-1]).all()
+    sums = [x.astype(np.float64).sum(), s.astype(np.float64).sum()] if s.dtype.kind == "f" else [
+        (x.astype(np.uint64) % 1_000_003).sum(), (s.astype(np.uint64) % 1_000_003).sum()]
+    ok, a, b = client.compute([ok, *sums], sync=True)
+    if not bool(ok) or float(a) != float(b):
+        raise AssertionError(f"distributed sort is wrong: sorted={bool(ok)} sums {a} {b}")
+
+
+def peer_bandwidth(client, nbytes=2**32):
+    """GB/s of one cudaMemcpyPeer from device 0 to device 1, measured on a worker."""
+    def measure():
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 2:
+            return None
+        with cupy.cuda.Device(0):
+            src = cupy.empty(nbytes, dtype=np.uint8)
+        with cupy.cuda.Device(1):
+            dst = cupy.empty(nbytes, dtype=np.uint8)
+        for _ in range(3):
+            cupy.cuda.runtime.memcpyPeer(dst.data.ptr, 1, src.data.ptr, 0, nbytes)
+        cupy.cuda.Device(1).synchronize()
+        start = time.perf_counter()
+        for _ in range(5):
+            cupy.cuda.runtime.memcpyPeer(dst.data.ptr, 1, src.data.ptr, 0, nbytes)
+        cupy.cuda.Device(1).synchronize()
+        return 5 * nbytes / (time.perf_counter() - start) / 1e9
+    return next(iter(client.run(measure).values()))
+
+
+def local_sort_seconds(client, n, dtype, runs):
+    """distsort's local sort of one chunk of ``n`` keys on one GPU (CUDA events)."""
+    def measure():
+        import cupy
+        from distsort.backends import Order
+        from distsort.backends import cupy as backend
+        x = make_chunk(1, n, dtype)
+        times = []
+        for _ in range(runs + 1):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            backend.prepare(x, None, Order(), None)
+            stop.record()
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+        return float(np.median(times[1:]))
+    return next(iter(client.run(measure).values()))
+
+
+def one_chunk_cupy_sort(client, x, runs):
+    """Rechunk to one chunk + cupy.sort, when it fits on one GPU."""
+    import cupy
+
+    def run():
+        y = x.rechunk(-1).map_blocks(cupy.sort).persist()
+        from distributed import wait
+        wait(y)
+        return y
+    try:
+        return median_time(run, runs, 1, lambda: sync_workers(client))[0]
+    except Exception as e:  # out of memory: does not fit, which is the point
+        return f"failed: {type(e).__name__}"
+
+
+def run_case(client, n, dtype, args, gpus):
+    import distributed
+
+    import distsort
+    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, seed=n % 9973)
+    distributed.wait(x)
+    state = {}
+
+    def run():
+        before = moved_bytes(client)
+        s = distsort.sort(x).persist()
+        distributed.wait(s)
+        state["s"], state["moved"] = s, moved_bytes(client) - before
+
+    seconds, times = median_time(run, args.runs, args.warmup, lambda: sync_workers(client))
+    with distributed.get_task_stream(client) as ts:
+        run()
+        sync_workers(client)
+    check_sorted(client, state["s"], x)
+    chunk = -(-n // (gpus * args.chunks_per_gpu))
+    row = dict(gpus=gpus, dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,
+               chunks=gpus * args.chunks_per_gpu, seconds=seconds, runs=times,
+               gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
+               rounds=round_times(ts.data))
+    row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3)
+    if args.one_chunk and gpus == 1:
+        row["one_chunk_cupy_sort_s"] = one_chunk_cupy_sort(client, x, args.runs)
+    del state["s"], x
+    return row
+
+
+def main(argv=None):
+    p = parser(__doc__)
+    p.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--sizes", nargs="+", default=["4GiB", "16GiB", "64GiB"])
+    p.add_argument("--dtypes", nargs="+", default=["float32", "uint64"])
+    p.add_argument("--chunks-per-gpu", type=int, default=1)
+    p.add_argument("--protocol", default=None, help="ucx or tcp (default: ucx if available)")
+    p.add_argument("--one-chunk", action="store_true", help="also time rechunk + cupy.sort")
+    p.add_argument("--max-bytes-per-gpu", default="40GiB",
+                   help="skip cases whose data per GPU exceeds this")
+    args = p.parse_args(argv)
+    from distributed import Client
+
+    from distsort.cluster import local_cuda_cluster
+    rows, bandwidth = [], None
+    for gpus in args.gpus:
+        with local_cuda_cluster(n_workers=gpus, protocol=args.protocol) as cluster, \
+                Client(cluster) as client:
+            if gpus > 1 and bandwidth is None:
+                bandwidth = peer_bandwidth(client)
+                print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
+            for dtype in args.dtypes:
+                for size in args.sizes:
+                    nbytes = parse_bytes(size)
+                    if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
+                        continue
+                    n = nbytes // np.dtype(dtype).itemsize
+                    row = run_case(client, n, dtype, args, gpus)
+                    row["protocol"] = cluster.scheduler_address.split(":")[0]
+                    rows.append(row)
+                    print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
+                          f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']}",
+                          flush=True)
+    finish(rows, bandwidth, args)
+
+
+def finish(rows, bandwidth, args):
+    import cupy
+    for r in rows:
+        if bandwidth and r["gpus"] > 1:
+            r["floor_s"] = r["local_sort_s"] + r["moved_bytes"] / (bandwidth * 1e9)
+            r["over_floor"] = r["seconds"] / r["floor_s"]
+        one = [q for q in rows if q["gpus"] == 1 and q["dtype"] == r["dtype"]
+               and q["bytes"] * r["gpus"] == r["bytes"]]
+        if one and r["gpus"] > 1:
+            r["weak_scaling_time_ratio"] = r["seconds"] / one[0]["seconds"]
+    print_table(rows, [("gpus", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"), ("chunks", "{}"),
+                       ("seconds", "{:.3f}"), ("gkeys_s", "{:.2f}"), ("moved_bytes", "{:.3g}"),
+                       ("local_sort_s", "{:.3f}"), ("floor_s", "{:.3f}"),
+                       ("over_floor", "{:.2f}"), ("weak_scaling_time_ratio", "{:.2f}")])
+    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    path = save_rows(rows, "distributed_sort", device, args.out, nvlink_peer_gb_s=bandwidth,
+                     gpus=args.gpus)
+    print(f"rows saved to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The distributed merge on GPU workers (dask-cuda), against NumPy.
+
+Runs on a machine with GPUs, CuPy and dask-cuda (``pytest -m gpu``); skipped elsewhere.
+Clusters: 1 and 2 GPUs (as many as there are), UCX (NVLink) and TCP.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from arrays import DTYPES, assert_sorted_like_numpy, random_keys, stable_argsort
+from test_api import sort_by_key_reference
+
+cupy = pytest.importorskip("cupy")
+pytest.importorskip("dask_cuda")
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import distsort  # noqa: E402
+from distsort.cluster import local_cuda_cluster, ucx_available  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def gpu_count():
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return 0
+
+
+CONFIGS = [(n, p) for n in (1, 2) for p in ("ucx", "tcp")]
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c[0]}gpu-{c[1]}")
+def client(request):
+    n, protocol = request.param
+    if gpu_count() < n:
+        pytest.skip(f"needs {n} GPUs")
+    if protocol == "ucx" and not ucx_available():
+        pytest.skip("distributed-ucxx not installed")
+    with local_cuda_cluster(n_workers=n, protocol=protocol,
+                            rmm_pool_size="8GiB" if protocol == "ucx" else None) as cluster:
+        with distributed.Client(cluster) as c:
+            yield c
+
+
+def to_dask(x, chunks):
+    return da.from_array(cupy.asarray(x), chunks=(chunks,), asarray=False)
+
+
+def count_chunks(n, count):
+    return tuple(len(c) for c in np.array_split(np.arange(n), count))
+
+
+CHUNK_COUNTS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 31]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype(client, dtype):
+    i = DTYPES.index(dtype)
+    rng = np.random.default_rng()
+    n = int(rng.integers(3000, 9000))
+    count = CHUNK_COUNTS[i % len(CHUNK_COUNTS)]
+    x = random_keys(rng, n, dtype, special_fraction=0.1, duplicates=i % 2 == 0)
+    v = random_keys(rng, n, DTYPES[(i + 5) % len(DTYPES)])
+    dx = to_dask(x, count_chunks(n, count))
+    dv = to_dask(v, count_chunks(n, max(1, count - 1)))
+    outs = client.compute([distsort.sort(dx), distsort.sort(dx, descending=True),
+                           distsort.argsort(dx), distsort.argsort(dx, descending=True),
+                           *distsort.sort_by_key(dx, dv)], sync=True)
+    outs = [cupy.asnumpy(o) for o in outs]
+    assert_sorted_like_numpy(outs[0], x)
+    assert_sorted_like_numpy(outs[1], x, descending=True)
+    np.testing.assert_array_equal(outs[2], stable_argsort(x))
+    np.testing.assert_array_equal(outs[3], stable_argsort(x, descending=True))
+    rk, rv = sort_by_key_reference(x, v)
+    assert np.array_equal(outs[4], rk, equal_nan=True)
+    assert np.array_equal(outs[5], rv, equal_nan=True)
+
+
+@pytest.mark.parametrize("count", CHUNK_COUNTS)
+def test_chunk_counts_and_ragged_chunks(client, count):
+    rng = np.random.default_rng()
+    n = count * 1000 + int(rng.integers(0, 999))
+    x = random_keys(rng, n, "float32")
+    cuts = np.sort(rng.integers(0, n + 1, size=count - 1))
+    ragged = tuple(int(c) for c in np.diff(np.concatenate([[0], cuts, [n]])))
+    for chunks in (count_chunks(n, count), ragged):
+        s, a = client.compute([distsort.sort(to_dask(x, chunks)),
+                               distsort.argsort(to_dask(x, chunks))], sync=True)
+        assert_sorted_like_numpy(cupy.asnumpy(s), x)
+        np.testing.assert_array_equal(cupy.asnumpy(a), stable_argsort(x))
+
+
+def test_chunks_stay_on_their_workers(client):
+    """Each merge runs where the chunk it keeps lives: a worker only receives heads/tails."""
+    rng = np.random.default_rng()
+    n, count = 1 << 22, 4
+    x = random_keys(rng, n, "uint32")
+    dx = to_dask(x, count_chunks(n, count)).persist()
+    distributed.wait(dx)
+    with distributed.get_task_stream(client) as ts:
+        s = distsort.sort(dx).persist()
+        distributed.wait(s)
+    merges = [t for t in ts.data if "-low-" in str(t["key"]) or "-high-" in str(t["key"])]
+    assert merges
+    moved = sum(ss.get("nbytes", 0) for t in ts.data for ss in t["startstops"]
+                if ss["action"] == "transfer")
+    assert moved <= 2 * x.nbytes, "whole chunks travel; only crossing parts should"
+    assert_sorted_like_numpy(cupy.asnumpy(s.compute()), x)
+
+
+def memory_tiers(dask_worker):
+    """Bytes a dask-cuda worker holds on the device and on the host (spilled)."""
+    data = dask_worker.data
+    tiers = {}
+    for name in ("device_buffer", "host_buffer"):
+        buf = getattr(data, name, None)
+        if buf is not None:
+            tiers[name] = int(buf.fast.total_weight)
+    return tiers
+
+
+@pytest.mark.skipif(not os.environ.get("DISTSORT_BIG"), reason="set DISTSORT_BIG=1 (32 GB)")
+def test_out_of_core_one_gpu_spills():
+    """32 GiB of float32 on one GPU worker whose chunks may use ~8 GB: the rest spills."""
+    if gpu_count() < 1:
+        pytest.skip("needs a GPU")
+    n, chunk = 8 * 2**30, 2**29  # 32 GiB in 16 chunks of 2 GiB
+    with local_cuda_cluster(n_workers=1, device_memory_limit="8GB", protocol="tcp",
+                            rmm_pool_size=None, memory_limit="220GB") as cluster:
+        with distributed.Client(cluster) as c:
+            x = da.random.default_rng(7).random(n, chunks=chunk, dtype=np.float32)
+            x = x.map_blocks(cupy.asarray, meta=cupy.empty(0, np.float32))
+            s = distsort.sort(x).persist()
+            distributed.wait(s)
+            tiers = c.run(memory_tiers)
+            print("memory tiers after the sort:", tiers)
+            host = sum(t.get("host_buffer", 0) for t in tiers.values())
+            assert host >= 16 * 2**30, "the sorted chunks should have spilled to host memory"
+            edges = s[1:] >= s[:-1]
+            checks = [edges.all(), s.size, x.astype(np.float64).sum(),
+                      s.astype(np.float64).sum(), s[0], s[-1], x.min(), x.max()]
+            ok, size, total_in, total_out, first, last, lo, hi = c.compute(checks, sync=True)
+            assert bool(ok) and size == n
+            assert float(first) == float(lo) and float(last) == float(hi)
+            assert float(total_in) == pytest.approx(float(total_out), rel=1e-12)
