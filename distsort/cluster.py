@@ -60,10 +60,8 @@ def ucx_available() -> bool:
 
 
 def _dashboard_address(kw):
-    # Without bokeh the dashboard cannot start and distributed logs a warning per
-    # cluster; a random port with it avoids clashes between jobs on one host.
-    if importlib.util.find_spec("bokeh") is None:
-        return None
+    # A random port: jobs sharing a host must not fight over 8787 (distributed
+    # serves its HTTP routes there even when the dashboard itself is off).
     return kw.get("dashboard_address", ":0")
 
 

@@ -1,0 +1,554 @@
+"""The ``distsort`` command end to end, on real files, on loopback clusters.
+
+Most runs go to the session's two-process cluster (``cluster_client``).  Runs that
+inject a failure into the writers use an in-process cluster, where the tests'
+monkeypatches reach the tasks.
+"""
+import errno
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arrays import bits, random_keys
+from distsort import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def address(cluster_client):
+    return cluster_client.scheduler.address
+
+
+@pytest.fixture(scope="module")
+def inproc_address():
+    """A cluster whose workers are threads of this process: monkeypatches reach tasks."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def run(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def sort_args(address, *argv):
+    return ("sort", *argv, "--scheduler-address", address, "--no-progress")
+
+
+def sha(path):
+    path = Path(path)
+    if path.is_dir():
+        h = hashlib.sha256()
+        for p in sorted(path.rglob("*")):
+            if p.is_file():
+                h.update(str(p.relative_to(path)).encode() + p.read_bytes())
+        return h.hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def leftovers(directory):
+    return [p.name for p in Path(directory).iterdir() if "distsort-tmp" in p.name]
+
+
+def save_npy(path, x):
+    np.save(path, x)
+    return path
+
+
+def save_zarr(path, x, chunk):
+    zarr = pytest.importorskip("zarr")
+    z = zarr.open_array(str(path), mode="w", shape=x.shape, dtype=x.dtype, chunks=(chunk,))
+    z[:] = x
+    return path
+
+
+def load(path):
+    if str(path).endswith(".zarr"):
+        import zarr
+        return zarr.open_array(str(path), mode="r")[:]
+    return np.load(path)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+# ------------------------------------------------------------------ end to end
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "uint64"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_npy(tmp_path, capsys, address, rng, dtype, descending):
+    x = random_keys(rng, 50_021, dtype, duplicates=True)
+    src = save_npy(tmp_path / "in.npy", x)
+    before = sha(src)
+    out = tmp_path / "out.npy"
+    extra = ["--descending"] if descending else []
+    code, stdout, err = run(capsys, *sort_args(address, src, out, "--chunk-size", "6000",
+                                               "--verify", *extra))
+    assert code == 0, err
+    ref = np.sort(x)
+    if descending:
+        ref = ref[::-1]
+    got = np.load(out)
+    assert got.dtype == x.dtype
+    if dtype == "float32":  # NaNs (any payload) last, or first when descending
+        nan = np.isnan(got)
+        assert np.array_equal(nan, np.isnan(ref))
+        assert np.array_equal(got[~nan], ref[~nan])
+        assert sorted(bits(got).tolist()) == sorted(bits(x).tolist())
+    else:
+        assert np.array_equal(got, ref)
+    assert sha(src) == before
+    assert re.search(r"chunks\s+9 x 6,000 elements .*; 10 network rounds", stdout)
+    assert "verified   yes" in stdout
+    assert leftovers(tmp_path) == []
+
+
+def test_sort_zarr_to_zarr_and_npy(tmp_path, capsys, address, rng):
+    x = rng.standard_normal(40_000)
+    src = save_zarr(tmp_path / "in.zarr", x, chunk=3_000)
+    before = sha(src)
+    for out in (tmp_path / "out.zarr", tmp_path / "out.npy"):
+        code, _, err = run(capsys, *sort_args(address, src, out, "--chunk-size", "80000B",
+                                              "--verify"))
+        assert code == 0, err
+        assert np.array_equal(load(out), np.sort(x))
+    # ... and a .npy into zarr
+    code, _, err = run(capsys, *sort_args(address, tmp_path / "out.npy", tmp_path / "b.zarr",
+                                          "--descending"))
+    assert code == 0, err
+    assert np.array_equal(load(tmp_path / "b.zarr"), np.sort(x)[::-1])
+    assert sha(src) == before
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort(tmp_path, capsys, address, rng, descending):
+    x = rng.integers(-50, 50, 30_011).astype(np.float64)  # many ties: stability matters
+    src = save_npy(tmp_path / "in.npy", x)
+    out = tmp_path / "idx.npy"
+    extra = ["--descending"] if descending else []
+    code, _, err = run(capsys, *sort_args(address, src, out, "--argsort", "--chunk-size",
+                                          "4096", "--verify", *extra))
+    assert code == 0, err
+    got = np.load(out)
+    assert got.dtype == np.int64
+    ref = np.argsort(-x if descending else x, kind="stable")
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_by_key_values(tmp_path, capsys, address, rng, descending):
+    k = rng.integers(0, 1000, 25_000).astype(np.int32)
+    v = rng.standard_normal(25_000).astype(np.float32)
+    ks, vs = save_npy(tmp_path / "k.npy", k), save_zarr(tmp_path / "v.zarr", v, 7_000)
+    hashes = sha(ks), sha(vs)
+    extra = ["--descending"] if descending else []
+    code, _, err = run(capsys, *sort_args(address, ks, tmp_path / "ko.npy", "--values", vs,
+                                          "--values-output", tmp_path / "vo.npy",
+                                          "--chunk-size", "3000", "--verify", *extra))
+    assert code == 0, err
+    perm = np.lexsort((v, -k if descending else k))  # ties by value, ascending
+    assert np.array_equal(np.load(tmp_path / "ko.npy"), k[perm])
+    assert np.array_equal(np.load(tmp_path / "vo.npy"), v[perm])
+    assert (sha(ks), sha(vs)) == hashes
+
+
+def test_local_cluster_default_chunks(tmp_path, capsys, rng):
+    """No scheduler given: the command starts (and stops) a local CPU cluster."""
+    x = rng.integers(0, 2**32, 200_000, dtype=np.uint32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, "sort", src, tmp_path / "out.npy", "--workers", "2",
+                         "--memory-limit", "400MiB", "--device", "cpu", "--no-progress",
+                         "--chunk-size", "128KiB")
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "out.npy"), np.sort(x))
+    assert re.search(r"cluster\s+2 CPU worker\(s\) at tcp://127\.0\.0\.1", out)
+    assert re.search(r"chunks\s+7 x 32,768 elements", out)
+    assert re.search(r"7 x 32,768 elements \(128\.00 kiB of keys\); 6 network rounds", out)
+
+
+def test_report(tmp_path, capsys, address, rng):
+    pytest.importorskip("bokeh")
+    src = save_npy(tmp_path / "in.npy", rng.standard_normal(20_000))
+    report = tmp_path / "report.html"
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--report", report,
+                                          "--chunk-size", "5000"))
+    assert code == 0, err
+    text = report.read_text()
+    assert "<html" in text.lower() and "distsort" in text
+
+
+def test_empty_input(tmp_path, capsys, address):
+    src = save_npy(tmp_path / "in.npy", np.empty(0, np.float32))
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--verify"))
+    assert code == 0, err
+    got = np.load(tmp_path / "o.npy")
+    assert got.shape == (0,) and got.dtype == np.float32
+
+
+# ------------------------------------------------------------------ verification
+
+def _corrupt(monkeypatch, how):
+    """Make distsort.sort return a wrong answer (with plain Dask operations)."""
+    import dask.array as da
+    import distsort
+    real = distsort.sort
+
+    def wrong_sort(x, **kw):
+        s = real(x, **kw)
+        if how == "unsorted":  # swap the first two elements
+            return da.concatenate([s[1:2], s[0:1], s[2:]]).rechunk(s.chunks)
+        return da.where(da.arange(len(s), chunks=s.chunks) == 5, s[4], s)  # a duplicate
+    monkeypatch.setattr(distsort, "sort", wrong_sort)
+
+
+@pytest.mark.parametrize("how", ["unsorted", "not a permutation"])
+def test_verify_catches_wrong_output(tmp_path, capsys, address, rng, monkeypatch, how):
+    x = rng.permutation(20_000).astype(np.float64)  # distinct: any swap is visible
+    src = save_npy(tmp_path / "in.npy", x)
+    _corrupt(monkeypatch, how)
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--verify",
+                                          "--chunk-size", "5000"))
+    assert code == 1
+    assert "verification failed" in err
+    assert ("out of order" in err) if how == "unsorted" else ("checksum" in err)
+    assert not (tmp_path / "o.npy").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_verify_stats_boundaries():
+    """A chunk boundary out of order is caught even when every chunk is sorted."""
+    a, b = np.array([1.0, 5.0]), np.array([3.0, 9.0])
+    ins = [cli.input_stats(a), cli.input_stats(b)]
+    outs = [cli.output_stats(a, None, False, False), cli.output_stats(b, None, False, False)]
+    problems = cli.judge(ins, outs, 4)
+    assert problems == ["1 chunk boundary(ies) out of order"]
+    outs = [cli.output_stats(np.array([1.0, 3.0]), None, False, False),
+            cli.output_stats(np.array([5.0, 9.0]), None, False, False)]
+    assert cli.judge(ins, outs, 4) == []
+
+
+# ------------------------------------------------------------------ bad input
+
+def test_missing_input(tmp_path, capsys):
+    code, _, err = run(capsys, "sort", tmp_path / "nope.npy", tmp_path / "o.npy")
+    assert code == 2
+    assert "no such file" in err and err.count("\n") == 1
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_unreadable_input(tmp_path, capsys, monkeypatch):
+    (tmp_path / "dir.npy").mkdir()
+    code, _, err = run(capsys, "sort", tmp_path / "dir.npy", tmp_path / "o.npy")
+    assert code == 2 and "is a directory" in err
+    (tmp_path / "text.npy").write_text("not an array")
+    code, _, err = run(capsys, "sort", tmp_path / "text.npy", tmp_path / "o.npy")
+    assert code == 2 and "not a readable .npy" in err
+    src = save_npy(tmp_path / "in.npy", np.arange(10.0))
+    if os.geteuid() != 0:  # root reads anything: simulate the permission error instead
+        src.chmod(0)
+    else:
+        monkeypatch.setattr(cli.os, "access", lambda p, mode: False)
+    code, _, err = run(capsys, "sort", src, tmp_path / "o.npy")
+    assert code == 2 and "permission denied" in err
+    assert not (tmp_path / "o.npy").exists()
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "U3", "datetime64[s]"])
+def test_unsupported_dtype(tmp_path, capsys, address, dtype):
+    x = np.arange(100).astype(dtype)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy"))
+    assert code == 2
+    assert "cannot sort" in err and dtype.split("[")[0][:4] in err
+    assert not (tmp_path / "o.npy").exists() and leftovers(tmp_path) == []
+
+
+def test_unsupported_values_dtype_and_shape(tmp_path, capsys, address):
+    k = save_npy(tmp_path / "k.npy", np.arange(10))
+    v = save_npy(tmp_path / "v.npy", np.arange(10) * 1j)
+    code, _, err = run(capsys, *sort_args(address, k, tmp_path / "o.npy", "--values", v,
+                                          "--values-output", tmp_path / "vo.npy"))
+    assert code == 2 and "complex" in err
+    short = save_npy(tmp_path / "short.npy", np.arange(9))
+    code, _, err = run(capsys, *sort_args(address, k, tmp_path / "o.npy", "--values", short,
+                                          "--values-output", tmp_path / "vo.npy"))
+    assert code == 2 and "9 elements" in err
+    square = save_npy(tmp_path / "sq.npy", np.ones((3, 3)))
+    code, _, err = run(capsys, *sort_args(address, square, tmp_path / "o.npy"))
+    assert code == 2 and "1-D" in err
+
+
+def test_existing_output(tmp_path, capsys, address, rng):
+    x = rng.standard_normal(10_000)
+    src = save_npy(tmp_path / "in.npy", x)
+    out = save_npy(tmp_path / "out.npy", np.arange(3.0))
+    before = sha(out)
+    code, _, err = run(capsys, *sort_args(address, src, out))
+    assert code == 2 and "already exists" in err and "--overwrite" in err
+    assert sha(out) == before
+    code, _, err = run(capsys, *sort_args(address, src, out, "--overwrite"))
+    assert code == 0, err
+    assert np.array_equal(np.load(out), np.sort(x))
+    # never over the input, even with --overwrite
+    in_hash = sha(src)
+    code, _, err = run(capsys, *sort_args(address, src, src, "--overwrite"))
+    assert code == 2 and "input" in err and sha(src) == in_hash
+    # an existing zarr output is replaced as a whole
+    zout = save_zarr(tmp_path / "o.zarr", np.arange(50_000.0), 1000)
+    code, _, err = run(capsys, *sort_args(address, src, zout, "--overwrite"))
+    assert code == 0, err
+    assert np.array_equal(load(zout), np.sort(x))
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    ((), "required"),
+    (("sort", "a.npy"), "required"),
+    (("sort", "a.npy", "b.npy", "--chunk-size", "lots"), "not a size"),
+    (("sort", "a.npy", "b.npy", "--argsort", "--values", "v.npy", "--values-output", "w.npy"),
+     "exclude"),
+    (("sort", "a.npy", "b.npy", "--values", "v.npy"), "go together"),
+    (("sort", "a.txt", "b.npy"), "unsupported file type"),
+])
+def test_usage_errors(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "a.npy", np.arange(5))
+    np.save(tmp_path / "v.npy", np.arange(5))
+    (tmp_path / "a.txt").write_text("1 2 3")
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err
+
+
+def test_missing_output_directory_and_scheduler_file(tmp_path, capsys):
+    src = save_npy(tmp_path / "in.npy", np.arange(5.0))
+    code, _, err = run(capsys, "sort", src, tmp_path / "no" / "o.npy")
+    assert code == 2 and "does not exist" in err
+    code, _, err = run(capsys, "sort", src, tmp_path / "o.npy", "--scheduler-file",
+                       tmp_path / "none.json")
+    assert code == 2 and "scheduler file" in err
+
+
+# ------------------------------------------------------------------ failures mid-run
+
+@pytest.fixture
+def npy_input(tmp_path, rng):
+    x = rng.standard_normal(60_000)
+    src = save_npy(tmp_path / "in.npy", x)
+    return src, sha(src)
+
+
+def test_interrupted_run_leaves_nothing(tmp_path, capsys, inproc_address, npy_input,
+                                        monkeypatch):
+    """Ctrl-C after part of the output is written: exit 130, no output, no temporary."""
+    src, before = npy_input
+    real = cli.compute
+    seen = []
+
+    def compute_then_interrupt(client, collections, progress, label):
+        real(client, collections, progress, label)  # the temporary is fully written
+        seen.extend(leftovers(tmp_path))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "compute", compute_then_interrupt)
+    code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy",
+                                          "--chunk-size", "10000"))
+    assert code == 130 and "interrupted" in err
+    assert seen, "the temporary output should have existed while writing"
+    assert not (tmp_path / "o.npy").exists() and leftovers(tmp_path) == []
+    assert sha(src) == before
+
+
+def test_disk_full_while_writing(tmp_path, capsys, inproc_address, npy_input, monkeypatch):
+    src, before = npy_input
+    real = cli.NpyFile.__setitem__
+    calls = []
+
+    def setitem(self, key, value):
+        calls.append(key)
+        if len(calls) > 2:  # a few chunks land, then the disk fills up
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+        real(self, key, value)
+    monkeypatch.setattr(cli.NpyFile, "__setitem__", setitem)
+    for out in (tmp_path / "o.npy", tmp_path / "o2.npy"):
+        code, _, err = run(capsys, *sort_args(inproc_address, src, out, "--chunk-size", "8000"))
+        assert code == 3 and "no space left on device" in err
+        assert not out.exists() and leftovers(tmp_path) == []
+        calls.clear()
+    assert sha(src) == before
+
+
+def test_disk_full_when_reserving(tmp_path, capsys, inproc_address, npy_input, monkeypatch):
+    src, before = npy_input
+
+    def fallocate(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(cli.os, "posix_fallocate", fallocate)
+    code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy"))
+    assert code == 3 and "no space left on device" in err
+    assert not (tmp_path / "o.npy").exists() and leftovers(tmp_path) == []
+    assert sha(src) == before
+
+
+def test_worker_failure_is_runtime_error(tmp_path, capsys, inproc_address, npy_input,
+                                         monkeypatch):
+    src, before = npy_input
+    out = save_zarr(tmp_path / "o.zarr", np.arange(10.0), 5)
+    old = sha(out)
+
+    def broken(self, key):
+        raise RuntimeError("disk controller on fire")
+    monkeypatch.setattr(cli.NpyFile, "__getitem__", broken)
+    code, _, err = run(capsys, *sort_args(inproc_address, src, out, "--overwrite"))
+    assert code == 3 and "disk controller on fire" in err and err.count("\n") == 1
+    assert sha(out) == old  # the old output survives a failed --overwrite
+    assert leftovers(tmp_path) == [] and sha(src) == before
+
+
+def test_sigint_subprocess(tmp_path, rng):
+    """A real Ctrl-C (SIGINT) to a running ``distsort sort`` process."""
+    x = rng.standard_normal(4_000_000)
+    src = save_npy(tmp_path / "in.npy", x)
+    before = sha(src)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distsort.cli", "sort", str(src), str(tmp_path / "o.npy"),
+         "--workers", "2", "--memory-limit", "500MiB", "--device", "cpu", "--chunk-size",
+         "1MiB", "--verify", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    try:
+        deadline = time.time() + 60
+        while not leftovers(tmp_path) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert leftovers(tmp_path), "the sort never started writing"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert b"interrupted" in err
+    assert not (tmp_path / "o.npy").exists() and leftovers(tmp_path) == []
+    assert sha(src) == before
+
+
+# ------------------------------------------------------------------ out of core
+
+def _spilled(stdout):
+    m = re.search(r"([\d.]+) (B|kiB|MiB|GiB) spilled to disk", stdout)
+    assert m, stdout
+    return float(m.group(1)) * {"B": 1, "kiB": 2**10, "MiB": 2**20, "GiB": 2**30}[m.group(2)]
+
+
+def out_of_core(tmp_path, capsys, n, memory_limit, chunk):
+    """Sort an .npy larger than the workers' memory; they must spill, and be right."""
+    from numpy.lib.format import open_memmap
+    src = tmp_path / "big.npy"
+    m = open_memmap(src, mode="w+", dtype=np.float64, shape=(n,))
+    rng = np.random.default_rng()
+    for i in range(0, n, 10_000_000):
+        m[i:i + 10_000_000] = rng.standard_normal(min(10_000_000, n - i))
+    m.flush()
+    del m
+    before = sha(src)
+    code, out, err = run(capsys, "sort", src, tmp_path / "out.npy", "--workers", "2",
+                         "--memory-limit", memory_limit, "--device", "cpu", "--chunk-size",
+                         chunk, "--verify", "--spill-dir", tmp_path / "spill", "--no-progress")
+    print(out)
+    assert code == 0, err
+    assert _spilled(out) > 0
+    assert "verified   yes" in out
+    got = np.load(tmp_path / "out.npy", mmap_mode="r")
+    x = np.load(src, mmap_mode="r")
+    step = 50_000_000
+    for i in range(0, n, step):  # sorted, chunk by chunk and across the cuts
+        part = np.asarray(got[i:i + step + 1])
+        assert np.all(part[1:] >= part[:-1])
+    assert np.isclose(float(np.sum(got, dtype=np.float64)), float(np.sum(x, dtype=np.float64)))
+    assert sha(src) == before
+    return out
+
+
+def test_out_of_core_small(tmp_path, capsys):
+    """~400 MB of float64 through two workers limited to 200 MB each."""
+    out_of_core(tmp_path, capsys, 50_000_000, "200MB", "8MiB")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("DISTSORT_SLOW") != "1", reason="set DISTSORT_SLOW=1")
+def test_out_of_core_6gb(tmp_path, capsys):
+    """6 GB of float64 through two workers limited to 2 GB each."""
+    out_of_core(tmp_path, capsys, 750_000_000, "2GB", "128MiB")
+
+
+# ------------------------------------------------------------------ demo and bench
+
+def test_demo_local_scheduler(capsys):
+    code, out, err = run(capsys, "demo", "--size", "2MiB", "--no-progress", "--device", "cpu")
+    assert code == 0, err
+    assert "verified   yes: equal to numpy.sort" in out
+    assert re.search(r"seed \d+", out)
+
+
+def test_demo_on_cluster(capsys, address):
+    code, out, err = run(capsys, "demo", "--size", "1MiB", "--dtype", "int64",
+                         "--scheduler-address", address, "--no-progress", "--chunk-size",
+                         "100000")
+    assert code == 0, err
+    assert "verified   yes" in out and "2 CPU worker(s)" in out
+
+
+def test_demo_fails_when_the_sort_is_wrong(capsys, monkeypatch):
+    _corrupt(monkeypatch, "unsorted")
+    code, out, _ = run(capsys, "demo", "--size", "256KiB", "--no-progress", "--device", "cpu")
+    assert code == 1 and "NO: differs" in out
+
+
+def test_bench(tmp_path, capsys, monkeypatch):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "cpu_sort.py").write_text(
+        "import sys\nprint('| n | Gkeys/s |')\nprint('| 10 |', ' '.join(sys.argv[1:]), '|')\n")
+    (bench / "cpu_broken.py").write_text("raise SystemExit(4)\n")
+    (bench / "_helpers.py").write_text("")
+    monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
+    code = cli.main(["bench", "cpu_sort", "--", "--sizes", "1e6"])
+    out = capsys.readouterr().out
+    assert code == 0 and "== cpu_sort ==" in out
+    code, out, _ = run(capsys, "bench", "--list")
+    assert code == 0 and out.split() == ["cpu_broken", "cpu_sort"]
+    code, _, err = run(capsys, "bench", "cpu_broken")
+    assert code == 3 and "exit status 4" in err
+    code, _, err = run(capsys, "bench", "gpu_nothing")
+    assert code == 2 and "no benchmark scenario" in err
+
+
+def test_bench_passes_args_through(tmp_path, monkeypatch, capfd):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "cpu_sort.py").write_text("import sys\nprint('ARGS', *sys.argv[1:])\n")
+    monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
+    assert cli.main(["bench", "--", "--sizes", "1e6", "--repeat", "3"]) == 0
+    assert "ARGS --sizes 1e6 --repeat 3" in capfd.readouterr().out
+
+
+def test_help_documents_exit_codes(capsys):
+    code, out, _ = run(capsys, "sort", "--help")
+    assert code == 0
+    for status in ("0", "1", "2", "3", "130"):
+        assert re.search(rf"^\s+{status}\s+\w", out, re.M)
