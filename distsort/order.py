@@ -55,6 +55,10 @@ def _float_constants(dtype):
     return sign, exp_mask, n_negative_nans, info.nmant
 
 
+#: Elements per block of the in-place passes of ``decode``.
+_BLOCK = 1 << 16
+
+
 def _namespace(x):
     """NumPy or CuPy, whichever ``x`` belongs to (the maps work on both)."""
     if type(x).__module__.split(".")[0] == "cupy":
@@ -107,8 +111,13 @@ def decode(codes, dtype, *, descending=False):
     elif dtype.kind == "f":
         sign, _, n_neg_nans, _ = _float_constants(dtype)
         u += udt.type(n_neg_nans)
-        mask = u >> udt.type(bits - 1)
-        mask -= udt.type(1)  # codes with the sign bit came from positive keys
-        mask |= udt.type(sign)
-        u ^= mask
+        # On the CPU in blocks, so the mask is a small reused buffer, not a second array.
+        flat = u.reshape(-1)
+        block = _BLOCK if xp is np else max(1, flat.size)
+        for start in range(0, flat.size, block):
+            part = flat[start:start + block]
+            mask = part >> udt.type(bits - 1)
+            mask -= udt.type(1)  # codes with the sign bit came from positive keys
+            mask |= udt.type(sign)
+            part ^= mask
     return u.view(dtype)

@@ -18,7 +18,8 @@ other tasks.
     probes came from (the lower chunk's top probe, the higher chunk's bottom
     probe): ``k = #{i : A[mA-1-i] > B[i]}``.
 ``head(chunk, k)`` / ``tail(chunk, k)``
-    Copies of the first / last ``k`` elements: the only data that travels.
+    The first / last ``k`` elements (copies or views): the only data
+    that travels.
 ``merge_low(a, b_head, order) -> chunk``
     The ``len(a)`` smallest elements of ``a`` and the higher chunk ``b``, given
     ``b``'s first ``kb`` elements.

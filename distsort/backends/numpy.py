@@ -71,16 +71,18 @@ def crossing_bound(top_probe, bottom_probe, stride, limit, order=None):
 
 
 def head(chunk, k):
+    """The first ``k`` elements: a view (nothing writes to chunks; pickling copies only the view)."""
     if isinstance(chunk, tuple):
-        return tuple(x[:k].copy() for x in chunk)
-    return chunk[:k].copy()
+        return tuple(x[:k] for x in chunk)
+    return chunk[:k]
 
 
 def tail(chunk, k):
+    """The last ``k`` elements, as a view."""
     n = length(chunk)
     if isinstance(chunk, tuple):
-        return tuple(x[n - k:].copy() for x in chunk)
-    return chunk[n - k:].copy()
+        return tuple(x[n - k:] for x in chunk)
+    return chunk[n - k:]
 
 
 def _element(chunk, i):
