@@ -11,6 +11,7 @@ graph runs across workers.
 True
 """
 from .api import argsort, sort, sort_by_key
+from .verify import VerificationError
 
 __version__ = "0.1.0"
-__all__ = ["sort", "argsort", "sort_by_key", "__version__"]
+__all__ = ["sort", "argsort", "sort_by_key", "VerificationError", "__version__"]

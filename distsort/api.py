@@ -17,6 +17,7 @@ from .backends import Order, array_module_name, get_backend
 from .graph import SortGraph, finish_layer, sort_layers
 from .order import check_dtype
 from .plan import normalize_chunks
+from .verify import check_lanes, verified
 
 __all__ = ["sort", "argsort", "sort_by_key"]
 
@@ -48,7 +49,7 @@ def _module(meta):
     return np
 
 
-def _sort_1d(keys, values, order, positions):
+def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
     chunks = normalize_chunks(keys.chunks[0])
     if chunks != keys.chunks[0]:
@@ -72,11 +73,13 @@ def _sort_1d(keys, values, order, positions):
         return da.Array(HighLevelGraph(dict(layers), dict(deps)), name, (chunks,), meta=meta)
 
     out_keys = output("sort-" + token, backend.finish_keys, (order, keys.dtype), keys._meta)
-    if not order.keyed:
-        return out_keys, None
-    value_meta = (values._meta if values is not None
-                  else _module(keys._meta).empty((0,), dtype=np.int64))
-    out_values = output("sort-values-" + token, backend.finish_values, (), value_meta)
+    out_values = None
+    if order.keyed:
+        value_meta = (values._meta if values is not None
+                      else _module(keys._meta).empty((0,), dtype=np.int64))
+        out_values = output("sort-values-" + token, backend.finish_values, (), value_meta)
+    if verify:  # the outputs can only be read once a check of them against the input passed
+        return verified(keys, values, out_keys, out_values, order, positions, what)
     return out_keys, out_values
 
 
@@ -96,21 +99,24 @@ def _prepare(x, axis, what="x"):
     return x, axis
 
 
-def _sort_along(x, axis, order, want):
+def _sort_along(x, axis, order, want, verify=False):
     """Sort the lanes of an N-D array along ``axis`` (held in one chunk), block by block."""
     backend = get_backend(x._meta)
     index = 0 if want == "keys" else 1
     dtype = x.dtype if want == "keys" else np.int64
 
     def block(b):
-        return backend.sort_blocks(b, None, axis, order, positions=(want == "values"))[index]
+        out = backend.sort_blocks(b, None, axis, order, positions=(want == "values"))
+        if verify:  # in the same task: the block is only returned once checked
+            check_lanes(b, out[0], out[1], axis, order, "argsort" if index else "sort")
+        return out[index]
 
-    name = f"distsort-{want}-axis{axis}-" + tokenize(x.name, order, axis, want)
+    name = f"distsort-{want}-axis{axis}-" + tokenize(x.name, order, axis, want, verify)
     return x.map_blocks(block, dtype=dtype, name=name,
                         meta=_module(x._meta).empty((0,) * x.ndim, dtype=dtype))
 
 
-def sort(x, axis=-1, *, descending=False):
+def sort(x, axis=-1, *, descending=False, verify=False):
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
@@ -125,6 +131,12 @@ def sort(x, axis=-1, *, descending=False):
     descending : bool, optional
         Sort from largest to smallest: exactly the reverse of the ascending
         result (NaNs first).
+    verify : bool, optional
+        Check on the workers (on the GPU for CuPy chunks), before the result can be
+        read, that it is sorted and a permutation of the input: counts and
+        order-independent 64-bit checksums, in about one extra read of the input
+        and the output.  Raises :class:`distsort.VerificationError` when computed
+        if not.
 
     Returns
     -------
@@ -153,11 +165,11 @@ def sort(x, axis=-1, *, descending=False):
     x, axis = _prepare(x, axis)
     order = Order(descending=bool(descending))
     if x.ndim == 1:
-        return _sort_1d(x, None, order, positions=False)[0]
-    return _sort_along(x, axis, order, "keys")
+        return _sort_1d(x, None, order, positions=False, verify=verify)[0]
+    return _sort_along(x, axis, order, "keys", verify)
 
 
-def argsort(x, axis=-1, *, descending=False, stable=True):
+def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
     Parameters
@@ -171,6 +183,12 @@ def argsort(x, axis=-1, *, descending=False, stable=True):
     stable : bool, optional
         Accepted for NumPy compatibility: the result is always stable, equal to
         ``numpy.argsort(x, kind="stable")`` element for element.
+    verify : bool, optional
+        Check on the workers (on the GPU for CuPy chunks), before the result can be
+        read, that the keys it points to are sorted and that the (key, index)
+        pairs are those of the input (counts and order-independent 64-bit
+        checksums).  Raises :class:`distsort.VerificationError` when computed
+        if not.
 
     Returns
     -------
@@ -189,11 +207,11 @@ def argsort(x, axis=-1, *, descending=False, stable=True):
     x, axis = _prepare(x, axis)
     order = Order(descending=bool(descending), keyed=True)
     if x.ndim == 1:
-        return _sort_1d(x, None, order, positions=True)[1]
-    return _sort_along(x, axis, order, "values")
+        return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort")[1]
+    return _sort_along(x, axis, order, "values", verify)
 
 
-def sort_by_key(keys, values, *, descending=False):
+def sort_by_key(keys, values, *, descending=False, verify=False):
     """Sort 1-D ``keys`` and move ``values`` with them.
 
     Parameters
@@ -204,6 +222,12 @@ def sort_by_key(keys, values, *, descending=False):
         Values of 1, 2, 4 or 8 bytes (bool, integers, floats).
     descending : bool, optional
         Largest keys first.
+    verify : bool, optional
+        Check on the workers (on the GPU for CuPy chunks), before the result can be
+        read, that the keys are sorted and that the keys and the (key, value)
+        pairs are permutations of the input's (counts and order-independent
+        64-bit checksums).  Raises :class:`distsort.VerificationError` when
+        computed if not.
 
     Returns
     -------
@@ -229,4 +253,4 @@ def sort_by_key(keys, values, *, descending=False):
     if array_module_name(keys._meta) != array_module_name(values._meta):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
     order = Order(descending=bool(descending), keyed=True)
-    return _sort_1d(keys, values, order, positions=False)
+    return _sort_1d(keys, values, order, positions=False, verify=verify, what="sort_by_key")

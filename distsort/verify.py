@@ -1,0 +1,376 @@
+"""``verify=True``: prove, on the workers, that a sort's output is sorted and a
+permutation of its input, before the output can be read.
+
+Every chunk of the input and of the output gets a small :class:`Summary`, computed
+where the chunk lives (on the GPU for CuPy chunks; one implementation, the array
+module chosen by the chunk's type): its length, the sum modulo 2**64 of a 64-bit
+mixing hash (splitmix64) of every key's bit pattern, the same for every
+(key, value) pair (for argsort the pair is (key, position)), the order codes of
+its first and last elements and the number of neighbours out of order.  One
+*check* task compares the sums (order-independent, so the input's and output's
+chunkings need not agree) and the chunk boundaries and raises
+:class:`VerificationError` on any difference.  Every output chunk depends on the
+check, so a wrong result cannot be read.
+
+The check works on the output arrays the user gets (after ``finish_keys`` /
+``finish_values``), so it covers every step of the backend, and it needs nothing
+from a backend: only NumPy or CuPy arrays.
+
+Builders here take names and chunk counts and touch no data; their layer names
+are tokenized like those of ``distsort.graph``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from distsort.backends import Order
+>>> s = summarize(np.array([3, 1, 2]), order=Order())
+>>> s.count, s.disorder
+(3, 1)
+>>> summarize(np.array([1, 2, 3])).keys == summarize(np.array([3, 1, 2])).keys
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .order import _namespace, encode
+
+__all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
+           "verified"]
+
+#: Elements hashed per step: bounds the temporaries (a few uint64 arrays of this
+#: length, 32 MiB each), whatever the chunk size, on the GPU as on the CPU.
+BLOCK = 1 << 22
+_MOD = 1 << 64
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+#: Values are hashed with another salt than keys, so that a pair's hash is not
+#: symmetric in key and value.
+_VALUE_SALT = np.uint64(0x2545F4914F6CDD1D)
+
+
+class VerificationError(RuntimeError):
+    """A sort's output is not sorted, or not a permutation of its input.
+
+    Raised when a result computed with ``verify=True`` is read: the output of a
+    faulty run is never returned.
+    """
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the check needs to know of one chunk (a few integers, whatever its size).
+
+    ``keys`` and ``pairs`` are sums modulo 2**64 of per-element hashes (``pairs``
+    is 0 without values); ``first``/``last`` are the order codes of the first and
+    last elements (None when empty, or when no order was asked); ``disorder``
+    counts the neighbours out of order and ``where`` is the first of them.
+    """
+
+    count: int
+    keys: int
+    pairs: int
+    first: tuple | None = None
+    last: tuple | None = None
+    disorder: int = 0
+    where: int = -1
+
+
+def _bits64(x):
+    """The bit patterns of ``x``, zero-extended to uint64 (NaN payloads and -0.0 kept)."""
+    width = np.uint8 if x.dtype == np.bool_ else np.dtype(f"u{x.dtype.itemsize}")
+    return x.view(width).astype(np.uint64)
+
+
+def mix64(z):
+    """splitmix64's finalizer of uint64 ``z`` (a new array; wraps modulo 2**64).
+
+    A bijection of 64-bit words that spreads every input bit over the output, so
+    that a sum of hashes changes when one element changes, is lost or repeated.
+    """
+    z = z + _GOLDEN
+    z ^= z >> np.uint64(30)
+    z *= _MIX1
+    z ^= z >> np.uint64(27)
+    z *= _MIX2
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def _sum64(xp, h):
+    return int(xp.sum(h, dtype=np.uint64))
+
+
+def _codes(keys, values, order):
+    """Order codes: keys alone by ``total``; keyed by ``canonical``, ties by value."""
+    codes = encode(keys, canonical=order.keyed, descending=order.descending)
+    vcodes = encode(values, canonical=True) if values is not None else None
+    return codes, vcodes
+
+
+def _element(codes, vcodes, i):
+    return (int(codes[i]),) if vcodes is None else (int(codes[i]), int(vcodes[i]))
+
+
+def _out_of_order(xp, codes, vcodes):
+    """Boolean mask ``bad[..., i]``: element ``i + 1`` comes before element ``i`` (last axis)."""
+    bad = codes[..., 1:] < codes[..., :-1]
+    if vcodes is not None:
+        bad |= (codes[..., 1:] == codes[..., :-1]) & (vcodes[..., 1:] < vcodes[..., :-1])
+    return bad
+
+
+def summarize(keys, values=None, *, start=None, order=None):
+    """Summarize one 1-D chunk of keys (and values) of NumPy or CuPy.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray or cupy.ndarray
+        The keys, in their own dtype.
+    values : array like ``keys``, optional
+        Values paired with the keys.
+    start : int, optional
+        Without ``values``: pair the keys with the positions ``start, start + 1, ...``
+        (argsort's input).
+    order : distsort.backends.Order, optional
+        Also check that the chunk is sorted in this order (the output's summary).
+
+    Returns
+    -------
+    Summary
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = summarize(np.array([2.0, np.nan]), start=10)
+    >>> b = summarize(np.array([np.nan, 2.0]), np.array([11, 10]))
+    >>> (a.count, a.keys, a.pairs) == (b.count, b.keys, b.pairs)
+    True
+    """
+    xp = _namespace(keys)
+    n = int(keys.shape[0])
+    total_keys = total_pairs = disorder = 0
+    where = -1
+    first = last = None
+    for lo in range(0, n, BLOCK):
+        hi = min(n, lo + BLOCK)
+        kh = mix64(_bits64(keys[lo:hi]))
+        total_keys += _sum64(xp, kh)
+        if values is not None or start is not None:
+            v = (values[lo:hi] if values is not None
+                 else xp.arange(start + lo, start + hi, dtype=np.int64))
+            vh = _bits64(v)
+            vh ^= _VALUE_SALT
+            kh += mix64(vh)
+            total_pairs += _sum64(xp, mix64(kh))
+        if order is not None:
+            # One element of overlap, so that the pair across the block edge is compared.
+            base = max(0, lo - 1)
+            codes, vcodes = _codes(keys[base:hi], None if values is None else values[base:hi],
+                                   order)
+            bad = _out_of_order(xp, codes, vcodes)
+            count = int(xp.count_nonzero(bad))
+            if count and where < 0:
+                where = base + int(xp.argmax(bad))
+            disorder += count
+            if lo == 0:
+                first = _element(codes, vcodes, 0)
+            if hi == n:
+                last = _element(codes, vcodes, -1)
+    return Summary(n, total_keys % _MOD, total_pairs % _MOD, first, last, disorder, where)
+
+
+def check(inputs, outputs, chunks, what="sort"):
+    """Compare the summaries of the input and the output; True or VerificationError.
+
+    ``inputs`` and ``outputs`` are lists of :class:`Summary` (the outputs made
+    with an ``order``), ``chunks`` the output's chunk lengths.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsort.backends import Order
+    >>> x = [summarize(np.array([3, 1])), summarize(np.array([2]))]
+    >>> out = [summarize(np.array([1, 2]), order=Order()), summarize(np.array([3]), order=Order())]
+    >>> check(x, out, (2, 1))
+    True
+    >>> check(x, out[:1], (2,))
+    Traceback (most recent call last):
+    ...
+    distsort.verify.VerificationError: distsort.sort verification failed: the output has 2 elements, the input 3 (1 lost)
+    """
+    def fail(message):
+        raise VerificationError(f"distsort.{what} verification failed: {message}")
+
+    n_in, n_out = sum(s.count for s in inputs), sum(s.count for s in outputs)
+    if n_in != n_out:
+        change = f"{n_in - n_out} lost" if n_in > n_out else f"{n_out - n_in} duplicated"
+        fail(f"the output has {n_out} elements, the input {n_in} ({change})")
+    for i, (s, size) in enumerate(zip(outputs, chunks)):
+        if s.count != size:
+            fail(f"output chunk {i} has {s.count} elements, {size} expected")
+    for i, s in enumerate(outputs):
+        if s.disorder:
+            fail(f"output chunk {i} is not sorted: {s.disorder} neighbours out of order, "
+                 f"the first at element {s.where} (the next one comes before it)")
+    full = [(i, s) for i, s in enumerate(outputs) if s.count]
+    for (i, a), (j, b) in zip(full, full[1:]):
+        if b.first < a.last:
+            fail(f"output chunks {i} and {j} are out of order: the first element of "
+                 f"chunk {j} comes before the last of chunk {i}")
+    if sum(s.keys for s in inputs) % _MOD != sum(s.keys for s in outputs) % _MOD:
+        fail("the output's keys are not a permutation of the input's (their checksums "
+             "differ): a key was lost, duplicated or changed")
+    if sum(s.pairs for s in inputs) % _MOD != sum(s.pairs for s in outputs) % _MOD:
+        fail("the output's (key, value) pairs are not a permutation of the input's "
+             "(their checksums differ): a value was lost, duplicated, changed or moved "
+             "to another key")
+    return True
+
+
+def check_lanes(keys, sorted_keys, values, axis, order, what="sort"):
+    """Check one N-D block sorted lane by lane along ``axis`` (``verify=True`` there).
+
+    ``keys`` is the input block, ``sorted_keys`` and ``values`` (the positions along
+    the axis for argsort, else None) what the backend made of it.  Every lane must
+    be sorted and hold the input lane's keys (and, for argsort, the pairs
+    (key, position)).  Returns True or raises :class:`VerificationError`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distsort.backends import Order
+    >>> x = np.array([[3, 1, 2], [0, 5, 4]])
+    >>> check_lanes(x, np.sort(x, axis=1), None, 1, Order())
+    True
+    """
+    xp = _namespace(keys)
+    k_in, k_out = xp.moveaxis(keys, axis, -1), xp.moveaxis(sorted_keys, axis, -1)
+    if k_in.shape != k_out.shape:
+        raise VerificationError(f"distsort.{what} verification failed: the output block "
+                                f"has shape {sorted_keys.shape}, the input {keys.shape}")
+    h_in, h_out = mix64(_bits64(k_in)), mix64(_bits64(k_out))
+    ok = bool(xp.all(xp.sum(h_in, axis=-1, dtype=np.uint64)
+                     == xp.sum(h_out, axis=-1, dtype=np.uint64)))
+    v_out = None
+    if values is not None:
+        v_out = xp.moveaxis(values, axis, -1)
+        v_in = xp.broadcast_to(xp.arange(k_in.shape[-1], dtype=values.dtype), k_in.shape)
+        for h, v in ((h_in, v_in), (h_out, v_out)):
+            vh = _bits64(v)
+            vh ^= _VALUE_SALT
+            h += mix64(vh)
+        ok &= bool(xp.all(xp.sum(mix64(h_in), axis=-1, dtype=np.uint64)
+                          == xp.sum(mix64(h_out), axis=-1, dtype=np.uint64)))
+    if not ok:
+        raise VerificationError(f"distsort.{what} verification failed: a lane of the output "
+                                "is not a permutation of the input lane")
+    codes, vcodes = _codes(k_out, v_out, order)
+    if bool(xp.any(_out_of_order(xp, codes, vcodes))):
+        raise VerificationError(f"distsort.{what} verification failed: a lane of the output "
+                                "is not sorted")
+    return True
+
+
+def release(chunk, passed):
+    """An output chunk, once the check has ``passed`` (the task's only other input)."""
+    return chunk
+
+
+def _input_summary(keys, values, start):
+    return summarize(keys, values, start=start)
+
+
+def _output_summary(keys, values, order):
+    return summarize(keys, values, order=order)
+
+
+def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort"):
+    """The tasks that check a 1-D sort, and the output layers gated by the check.
+
+    Parameters
+    ----------
+    token : str
+        Makes the layer names unique (``distsort-verify-<stage>-<token>``).
+    inputs : (str, str or None)
+        Names of the input keys and values arrays, chunked like the output.
+    outputs : (str, str or None)
+        Names of the sorted keys and values arrays (chunks ``chunks``).
+    chunks : tuple of int
+        The chunk lengths of the inputs and of the outputs.
+    order : distsort.backends.Order
+    positions : bool
+        The values are the positions ``0 .. n-1`` (argsort); ``inputs[1]`` is None.
+
+    Returns
+    -------
+    layers : dict
+        ``{name: {key: task}}`` for the summaries, the check and the gated outputs.
+    dependencies : dict
+        ``{name: set of names}``.
+    gated : (str, str or None)
+        Names of the gated keys and values outputs (``verified-<output name>``).
+    """
+    summary_in = f"distsort-verify-input-{token}"
+    summary_out = f"distsort-verify-output-{token}"
+    check_name = f"distsort-verify-check-{token}"
+    starts = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)[:-1]]).tolist()
+    keys_in, values_in = inputs
+    keys_out, values_out = outputs
+    layers = {
+        summary_in: {(summary_in, i): (
+            _input_summary, (keys_in, i), None if values_in is None else (values_in, i),
+            starts[i] if positions else None) for i in range(len(chunks))},
+        summary_out: {(summary_out, i): (
+            _output_summary, (keys_out, i), None if values_out is None else (values_out, i),
+            order) for i in range(len(chunks))},
+        check_name: {(check_name, 0): (
+            check, [(summary_in, i) for i in range(len(chunks))],
+            [(summary_out, i) for i in range(len(chunks))], tuple(chunks), what)},
+    }
+    deps = {summary_in: {n for n in inputs if n is not None},
+            summary_out: {n for n in outputs if n is not None},
+            check_name: {summary_in, summary_out}}
+    gated = []
+    for source in outputs:
+        if source is None:
+            gated.append(None)
+            continue
+        name = f"verified-{source}"  # unique: the source's name is tokenized
+        layers[name] = {(name, i): (release, (source, i), (check_name, 0))
+                        for i in range(len(chunks))}
+        deps[name] = {source, check_name}
+        gated.append(name)
+    return layers, deps, tuple(gated)
+
+
+def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
+    """The outputs of a 1-D sort, gated by a check of their summaries against the input's.
+
+    ``keys`` and ``values`` (or None) are the Dask arrays that were sorted, chunked
+    like the outputs ``out_keys`` and ``out_values`` (or None).  Returns the gated
+    ``(out_keys, out_values)``: the same data, readable only once the check passed.
+    """
+    import dask.array as da
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    token = tokenize(out_keys.name, None if out_values is None else out_values.name)
+    outputs = [a for a in (out_keys, out_values) if a is not None]
+    new, deps, gated = verify_layers(
+        token, (keys.name, None if values is None else values.name),
+        tuple(None if a is None else a.name for a in (out_keys, out_values)),
+        out_keys.chunks[0], order, positions, what)
+    layers, dependencies = {}, {}
+    for a in outputs:
+        layers.update(a.dask.layers)
+        dependencies.update(a.dask.dependencies)
+    layers.update(new)
+    dependencies.update(deps)
+    graph = HighLevelGraph(layers, dependencies)
+    return tuple(None if name is None else
+                 da.Array(graph, name, a.chunks, meta=a._meta)
+                 for name, a in zip(gated, (out_keys, out_values)))
