@@ -1,0 +1,146 @@
+"""distsort.cluster on the CPU: local clusters, connecting, and the GPU choices (faked)."""
+import json
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import distsort  # noqa: E402
+from distsort import cluster as cl  # noqa: E402
+
+
+def _sorts_on(client):
+    x = np.random.default_rng().standard_normal(30_000)
+    s = client.compute(distsort.sort(da.from_array(x, chunks=7_000))).result()
+    assert np.array_equal(s, np.sort(x))
+
+
+def test_local_cpu_cluster():
+    with cl.local_cpu_cluster(n_workers=2, memory_limit="300MiB") as cluster:
+        with distributed.Client(cluster) as client:
+            workers = client.scheduler_info(n_workers=-1)["workers"].values()
+            assert len(workers) == 2
+            assert all(w["memory_limit"] == 300 * 2**20 and w["nthreads"] == 1
+                       for w in workers)
+            assert all(w["host"] == "127.0.0.1" for w in workers)
+            _sorts_on(client)
+
+
+def test_connect_new_local_cluster_is_closed_with_the_client():
+    client = cl.connect(gpu=False, n_workers=1, memory_limit="300MiB")
+    cluster = client.cluster
+    try:
+        assert isinstance(cluster, distributed.LocalCluster)
+        _sorts_on(client)
+    finally:
+        client.close()
+    assert cluster.status.name == "closed"
+
+
+def test_connect_to_address_and_scheduler_file(tmp_path, cluster_client):
+    address = cluster_client.scheduler.address
+    with cl.connect(scheduler_address=address) as client:
+        assert client.scheduler.address == address
+        _sorts_on(client)
+    sched = tmp_path / "scheduler.json"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
+                                  dashboard_address=":0",
+                                  scheduler_kwargs={"scheduler_file": str(sched)}) as lc:
+        assert json.loads(sched.read_text())["address"] == lc.scheduler_address
+        with cl.connect(scheduler_file=str(sched)) as client:
+            assert client.scheduler.address == lc.scheduler_address
+            _sorts_on(client)
+        assert lc.status.name == "running"  # not ours to close
+
+
+def test_connect_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="scheduler file"):
+        cl.connect(scheduler_file=str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="not both"):
+        cl.connect(scheduler_address="tcp://127.0.0.1:1", scheduler_file="x.json")
+
+
+def test_gpu_available_without_cupy(monkeypatch):
+    monkeypatch.setattr(cl.importlib.util, "find_spec",
+                        lambda name: None if name == "cupy" else object())
+    assert cl.gpu_available() is False
+
+
+def test_gpu_available_with_a_broken_cupy(monkeypatch):
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
+        getDeviceCount=lambda: (_ for _ in ()).throw(RuntimeError("no CUDA driver"))))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(cl.importlib.util, "find_spec", lambda name: object())
+    assert cl.gpu_available() is False
+    fake.cuda.runtime.getDeviceCount = lambda: 2
+    assert cl.gpu_available() is True
+
+
+@pytest.fixture
+def fake_dask_cuda(monkeypatch):
+    """A stand-in ``dask_cuda`` that records what LocalCUDACluster was given."""
+    calls = []
+    module = types.ModuleType("dask_cuda")
+    module.LocalCUDACluster = lambda **kw: calls.append(kw) or kw
+    monkeypatch.setitem(sys.modules, "dask_cuda", module)
+    return calls
+
+
+def test_cuda_cluster_with_ucx(fake_dask_cuda, monkeypatch):
+    monkeypatch.setattr(cl, "ucx_available", lambda: True)
+    monkeypatch.setattr(cl.importlib.util, "find_spec", lambda name: object())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kw = cl.local_cuda_cluster(n_workers=2)
+    assert kw["protocol"] == "ucx" and kw["n_workers"] == 2
+    assert kw["rmm_pool_size"] == cl.RMM_POOL_FRACTION
+    assert kw["rmm_allocator_external_lib_list"] == ["cupy"]
+    assert kw["device_memory_limit"] == cl.DEVICE_MEMORY_FRACTION
+    assert 0 < cl.DEVICE_MEMORY_FRACTION < cl.RMM_POOL_FRACTION < 1
+
+
+def test_cuda_cluster_falls_back_to_tcp_with_a_warning(fake_dask_cuda, monkeypatch):
+    monkeypatch.setattr(cl, "ucx_available", lambda: False)
+    monkeypatch.setattr(cl.importlib.util, "find_spec", lambda name: None)
+    with pytest.warns(RuntimeWarning, match="TCP") as record:
+        kw = cl.local_cuda_cluster(device_memory_limit="40GB")
+    assert len(record) == 1
+    assert kw["protocol"] == "tcp" and kw["rmm_pool_size"] is None
+    assert "rmm_allocator_external_lib_list" not in kw
+    assert kw["device_memory_limit"] == "40GB"
+
+
+def test_cuda_cluster_explicit_protocol_and_pool(fake_dask_cuda, monkeypatch):
+    monkeypatch.setattr(cl, "ucx_available", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit choice is not warned about
+        kw = cl.local_cuda_cluster(protocol="tcp", rmm_pool_size="10GB",
+                                   CUDA_VISIBLE_DEVICES="0,1")
+    assert kw["protocol"] == "tcp" and kw["rmm_pool_size"] == "10GB"
+    assert kw["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_cuda_cluster_without_dask_cuda(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # import fails
+    with pytest.raises(ImportError, match="dask-cuda"):
+        cl.local_cuda_cluster()
+
+
+def test_module_imports_no_gpu_library():
+    """Importing distsort.cluster and the CLI imports no GPU library that distsort did not."""
+    import subprocess
+    gpu = "('cupy', 'dask_cuda', 'rmm', 'distributed_ucxx')"
+    code = (f"import sys, distsort; before = {{m for m in {gpu} if m in sys.modules}}; "
+            "import distsort.cluster, distsort.cli; "
+            f"print(sorted(m for m in {gpu} if m in sys.modules and m not in before))")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root).stdout
+    assert out.strip() == "[]"
