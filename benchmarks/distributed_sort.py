@@ -21,14 +21,24 @@ from dask.utils import format_bytes, parse_bytes
 from driver import median_time, parser, print_table, save_rows
 
 
+SPLITMIX = r"""
+    unsigned long long z = seed + (unsigned long long)i * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    out = z ^ (z >> 31);
+"""
+
+
 def make_chunk(seed, n, dtype):
-    """Fresh random keys on this worker's GPU (full bit range for integers)."""
+    """Fresh random keys on this worker's GPU: normal floats, integers over all bits."""
     import cupy
-    rng = cupy.random.default_rng(seed)
-    if np.dtype(dtype).kind == "f":
-        return rng.standard_normal(n, dtype=dtype)
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return cupy.random.default_rng(seed).standard_normal(n, dtype=dtype)
+    fill = cupy.ElementwiseKernel("uint64 seed", "uint64 out", SPLITMIX, "distsort_splitmix")
+    words = cupy.empty(-(-n * dtype.itemsize // 8), dtype=cupy.uint64)
+    fill(np.uint64(seed * 0x632BE59BD9B4E019 % 2**64), words)
+    return words.view(cupy.uint8)[: n * dtype.itemsize].view(dtype)
 
 
 def placed_input(client, n, dtype, chunks_per_gpu, seed):
@@ -73,13 +83,12 @@ def round_times(task_stream):
 
 
 def check_sorted(client, s, x):
-    """Sorted, same count and order-independent checksum (on the workers)."""
-    import distsort  # noqa: F401
+    """Sorted, and an exact order-independent checksum of the bit patterns (on the workers)."""
     ok = (s[1:] >= s[:-1]).all()
-    sums = [x.astype(np.float64).sum(), s.astype(np.float64).sum()] if s.dtype.kind == "f" else [
-        (x.astype(np.uint64) % 1_000_003).sum(), (s.astype(np.uint64) % 1_000_003).sum()]
+    word = f"u{x.dtype.itemsize}"
+    sums = [(a.view(word).astype(np.uint64) % 1_000_003).sum() for a in (x, s)]
     ok, a, b = client.compute([ok, *sums], sync=True)
-    if not bool(ok) or float(a) != float(b):
+    if not bool(ok) or int(a) != int(b):
         raise AssertionError(f"distributed sort is wrong: sorted={bool(ok)} sums {a} {b}")
 
 
@@ -138,11 +147,11 @@ def one_chunk_cupy_sort(client, x, runs):
         return f"failed: {type(e).__name__}"
 
 
-def run_case(client, n, dtype, args, gpus):
+def run_case(client, n, dtype, args, workers):
     import distributed
 
     import distsort
-    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, seed=n % 9973)
+    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, seed=n % 9973)  # per worker
     distributed.wait(x)
     state = {}
 
@@ -157,16 +166,29 @@ def run_case(client, n, dtype, args, gpus):
         run()
         sync_workers(client)
     check_sorted(client, state["s"], x)
-    chunk = -(-n // (gpus * args.chunks_per_gpu))
-    row = dict(gpus=gpus, dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,
-               chunks=gpus * args.chunks_per_gpu, seconds=seconds, runs=times,
+    chunk = -(-n // (workers * args.chunks_per_gpu))
+    row = dict(dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,
+               chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data))
     row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3)
-    if args.one_chunk and gpus == 1:
+    if args.one_chunk and workers == 1:
         row["one_chunk_cupy_sort_s"] = one_chunk_cupy_sort(client, x, args.runs)
-    del state["s"], x
+    state.clear()
     return row
+
+
+def cuda_cluster(gpus, args):
+    """One worker per GPU, or ``--workers-per-gpu`` workers sharing each GPU."""
+    from distsort.cluster import DEVICE_MEMORY_FRACTION, RMM_POOL_FRACTION, local_cuda_cluster
+    share = args.workers_per_gpu
+    if share == 1:
+        return local_cuda_cluster(n_workers=gpus, protocol=args.protocol)
+    # dask-cuda rotates this list per worker; each worker uses the first entry.
+    visible = ",".join(str(i % gpus) for i in range(gpus * share))
+    return local_cuda_cluster(CUDA_VISIBLE_DEVICES=visible, protocol=args.protocol,
+                              device_memory_limit=DEVICE_MEMORY_FRACTION / share,
+                              rmm_pool_size=RMM_POOL_FRACTION / share)
 
 
 def main(argv=None):
@@ -176,17 +198,16 @@ def main(argv=None):
     p.add_argument("--dtypes", nargs="+", default=["float32", "uint64"])
     p.add_argument("--chunks-per-gpu", type=int, default=1)
     p.add_argument("--protocol", default=None, help="ucx or tcp (default: ucx if available)")
+    p.add_argument("--workers-per-gpu", type=int, default=1,
+                   help="several workers share each GPU (checks larger schedules on few GPUs)")
     p.add_argument("--one-chunk", action="store_true", help="also time rechunk + cupy.sort")
     p.add_argument("--max-bytes-per-gpu", default="40GiB",
                    help="skip cases whose data per GPU exceeds this")
     args = p.parse_args(argv)
     from distributed import Client
-
-    from distsort.cluster import local_cuda_cluster
     rows, bandwidth = [], None
     for gpus in args.gpus:
-        with local_cuda_cluster(n_workers=gpus, protocol=args.protocol) as cluster, \
-                Client(cluster) as client:
+        with cuda_cluster(gpus, args) as cluster, Client(cluster) as client:
             if gpus > 1 and bandwidth is None:
                 bandwidth = peer_bandwidth(client)
                 print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
@@ -196,7 +217,8 @@ def main(argv=None):
                     if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
                         continue
                     n = nbytes // np.dtype(dtype).itemsize
-                    row = run_case(client, n, dtype, args, gpus)
+                    row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu)
+                    row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
                     row["protocol"] = cluster.scheduler_address.split(":")[0]
                     rows.append(row)
                     print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
@@ -208,14 +230,14 @@ def main(argv=None):
 def finish(rows, bandwidth, args):
     import cupy
     for r in rows:
-        if bandwidth and r["gpus"] > 1:
+        if bandwidth and r["gpus"] > 1 and r["workers"] == r["gpus"]:
             r["floor_s"] = r["local_sort_s"] + r["moved_bytes"] / (bandwidth * 1e9)
             r["over_floor"] = r["seconds"] / r["floor_s"]
-        one = [q for q in rows if q["gpus"] == 1 and q["dtype"] == r["dtype"]
-               and q["bytes"] * r["gpus"] == r["bytes"]]
+        one = [q for q in rows if q["gpus"] == 1 and q["workers"] == 1
+               and q["dtype"] == r["dtype"] and q["bytes"] * r["gpus"] == r["bytes"]]
         if one and r["gpus"] > 1:
             r["weak_scaling_time_ratio"] = r["seconds"] / one[0]["seconds"]
-    print_table(rows, [("gpus", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"), ("chunks", "{}"),
+    print_table(rows, [("gpus", "{}"), ("workers", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"), ("chunks", "{}"),
                        ("seconds", "{:.3f}"), ("gkeys_s", "{:.2f}"), ("moved_bytes", "{:.3g}"),
                        ("local_sort_s", "{:.3f}"), ("floor_s", "{:.3f}"),
                        ("over_floor", "{:.2f}"), ("weak_scaling_time_ratio", "{:.2f}")])
