@@ -178,6 +178,36 @@ def run_case(client, n, dtype, args, workers):
     return row
 
 
+def largest_case(client, nbytes, dtype, chunks):
+    """Sort ``nbytes`` made on the workers and checked there, never held twice.
+
+    The input is a lazy graph (not persisted), so each random chunk is freed once
+    sorted; the checks are reductions computed with the sort.
+    """
+    import cupy
+    import dask.array as da
+    from dask import delayed
+
+    import distsort
+    n = nbytes // np.dtype(dtype).itemsize
+    step = -(-n // chunks)
+    sizes = [min(step, n - i * step) for i in range(chunks)]
+    parts = [da.from_delayed(delayed(make_chunk, pure=True)(1000 + i, size, dtype), (size,),
+                             dtype=dtype, meta=cupy.empty(0, dtype))
+             for i, size in enumerate(sizes)]
+    x = da.concatenate(parts)
+    s = distsort.sort(x)
+    word = f"u{np.dtype(dtype).itemsize}"
+    checks = [(s[1:] >= s[:-1]).all(), s.size,
+              *[(a.view(word).astype(np.uint64) % 1_000_003).sum() for a in (x, s)]]
+    start = time.perf_counter()
+    ok, size, a, b = client.compute(checks, sync=True)
+    seconds = time.perf_counter() - start
+    return dict(case="largest", dtype=dtype, bytes=nbytes, n=n, chunks=chunks,
+                seconds_with_checks=seconds, sorted=bool(ok), count_ok=int(size) == n,
+                checksum_ok=int(a) == int(b))
+
+
 def cuda_cluster(gpus, args):
     """One worker per GPU, or ``--workers-per-gpu`` workers sharing each GPU."""
     from distsort.cluster import DEVICE_MEMORY_FRACTION, RMM_POOL_FRACTION, local_cuda_cluster
@@ -201,6 +231,8 @@ def main(argv=None):
     p.add_argument("--workers-per-gpu", type=int, default=1,
                    help="several workers share each GPU (checks larger schedules on few GPUs)")
     p.add_argument("--one-chunk", action="store_true", help="also time rechunk + cupy.sort")
+    p.add_argument("--largest", help="instead: sort this many bytes (e.g. 160GB) of the "
+                   "first dtype, made lazily on the workers, in --chunks-per-gpu chunks per GPU")
     p.add_argument("--max-bytes-per-gpu", default="40GiB",
                    help="skip cases whose data per GPU exceeds this")
     args = p.parse_args(argv)
@@ -208,6 +240,13 @@ def main(argv=None):
     rows, bandwidth = [], None
     for gpus in args.gpus:
         with cuda_cluster(gpus, args) as cluster, Client(cluster) as client:
+            if args.largest:
+                row = largest_case(client, parse_bytes(args.largest), args.dtypes[0],
+                                   gpus * args.workers_per_gpu * args.chunks_per_gpu)
+                row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
+                print(row, flush=True)
+                rows.append(row)
+                continue
             if gpus > 1 and bandwidth is None:
                 bandwidth = peer_bandwidth(client)
                 print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
@@ -229,6 +268,11 @@ def main(argv=None):
 
 def finish(rows, bandwidth, args):
     import cupy
+    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    if args.largest:
+        path = save_rows(rows, "largest_sort", device, args.out, gpus=args.gpus)
+        print(f"rows saved to {path}")
+        return
     for r in rows:
         if bandwidth and r["gpus"] > 1 and r["workers"] == r["gpus"]:
             r["floor_s"] = r["local_sort_s"] + r["moved_bytes"] / (bandwidth * 1e9)
@@ -241,7 +285,6 @@ def finish(rows, bandwidth, args):
                        ("seconds", "{:.3f}"), ("gkeys_s", "{:.2f}"), ("moved_bytes", "{:.3g}"),
                        ("local_sort_s", "{:.3f}"), ("floor_s", "{:.3f}"),
                        ("over_floor", "{:.2f}"), ("weak_scaling_time_ratio", "{:.2f}")])
-    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     path = save_rows(rows, "distributed_sort", device, args.out, nvlink_peer_gb_s=bandwidth,
                      gpus=args.gpus)
     print(f"rows saved to {path}")
