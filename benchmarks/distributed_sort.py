@@ -9,6 +9,9 @@ between workers, time per round, and three references: the same sort on fewer
 GPUs (the rows with --gpus 1), rechunk to one chunk + ``cupy.sort`` where it
 fits on one GPU, and the floor = local sort time + bytes moved / NVLink
 bandwidth (measured here with ``cudaMemcpyPeer``).
+
+``--cpu`` runs the same scenarios with NumPy chunks on CPU worker processes
+(a check of the code paths and of the schedules where no GPU is at hand).
 """
 from __future__ import annotations
 
@@ -29,10 +32,15 @@ SPLITMIX = r"""
 """
 
 
-def make_chunk(seed, n, dtype):
+def make_chunk(seed, n, dtype, cpu=False):
     """Fresh random keys on this worker's GPU: normal floats, integers over all bits."""
-    import cupy
     dtype = np.dtype(dtype)
+    if cpu:
+        rng = np.random.default_rng(seed)
+        if dtype.kind == "f":
+            return rng.standard_normal(n).astype(dtype)
+        return rng.integers(0, 256, size=n * dtype.itemsize, dtype=np.uint8).view(dtype)
+    import cupy
     if dtype.kind == "f":
         return cupy.random.default_rng(seed).standard_normal(n, dtype=dtype)
     fill = cupy.ElementwiseKernel("uint64 seed", "uint64 out", SPLITMIX, "distsort_splitmix")
@@ -41,22 +49,32 @@ def make_chunk(seed, n, dtype):
     return words.view(cupy.uint8)[: n * dtype.itemsize].view(dtype)
 
 
-def placed_input(client, n, dtype, chunks_per_gpu, seed):
-    """A persisted Dask array of CuPy chunks, spread evenly over the workers."""
+def empty_like_chunks(dtype, cpu):
+    if cpu:
+        return np.empty(0, dtype)
     import cupy
+    return cupy.empty(0, dtype)
+
+
+def placed_input(client, n, dtype, chunks_per_gpu, seed, cpu=False):
+    """A persisted Dask array of CuPy chunks, spread evenly over the workers."""
     import dask.array as da
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     count = len(workers) * chunks_per_gpu
     step = -(-n // count)
     sizes = [min(step, n - i * step) for i in range(count)]
-    futures = [client.submit(make_chunk, seed + i, size, dtype, workers=[workers[i % len(workers)]],
-                             pure=False) for i, size in enumerate(sizes)]
-    arrays = [da.from_delayed(f, (size,), dtype=dtype, meta=cupy.empty(0, dtype))
+    futures = [client.submit(make_chunk, seed + i, size, dtype, cpu,
+                             workers=[workers[i % len(workers)]], pure=False)
+               for i, size in enumerate(sizes)]
+    arrays = [da.from_delayed(f, (size,), dtype=dtype, meta=empty_like_chunks(dtype, cpu))
               for f, size in zip(futures, sizes)]
     return da.concatenate(arrays).persist(), futures
 
 
-def sync_workers(client):
+def sync_workers(client, cpu=False):
+    if cpu:
+        return
+
     def sync():
         import cupy
         cupy.cuda.Device().synchronize()
@@ -86,7 +104,9 @@ def _block_order(block):
     """(sorted within, first, last) of one chunk, computed where it lives."""
     if len(block) == 0:
         return True, None, None
-    return bool((block[1:] >= block[:-1]).all()), block[:1].get()[0], block[-1:].get()[0]
+    ends = block[[0, -1]]
+    ends = ends.get() if hasattr(ends, "get") else ends
+    return bool((block[1:] >= block[:-1]).all()), ends[0], ends[1]
 
 
 def _all_in_order(summaries):
@@ -134,8 +154,14 @@ def peer_bandwidth(client, nbytes=2**32):
     return next(iter(client.run(measure).values()))
 
 
-def local_sort_seconds(client, n, dtype, runs):
+def local_sort_seconds(client, n, dtype, runs, cpu=False):
     """distsort's local sort of one chunk of ``n`` keys on one GPU (CUDA events)."""
+    def measure_cpu():
+        from distsort.backends import Order
+        from distsort.backends import numpy as backend
+        x = make_chunk(1, n, dtype, cpu=True)
+        return median_time(lambda: backend.prepare(x, None, Order(), None), runs, 1)[0]
+
     def measure():
         import cupy
         from distsort.backends import Order
@@ -150,62 +176,78 @@ def local_sort_seconds(client, n, dtype, runs):
             stop.synchronize()
             times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
         return float(np.median(times[1:]))
-    return next(iter(client.run(measure).values()))
+    return next(iter(client.run(measure_cpu if cpu else measure).values()))
 
 
-def one_chunk_cupy_sort(client, x, runs):
-    """Rechunk to one chunk + cupy.sort, when it fits on one GPU."""
-    import cupy
+def one_chunk_sort(client, x, runs, cpu=False):
+    """Rechunk to one chunk + cupy.sort (numpy.sort with --cpu), when it fits."""
+    if cpu:
+        sort = np.sort
+    else:
+        import cupy
+        sort = cupy.sort
 
     def run():
-        y = x.rechunk(-1).map_blocks(cupy.sort).persist()
+        y = x.rechunk(-1).map_blocks(sort).persist()
         from distributed import wait
         wait(y)
         return y
     try:
-        return median_time(run, runs, 1, lambda: sync_workers(client))[0]
+        return median_time(run, runs, 1, lambda: sync_workers(client, cpu))[0]
     except Exception as e:  # out of memory: does not fit, which is the point
         return f"failed: {type(e).__name__}"
+
+
+def _same(block):
+    return block
+
+
+def renamed(x):
+    """``x`` under a new name (identity tasks, no copy), so that a repeated sort is
+    recomputed rather than found in worker memory under the same tokenized keys."""
+    import uuid
+    return x.map_blocks(_same, dtype=x.dtype, meta=x._meta, name=f"input-{uuid.uuid4().hex}")
 
 
 def run_case(client, n, dtype, args, workers):
     import distributed
 
     import distsort
-    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, seed=n % 9973)  # per worker
+    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, n % 9973, args.cpu)
     distributed.wait(x)
     state = {}
 
     def run():
+        state.clear()
         before = moved_bytes(client)
-        s = distsort.sort(x).persist()
+        s = distsort.sort(renamed(x)).persist()
         distributed.wait(s)
         state["s"], state["moved"] = s, moved_bytes(client) - before
 
-    seconds, times = median_time(run, args.runs, args.warmup, lambda: sync_workers(client))
+    seconds, times = median_time(run, args.runs, args.warmup,
+                                 lambda: sync_workers(client, args.cpu))
     with distributed.get_task_stream(client) as ts:
         run()
-        sync_workers(client)
+        sync_workers(client, args.cpu)
     check_sorted(client, state["s"], x)
     chunk = -(-n // (workers * args.chunks_per_gpu))
     row = dict(dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,
                chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data))
-    row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3)
+    row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3, args.cpu)
     if args.one_chunk and workers == 1:
-        row["one_chunk_cupy_sort_s"] = one_chunk_cupy_sort(client, x, args.runs)
+        row["one_chunk_sort_s"] = one_chunk_sort(client, x, args.runs, args.cpu)
     state.clear()
     return row
 
 
-def largest_case(client, nbytes, dtype, chunks):
+def largest_case(client, nbytes, dtype, chunks, cpu=False):
     """Sort ``nbytes`` made on the workers and checked there, never held twice.
 
     The input is a lazy graph (not persisted), so each random chunk is freed once
     sorted; the checks are reductions computed with the sort.
     """
-    import cupy
     import dask.array as da
     from dask import delayed
 
@@ -213,8 +255,8 @@ def largest_case(client, nbytes, dtype, chunks):
     n = nbytes // np.dtype(dtype).itemsize
     step = -(-n // chunks)
     sizes = [min(step, n - i * step) for i in range(chunks)]
-    parts = [da.from_delayed(delayed(make_chunk, pure=True)(1000 + i, size, dtype), (size,),
-                             dtype=dtype, meta=cupy.empty(0, dtype))
+    parts = [da.from_delayed(delayed(make_chunk, pure=True)(1000 + i, size, dtype, cpu), (size,),
+                             dtype=dtype, meta=empty_like_chunks(dtype, cpu))
              for i, size in enumerate(sizes)]
     x = da.concatenate(parts)
     s = distsort.sort(x)
@@ -228,8 +270,11 @@ def largest_case(client, nbytes, dtype, chunks):
 
 def cuda_cluster(gpus, args):
     """One worker per GPU, or ``--workers-per-gpu`` workers sharing each GPU."""
-    from distsort.cluster import DEVICE_MEMORY_FRACTION, RMM_POOL_FRACTION, local_cuda_cluster
+    from distsort.cluster import (DEVICE_MEMORY_FRACTION, RMM_POOL_FRACTION, local_cpu_cluster,
+                                  local_cuda_cluster)
     share = args.workers_per_gpu
+    if args.cpu:
+        return local_cpu_cluster(n_workers=gpus * share, memory_limit=args.memory_limit)
     if share == 1:
         return local_cuda_cluster(n_workers=gpus, protocol=args.protocol)
     # dask-cuda rotates this list per worker; each worker uses the first entry.
@@ -249,6 +294,8 @@ def main(argv=None):
     p.add_argument("--workers-per-gpu", type=int, default=1,
                    help="several workers share each GPU (checks larger schedules on few GPUs)")
     p.add_argument("--one-chunk", action="store_true", help="also time rechunk + cupy.sort")
+    p.add_argument("--cpu", action="store_true", help="NumPy chunks on CPU workers")
+    p.add_argument("--memory-limit", default="auto", help="per CPU worker (--cpu)")
     p.add_argument("--largest", help="instead: sort this many bytes (e.g. 160GB) of the "
                    "first dtype, made lazily on the workers, in --chunks-per-gpu chunks per GPU")
     p.add_argument("--max-bytes-per-gpu", default="40GiB",
@@ -260,12 +307,12 @@ def main(argv=None):
         with cuda_cluster(gpus, args) as cluster, Client(cluster) as client:
             if args.largest:
                 row = largest_case(client, parse_bytes(args.largest), args.dtypes[0],
-                                   gpus * args.workers_per_gpu * args.chunks_per_gpu)
+                                   gpus * args.workers_per_gpu * args.chunks_per_gpu, args.cpu)
                 row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
                 print(row, flush=True)
                 rows.append(row)
                 continue
-            if gpus > 1 and bandwidth is None:
+            if gpus > 1 and bandwidth is None and not args.cpu:
                 bandwidth = peer_bandwidth(client)
                 print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
             for dtype in args.dtypes:
@@ -284,9 +331,16 @@ def main(argv=None):
     finish(rows, bandwidth, args)
 
 
-def finish(rows, bandwidth, args):
+def device_name(cpu):
+    if cpu:
+        import os
+        return f"cpu-{os.cpu_count()}cores"
     import cupy
-    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
+def finish(rows, bandwidth, args):
+    device = device_name(args.cpu)
     if args.largest:
         path = save_rows(rows, "largest_sort", device, args.out, gpus=args.gpus)
         print(f"rows saved to {path}")
