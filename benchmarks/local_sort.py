@@ -241,7 +241,7 @@ def main():
             row = bench_keys(dtype, n, 5 if p <= 26 else 3, others, seed=p)
             result["rows"].append(row)
             print(json.dumps(row), flush=True)
-    for n in [(1 << 28) + 1]:
+    for n in [(1 << 28) + 1, 3 << 26]:
         row = bench_keys("uint32", n, 3, False, seed=7)
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
