@@ -9,8 +9,8 @@ template <class K, class V> struct Cmp {
     typedef typename K::U U;
     typedef typename V::U VU;
     // Compare-exchange of a (lower index) and b.  Keys-only: codes are a bijection,
-    // so min/max is exact.  Keyed: canonical code, then the value's code; swap only
-    // when strictly greater, so the +inf padding (the largest element) never moves.
+    // so min/max is exact.  Keyed: swap only when strictly greater, so the +inf
+    // padding (the largest element) never moves.
     static __device__ __forceinline__ void cx(U& a, U& b, VU& va, VU& vb, U dm) {
         if constexpr (!HasValues<V>::value) {
             U lo = b < a ? b : a;
@@ -18,21 +18,29 @@ template <class K, class V> struct Cmp {
             a = lo;
             b = hi;
         } else {
-            U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
-            U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
-            bool gt = ka > kb || (ka == kb && V::value_code(va) > V::value_code(vb));
-            U t = gt ? b : a; b = gt ? a : b; a = t;
-            VU s = gt ? vb : va; vb = gt ? va : vb; va = s;
+            const bool g = gt(a, b, va, vb, dm);
+            U t = g ? b : a; b = g ? a : b; a = t;
+            VU s = g ? vb : va; vb = g ? va : vb; va = s;
         }
     }
-    // a > b in the sort order (for the crossing count).
+    // a > b in the sort order: keys' canonical codes, then the values' canonical
+    // codes (ascending), then -- only where those tie, i.e. -0.0/+0.0 or NaN payloads
+    // -- the key's total code and the value's total code, so that the result is one
+    // order whatever the input order or chunking (a total order on bit patterns).
     static __device__ __forceinline__ bool gt(U a, U b, VU va, VU vb, U dm) {
         if constexpr (!HasValues<V>::value) {
             return a > b;
         } else {
-            U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
-            U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
-            return ka > kb || (ka == kb && V::value_code(va) > V::value_code(vb));
+            const U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
+            const U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
+            const VU ca = V::value_code(va), cb = V::value_code(vb);
+            if (ka != kb) return ka > kb;
+            if (ca != cb) return ca > cb;
+            if constexpr (K::KIND == KIND_FLOAT || V::KIND == KIND_FLOAT) {
+                if (a != b) return a > b;
+                return V::total(va) > V::total(vb);
+            }
+            return false;
         }
     }
 };

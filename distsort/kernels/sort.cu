@@ -138,18 +138,32 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     keys += blockIdx.y * lane;
     vals += HV ? blockIdx.y * lane : 0;
 
-#pragma unroll 4
-    for (int L = threadIdx.x; L < T; L += NT) {
-        const long long i = map.at(L);
-        U c = (U)~(U)0;
-        VU v = 0;
-        if constexpr (HV) v = V::value_max();
-        if (i < n) {
-            c = (U)(K::total(keys[i]) ^ dm);
-            if constexpr (HV) v = vals[i];
+    // Load: BATCH loads per thread in flight before any shared-memory store (one block
+    // per SM, so memory-level parallelism comes from each thread's outstanding loads).
+    constexpr int BATCH = sizeof(U) + sizeof(VU) <= 8 ? 16 : 8;
+    for (int L0 = threadIdx.x; L0 < T; L0 += NT * BATCH) {
+        U c[BATCH];
+        VU v[BATCH];
+#pragma unroll
+        for (int u = 0; u < BATCH; ++u) {
+            const int L = L0 + u * NT;
+            const long long i = L < T ? map.at(L) : n;
+            c[u] = (U)~(U)0;
+            v[u] = 0;
+            if constexpr (HV) v[u] = V::value_max();
+            if (i < n) {
+                c[u] = (U)(K::total(keys[i]) ^ dm);
+                if constexpr (HV) v[u] = vals[i];
+            }
         }
-        sk[Pad<U>::at(L)] = c;
-        if constexpr (HV) sv[Pad<VU>::at(L)] = v;
+#pragma unroll
+        for (int u = 0; u < BATCH; ++u) {
+            const int L = L0 + u * NT;
+            if (L < T) {
+                sk[Pad<U>::at(L)] = c[u];
+                if constexpr (HV) sv[Pad<VU>::at(L)] = v[u];
+            }
+        }
     }
     if (mode == 0) {
         __syncthreads();
