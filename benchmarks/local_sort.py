@@ -164,20 +164,22 @@ def huge(gb):
 
 
 def variants(n, seed):
-    """uint32 2^28 under other tile sizes / row widths (tuning exploration)."""
+    """uint32 2^28 under other block sizes, tiles and row widths (tuning exploration;
+    256 threads with a 2^14 tile fit two blocks per SM)."""
     rows = []
     tab = tuning.TABLES[9]
     saved = dict(tab)
     x = cupy.empty(n, dtype=np.uint32)
-    for smem, row_bytes in [(227 * 1024, 128), (227 * 1024, 64), (227 * 1024, 32),
-                            (99 * 1024, 128), (99 * 1024, 64), (60 * 1024, 128)]:
-        tab.update(smem=smem, row_bytes=row_bytes)
+    for threads, smem, row_bytes in [(512, 227 * 1024, 128), (512, 227 * 1024, 32),
+                                     (256, 227 * 1024, 128), (256, 113 * 1024, 128),
+                                     (256, 113 * 1024, 32), (512, 113 * 1024, 128)]:
+        tab.update(threads=threads, smem=smem, row_bytes=row_bytes)
         ms, _ = timed(lambda: cpb.sort_inplace(x), lambda r: fill(x, seed + r), 3)
         ref = cupy.sort(x)
         cpb.sort_inplace(x)
         ok = bool((x == ref).all())
         del ref
-        rows.append({"smem": smem, "row_bytes": row_bytes, "ms": ms, "ok": ok,
+        rows.append({"threads": threads, "smem": smem, "row_bytes": row_bytes, "ms": ms, "ok": ok,
                      "passes": cpb.pass_count(n, "uint32")})
         print("variant", rows[-1], flush=True)
     tab.clear()

@@ -121,7 +121,7 @@ struct Map {  // tile index -> global index of this block
 };
 
 template <class K, class V, int E, int NT>
-__global__ void __launch_bounds__(NT)
+__global__ void __launch_bounds__(NT, NT <= 256 ? 2 : 1)
 bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
              int mode, int top, int k, int mirror, u64_t dmask) {
     typedef typename K::U U;
