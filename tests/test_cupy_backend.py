@@ -100,7 +100,7 @@ def test_keys_edge_sizes(dtype, order):
 def test_key_value(dtype, vdtype, order):
     """Values of 1/2/4/8 bytes move with their keys; ties by the value's code."""
     rng = np.random.default_rng(11 + DTYPES.index(dtype) + 50 * KV_PAIRS.index((dtype, vdtype)))
-    sizes = list(range(0, 300, 7)) + [1023, 1024, 1025, 4096, 4097, 16385, 65537, 131071, 262145]
+    sizes = list(range(0, 300, 7)) + [1023, 1024, 1025, 4097, 16385, 65537]
     for n in sizes:
         keys, values = _keys(rng, n, dtype), _values(rng, n, vdtype)
         chunk = cpb.prepare(cupy.asarray(keys), cupy.asarray(values), Order(order.descending, True))
