@@ -27,8 +27,9 @@ except Exception:  # no CuPy, no driver
 
 BACKENDS = ["numpy", pytest.param("cupy", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="needs CuPy and a CUDA GPU")])]
-#: Faults injected, VerificationErrors raised, honest verified results checked.
-COUNTS = {"faults": 0, "raised": 0, "honest": 0}
+#: Faults injected (one per run), runs without verify shown to return a wrong result,
+#: VerificationErrors raised by runs with verify, honest verified results checked.
+COUNTS = {"faults": 0, "wrong_without_verify": 0, "raised": 0, "honest": 0}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -261,6 +262,7 @@ def test_verify_catches_one_corrupted_element(monkeypatch, kind, func, target, d
                              lambda: _run(func, x, v, chunks, verify=False))
     bad = _run(func, x, v, chunks, verify=False)
     assert not _same(bad, good), "the injected fault must change the result"
+    COUNTS["wrong_without_verify"] += 1
     _corrupt_last(monkeypatch, target, change, lambda: _run(func, x, v, chunks, verify=True))
     with pytest.raises(distsort.VerificationError, match=message):
         _run(func, x, v, chunks, verify=True)
@@ -277,6 +279,7 @@ def test_verify_catches_a_value_moved_to_another_key(monkeypatch, func):
     _corrupt_last(monkeypatch, "merge_high", swap_two_values,
                   lambda: _run(func, x, v, chunks, verify=False))
     assert not _same(_run(func, x, v, chunks, verify=False), good)
+    COUNTS["wrong_without_verify"] += 1
     _corrupt_last(monkeypatch, "merge_high", swap_two_values,
                   lambda: _run(func, x, v, chunks, verify=True))
     with pytest.raises(distsort.VerificationError, match=r"\(key, value\) pairs"):
@@ -290,10 +293,11 @@ def test_verify_catches_chunks_sorted_alone_but_not_merged(monkeypatch):
     x = rng.normal(size=1000)
     monkeypatch.setattr(npb, "merge_low", lambda a, b_head, order=None: a)
     monkeypatch.setattr(npb, "merge_high", lambda b, a_tail, order=None: b)
-    COUNTS["faults"] += 1
+    COUNTS["faults"] += 2  # one run without verify, one with
     dx = as_dask(x, (250,) * 4)
     wrong = distsort.sort(dx).compute(scheduler="sync")
     assert not np.array_equal(wrong, np.sort(x))
+    COUNTS["wrong_without_verify"] += 1
     with pytest.raises(distsort.VerificationError, match="chunks 0 and 1 are out of order"):
         distsort.sort(dx, verify=True).compute(scheduler="sync")
     COUNTS["raised"] += 1
@@ -310,11 +314,12 @@ def test_verify_catches_lost_nan_payloads(monkeypatch):
         return np.where(np.isnan(out), np.float32(np.nan), out)
 
     monkeypatch.setattr(npb, "finish_keys", canonical_nans)
-    COUNTS["faults"] += 1
+    COUNTS["faults"] += 2  # one run without verify, one with
     dx = as_dask(x, (500,) * 4)
     wrong = distsort.sort(dx).compute(scheduler="sync")
     assert np.array_equal(wrong, np.sort(x), equal_nan=True)  # looks right...
     assert not np.array_equal(bits(wrong), bits(np.sort(x)))  # ...but lost the payloads
+    COUNTS["wrong_without_verify"] += 1
     with pytest.raises(distsort.VerificationError, match="keys are not a permutation"):
         distsort.sort(dx, verify=True).compute(scheduler="sync")
     COUNTS["raised"] += 1

@@ -1,0 +1,232 @@
+"""Faults: a worker killed mid-sort, and tasks that must be safe to re-run.
+
+A sort that loses or duplicates one element is worse than no sort: after a worker
+dies the sort either finishes with the right result (Dask recomputes what was
+lost, which is only sound if no task modifies its inputs) or fails with a clear
+error.  It never returns a wrong result.
+"""
+import json
+import os
+import signal
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import distsort
+from distsort.backends import numpy as npb
+from arrays import DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys, stable_argsort
+
+#: Faults injected, results checked, and how each run under a fault ended.
+COUNTS = {"kills": 0, "finished_correct": 0, "failed_clearly": 0, "results_checked": 0,
+          "task_calls_twice": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_counts():
+    """With ``DISTSORT_COUNTS=<file>``, append this module's counts to it (for the report)."""
+    yield
+    if os.environ.get("DISTSORT_COUNTS"):
+        with open(os.environ["DISTSORT_COUNTS"], "a") as f:
+            f.write(json.dumps({"module": __name__, **COUNTS}) + "\n")
+
+
+# ------------------------------------------------------------------ re-runnable tasks
+TASKS = ["prepare", "probe", "crossing_bound", "head", "tail", "merge_low", "merge_high",
+         "finish_keys", "finish_values", "sort_blocks"]
+
+
+def _arrays(obj):
+    """The NumPy arrays in a task's argument or result (tuples nest)."""
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [a for o in obj for a in _arrays(o)]
+    return []
+
+
+def _same(x, y):
+    ax, ay = _arrays(x), _arrays(y)
+    return (len(ax) == len(ay) and all(a.dtype == b.dtype and a.shape == b.shape
+                                       and np.array_equal(bits(a), bits(b)) for a, b in zip(ax, ay))
+            and (ax or x == y))
+
+
+def _twice(func, calls):
+    """``func`` run twice on the same inputs: both results equal, inputs unchanged,
+    and the result made read-only, so that a later task writing to it raises."""
+    def wrapper(*args, **kwargs):
+        before = [a.copy() for a in _arrays(args)]
+        first = func(*args, **kwargs)
+        second = func(*args, **kwargs)
+        assert _same(first, second), f"{func.__name__} gave two results on the same inputs"
+        for a, b in zip(_arrays(args), before):
+            assert np.array_equal(bits(a), bits(b)), f"{func.__name__} modified its input"
+        for a in _arrays(first):
+            a.flags.writeable = False
+        calls[func.__name__] = calls.get(func.__name__, 0) + 1
+        return first
+    return wrapper
+
+
+def _frozen(x):
+    x = x.copy()
+    x.flags.writeable = False
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_task_twice_on_read_only_inputs(monkeypatch, dtype):
+    """Every backend task run twice; every input and intermediate array read-only."""
+    calls = {}
+    for name in TASKS:
+        monkeypatch.setattr(npb, name, _twice(getattr(npb, name), calls))
+    rng = np.random.default_rng(DTYPES.index(dtype) + 100)
+    x = _frozen(random_keys(rng, 1203, dtype, special_fraction=0.2, duplicates=True))
+    v = _frozen(random_keys(rng, 1203, "float64", special_fraction=0.2))
+    chunks = (100, 0, 303, 300, 250, 250)
+    dx, dv = da.from_array(x, chunks=(chunks,)), da.from_array(v, chunks=(chunks[::-1],))
+    grid = da.from_array(_frozen(x[:1200].reshape(40, 30)), chunks=(7, 30))
+    out = dask.compute(distsort.sort(dx), distsort.sort(dx, descending=True),
+                       distsort.argsort(dx, descending=True),
+                       *distsort.sort_by_key(dx, dv, verify=True),
+                       distsort.sort(grid, axis=1), distsort.argsort(grid, axis=1),
+                       scheduler="sync")
+    assert_sorted_like_numpy(out[0], x)
+    assert_sorted_like_numpy(out[1], x, descending=True)
+    np.testing.assert_array_equal(out[2], stable_argsort(x, descending=True))
+    assert_sorted_like_numpy(out[3], x)
+    ref = dask.compute(*distsort.sort_by_key(x, v), scheduler="sync")
+    np.testing.assert_array_equal(bits(out[4]), bits(ref[1]))
+    assert np.array_equal(out[5], np.sort(x[:1200].reshape(40, 30), axis=1), equal_nan=True)
+    np.testing.assert_array_equal(out[6], np.argsort(x[:1200].reshape(40, 30), axis=1,
+                                                     kind="stable"))
+    assert set(calls) == set(TASKS), f"not every task ran: {sorted(set(TASKS) - set(calls))}"
+    COUNTS["task_calls_twice"] += sum(calls.values())
+    COUNTS["results_checked"] += 7
+
+
+def test_a_task_that_writes_to_its_input_is_caught(monkeypatch):
+    """The harness above can fail: a merge that sorts its input in place is reported."""
+    calls = {}
+
+    original = npb.merge_low
+
+    def merge_low_in_place(a, b_head, order=None):
+        a.sort()  # the bug the harness is for: a retry would see a changed input
+        return original(a, b_head, order)
+
+    monkeypatch.setattr(npb, "prepare", _twice(npb.prepare, calls))
+    monkeypatch.setattr(npb, "merge_low", _twice(merge_low_in_place, calls))
+    x = np.random.default_rng(0).normal(size=400)
+    with pytest.raises(ValueError, match="read-only"):
+        distsort.sort(da.from_array(x, chunks=100)).compute(scheduler="sync")
+
+
+# ------------------------------------------------------------------ worker loss
+distributed = pytest.importorskip("distributed")
+
+
+class SlowMerges(distributed.WorkerPlugin):
+    """Make every merge on a worker take ``delay`` seconds, so a kill lands mid-sort.
+
+    Installed again on the worker the nanny restarts.  Tasks refer to backend
+    functions by name, so they pick up the patched ones.
+    """
+
+    def __init__(self, delay):
+        self.delay = delay
+
+    def setup(self, worker):
+        from distsort.backends import numpy as backend
+        for name in ("merge_low", "merge_high"):
+            func = getattr(backend, name)
+            if not getattr(func, "slowed", False):
+                setattr(backend, name, _slowed(func, self.delay))
+
+
+def _slowed(func, delay):
+    def slow(*args):
+        time.sleep(delay)
+        return func(*args)
+    slow.slowed = True
+    return slow
+
+
+def _merges_done(dask_scheduler):
+    """(merges finished, merges in the graph) as the scheduler sees them."""
+    done = total = 0
+    for ts in list(dask_scheduler.tasks.values()):
+        if "-low-" in str(ts.key) or "-high-" in str(ts.key):
+            total += 1
+            done += ts.state in ("memory", "released", "forgotten")
+    return done, total
+
+
+@pytest.fixture(scope="module")
+def three_workers():
+    with distributed.LocalCluster(processes=True, n_workers=3, threads_per_worker=1,
+                                  host="127.0.0.1", dashboard_address=":0") as cluster:
+        with distributed.Client(cluster, set_as_default=False) as client:
+            client.register_plugin(SlowMerges(0.03), name="slow-merges")
+            yield cluster, client
+
+
+def _kill_one_worker_mid_sort(client, futures, fraction):
+    """SIGKILL the worker that holds the most results once ``fraction`` of the merges ran."""
+    pids = client.run(os.getpid)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, total = client.run_on_scheduler(_merges_done)
+        if total and done >= fraction * total:
+            break
+        time.sleep(0.02)
+    assert not all(f.done() for f in futures), "the sort ended before the fault"
+    held = client.run_on_scheduler(
+        lambda dask_scheduler: {a: len(ws.has_what) for a, ws in dask_scheduler.workers.items()})
+    victim = max(held, key=held.get)
+    os.kill(pids[victim], signal.SIGKILL)
+    COUNTS["kills"] += 1
+    return victim
+
+
+@pytest.mark.parametrize("allowed_failures, fraction", [(3, 0.4), (0, 0.6)])
+def test_worker_killed_mid_sort_gives_the_right_result_or_a_clear_error(
+        three_workers, allowed_failures, fraction):
+    """With retries allowed Dask recomputes what died with the worker; with none, a task
+    that was running there fails the sort (KilledWorker).  Never a wrong result."""
+    cluster, client = three_workers
+    client.wait_for_workers(3, timeout=60)
+    client.run_on_scheduler(_set_allowed_failures, n=allowed_failures)
+    rng = np.random.default_rng(allowed_failures)
+    x = random_keys(rng, 24_000, "float64", special_fraction=0.05)
+    v = rng.integers(-1000, 1000, size=len(x)).astype(np.int32)
+    dx = da.from_array(x, chunks=3_000)  # 8 chunks: 6 rounds of 4 compare-splits
+    wanted = [distsort.sort(dx, verify=True), distsort.argsort(dx),
+              *distsort.sort_by_key(dx, da.from_array(v, chunks=4_000))]
+    futures = client.compute(wanted)
+    _kill_one_worker_mid_sort(client, futures, fraction)
+    try:
+        out = client.gather(futures)
+    except distributed.KilledWorker as err:  # a clear error, naming the lost task
+        assert "distsort" in str(err) and "worker" in str(err).lower()
+        COUNTS["failed_clearly"] += 1
+        return
+    finally:
+        client.run_on_scheduler(_set_allowed_failures, n=3)
+    assert_sorted_like_numpy(out[0], x)
+    np.testing.assert_array_equal(out[1], stable_argsort(x))
+    rk, rv = dask.compute(*distsort.sort_by_key(x, v), scheduler="sync")
+    # Keys NumPy calls equal (-0.0 and 0.0) with equal values may come in either
+    # order, so the keys are compared as values and as a multiset of bit patterns.
+    assert np.array_equal(out[2], rk, equal_nan=True)
+    assert_same_multiset(out[2], x)
+    np.testing.assert_array_equal(out[3], rv)
+    COUNTS["finished_correct"] += 1
+    COUNTS["results_checked"] += 4
+
+
+def _set_allowed_failures(dask_scheduler, n):
+    dask_scheduler.allowed_failures = n
