@@ -136,11 +136,12 @@ class SlowMerges(distributed.WorkerPlugin):
     functions by name, so they pick up the patched ones.
     """
 
-    def __init__(self, delay):
-        self.delay = delay
+    def __init__(self, delay, backend):
+        self.delay, self.backend = delay, backend
 
     def setup(self, worker):
-        from distsort.backends import numpy as backend
+        import importlib
+        backend = importlib.import_module(f"distsort.backends.{self.backend}")
         for name in ("merge_low", "merge_high"):
             func = getattr(backend, name)
             if not getattr(func, "slowed", False):
@@ -165,13 +166,28 @@ def _merges_done(dask_scheduler):
     return done, total
 
 
-@pytest.fixture(scope="module")
-def three_workers():
-    with distributed.LocalCluster(processes=True, n_workers=3, threads_per_worker=1,
-                                  host="127.0.0.1", dashboard_address=":0") as cluster:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            client.register_plugin(SlowMerges(0.03), name="slow-merges")
-            yield cluster, client
+def _gpus():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver
+        return 0
+
+
+@pytest.fixture(scope="module", params=["numpy", pytest.param("cupy", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not _gpus(), reason="needs CuPy and a CUDA GPU")])])
+def cluster(request):
+    """(client, workers, backend): 3 CPU worker processes, or a LocalCUDACluster (a
+    worker per GPU, each a process under a nanny)."""
+    if request.param == "cupy":
+        dask_cuda = pytest.importorskip("dask_cuda")
+        cl = dask_cuda.LocalCUDACluster(threads_per_worker=1, dashboard_address=":0")
+    else:
+        cl = distributed.LocalCluster(processes=True, n_workers=3, threads_per_worker=1,
+                                      host="127.0.0.1", dashboard_address=":0")
+    with cl, distributed.Client(cl, set_as_default=False) as client:
+        client.register_plugin(SlowMerges(0.03, request.param), name="slow-merges")
+        yield client, len(cl.workers), request.param
 
 
 def _kill_one_worker_mid_sort(client, futures, fraction):
@@ -192,24 +208,32 @@ def _kill_one_worker_mid_sort(client, futures, fraction):
     return victim
 
 
+def _host(x):
+    return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
+
+
 @pytest.mark.parametrize("allowed_failures, fraction", [(3, 0.4), (0, 0.6)])
 def test_worker_killed_mid_sort_gives_the_right_result_or_a_clear_error(
-        three_workers, allowed_failures, fraction):
+        cluster, allowed_failures, fraction):
     """With retries allowed Dask recomputes what died with the worker; with none, a task
     that was running there fails the sort (KilledWorker).  Never a wrong result."""
-    cluster, client = three_workers
-    client.wait_for_workers(3, timeout=60)
+    client, workers, backend = cluster
+    client.wait_for_workers(workers, timeout=60)
     client.run_on_scheduler(_set_allowed_failures, n=allowed_failures)
     rng = np.random.default_rng(allowed_failures)
     x = random_keys(rng, 24_000, "float64", special_fraction=0.05)
     v = rng.integers(-1000, 1000, size=len(x)).astype(np.int32)
     dx = da.from_array(x, chunks=3_000)  # 8 chunks: 6 rounds of 4 compare-splits
+    dv = da.from_array(v, chunks=4_000)
+    if backend == "cupy":  # chunks made on the workers, so a lost one can be made again
+        import cupy
+        dx, dv = (a.map_blocks(cupy.asarray, meta=cupy.empty((0,), a.dtype)) for a in (dx, dv))
     wanted = [distsort.sort(dx, verify=True), distsort.argsort(dx),
-              *distsort.sort_by_key(dx, da.from_array(v, chunks=4_000))]
+              *distsort.sort_by_key(dx, dv)]
     futures = client.compute(wanted)
     _kill_one_worker_mid_sort(client, futures, fraction)
     try:
-        out = client.gather(futures)
+        out = [_host(o) for o in client.gather(futures)]
     except distributed.KilledWorker as err:  # a clear error, naming the lost task
         assert "distsort" in str(err) and "worker" in str(err).lower()
         COUNTS["failed_clearly"] += 1
