@@ -192,6 +192,15 @@ def test_report(tmp_path, capsys, address, rng):
     assert "<html" in text.lower() and "distsort" in text
 
 
+def test_report_without_bokeh(tmp_path, capsys, inproc_address, monkeypatch):
+    monkeypatch.setattr(cli, "_has_bokeh", lambda: False)  # the in-process scheduler's view
+    src = save_npy(tmp_path / "in.npy", np.arange(100.0))
+    code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy", "--report",
+                                          tmp_path / "r.html"))
+    assert code == 2 and "bokeh" in err
+    assert not (tmp_path / "o.npy").exists() and not (tmp_path / "r.html").exists()
+
+
 def test_empty_input(tmp_path, capsys, address):
     src = save_npy(tmp_path / "in.npy", np.empty(0, np.float32))
     code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--verify"))
@@ -485,8 +494,9 @@ def out_of_core(tmp_path, capsys, n, memory_limit, chunk):
 
 
 def test_out_of_core_small(tmp_path, capsys):
-    """~400 MB of float64 through two workers limited to 200 MB each."""
-    out_of_core(tmp_path, capsys, 50_000_000, "200MB", "8MiB")
+    """192 MB of float64 through two workers limited to 200 MB each, ~115 MB of which
+    the interpreter itself takes: the chunks cannot all stay in memory."""
+    out_of_core(tmp_path, capsys, 24_000_000, "200MB", "8MiB")
 
 
 @pytest.mark.slow
