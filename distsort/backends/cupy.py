@@ -32,7 +32,7 @@ class Run(NamedTuple):
 
 # ---------------------------------------------------------------- the schedule
 def _config(key_dtype, value_dtype):
-    """(tile bits, E, threads, group bits per pass, shared-memory bytes) for a dtype pair."""
+    """(tile bits, E, threads, group bits per pass, shared-memory bytes, blocks per SM)."""
     major = cupy.cuda.Device().compute_capability
     tab = tuning.table(int(major[:-1]))
     ks = np.dtype(key_dtype).itemsize
@@ -42,7 +42,7 @@ def _config(key_dtype, value_dtype):
     low = max(0, (tab["row_bytes"] // ks).bit_length() - 1)
     kmax = max(1, tile - low)
     smem = tuning.padded_bytes(1 << tile, ks) + (tuning.padded_bytes(1 << tile, vs) if vs else 0)
-    return tile, regs, tab["threads"], kmax, smem
+    return tile, regs, tab["threads"], kmax, smem, tab.get("min_blocks", 1)
 
 
 def schedule(n, tile, loge, kmax, merge=False):
@@ -71,7 +71,7 @@ def schedule(n, tile, loge, kmax, merge=False):
 
 def pass_count(n, key_dtype, value_dtype=None, merge=False):
     """Passes over global memory of a sort of ``n`` keys (each reads and writes them once)."""
-    tile, regs, _, kmax, _ = _config(key_dtype, value_dtype)
+    tile, regs, _, kmax, _, _ = _config(key_dtype, value_dtype)
     return len(schedule(n, tile, regs.bit_length() - 1, kmax, merge))
 
 
@@ -88,8 +88,8 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
         return keys, values
     n = total // lanes
     vdt = None if values is None else values.dtype
-    tile, regs, threads, kmax, smem = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads)
+    tile, regs, threads, kmax, smem, minb = _config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, regs, threads, minb)
     mod.allow_smem(smem)
     dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
     kst = _storage(keys).ravel()
@@ -154,8 +154,8 @@ def crossing_count(a_top, b_bottom):
         return 0
     keys = a_top.keys
     vdt = None if a_top.values is None else a_top.values.dtype
-    tile, regs, threads, _, _ = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads)
+    tile, regs, threads, _, _, minb = _config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, regs, threads, minb)
     out = cupy.empty(1, dtype=np.int64)
     ka, kb = _storage(a_top.keys), _storage(b_bottom.keys)
     va = ka if vdt is None else _storage(a_top.values)

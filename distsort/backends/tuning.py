@@ -11,23 +11,35 @@ threads it has and how many elements each thread holds in registers.
               each phase runs log2(E) network steps in registers.
 ``row_bytes`` contiguous bytes of each row of a global (strided) pass: the rows are
               read and written whole, so 128 bytes keep the accesses coalesced.
+``min_blocks`` blocks per SM the register budget must allow (``__launch_bounds__``).
+
+``DISTSORT_TUNING`` (a JSON object in the environment) overrides entries of every
+table, for tuning experiments.
 """
 from __future__ import annotations
 
+import json
+import os
+
 TABLES = {
     # Hopper (H100, H200): 227 KB of shared memory per block, 64 K registers per SM.
-    9: {"smem": 227 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128},
+    9: {"smem": 227 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
+        "min_blocks": 1},
     # Ampere / Ada: 163 KB (A100) or 99 KB (consumer); the smaller one is safe.
-    8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128},
+    8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
+        "min_blocks": 1},
 }
-DEFAULT = {"smem": 48 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128}
+DEFAULT = {"smem": 48 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
+           "min_blocks": 1}
 
 
 def table(major: int) -> dict:
     """The tuning table of compute capability ``major`` (newer ones use Hopper's)."""
-    if major in TABLES:
-        return TABLES[major]
-    return TABLES[9] if major > 9 else DEFAULT
+    tab = TABLES[major] if major in TABLES else TABLES[9] if major > 9 else DEFAULT
+    override = os.environ.get("DISTSORT_TUNING")
+    if override:
+        tab = {**tab, **json.loads(override)}
+    return tab
 
 
 def regs_per_thread(tab: dict, elem_bytes: int) -> int:

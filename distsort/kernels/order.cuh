@@ -61,12 +61,9 @@ template <typename U_, int KIND_> struct Scalar {
     static __host__ __device__ __forceinline__ U value_code(U raw) {
         return canon_total(total(raw));
     }
-    // Raw bits of a value with the largest canonical code (the padding's value).
-    static __host__ __device__ __forceinline__ U value_max() {
-        if (KIND == KIND_SIGNED) return (U)(SIGN - 1);
-        if (KIND == KIND_FLOAT) return QNAN;
-        return ONES;
-    }
+    // Raw bits of the padding's value: the largest in every level of the keyed order
+    // (canonical code and total code), so that no real element ever exceeds it.
+    static __host__ __device__ __forceinline__ U value_max() { return untotal(ONES); }
 };
 
 // No values: keys-only sorts.  A 1-byte dummy so that pointers and arrays compile.

@@ -120,8 +120,8 @@ struct Map {  // tile index -> global index of this block
     }
 };
 
-template <class K, class V, int E, int NT>
-__global__ void __launch_bounds__(NT, NT <= 256 ? 2 : 1)
+template <class K, class V, int E, int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
 bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
              int mode, int top, int k, int mirror, u64_t dmask) {
     typedef typename K::U U;
