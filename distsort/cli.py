@@ -969,17 +969,23 @@ def benchmarks_dir():
     return None
 
 
+def scenarios(bench):
+    """Scripts of ``benchmarks/`` that run on their own (helpers like driver.py do not)."""
+    return {p.stem: p for p in sorted(bench.glob("*.py"))
+            if not p.stem.startswith("_") and "__main__" in p.read_text(errors="replace")}
+
+
 def cmd_bench(args):
     from .cluster import gpu_available
     bench = benchmarks_dir()
     if bench is None:
         raise CLIError("no benchmarks/ directory here or in the distsort checkout")
-    found = {p.stem: p for p in sorted(bench.glob("*.py")) if not p.stem.startswith("_")}
+    found = scenarios(bench)
     if args.list:
         print("\n".join(found) or "(no scenarios)")
         return OK
-    names = args.scenarios or [s for s in found if s.startswith("cpu")
-                               or (s.startswith("gpu") and gpu_available())]
+    # Without a GPU only the CPU scenarios can run; with one, all of them.
+    names = args.scenarios or [s for s in found if s.startswith("cpu") or gpu_available()]
     missing = [s for s in names if s not in found]
     if missing or not names:
         raise CLIError(f"no benchmark scenario {', '.join(missing) or 'cpu_*'} in {bench} "
@@ -1076,8 +1082,9 @@ def build_parser():
 
     b = sub.add_parser("bench", help="run the benchmark scenarios in benchmarks/",
                        description="Run benchmarks/<scenario>.py and print its table. Default: "
-                                   "the cpu_* scenarios, and gpu_* ones when a GPU is present. "
-                                   "Arguments after -- go to each scenario.")
+                                   "the cpu_* scenarios without a GPU, every scenario with one. "
+                                   "Arguments after -- go to each scenario, e.g. "
+                                   "distsort bench cpu_sort -- --quick")
     b.add_argument("scenarios", nargs="*", metavar="SCENARIO")
     b.add_argument("--list", action="store_true", help="list the scenarios")
     b.set_defaults(func=cmd_bench, extra=[])

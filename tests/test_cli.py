@@ -532,10 +532,13 @@ def test_demo_fails_when_the_sort_is_wrong(capsys, monkeypatch):
 def test_bench(tmp_path, capsys, monkeypatch):
     bench = tmp_path / "benchmarks"
     bench.mkdir()
+    main = "\nif __name__ == '__main__':\n"
     (bench / "cpu_sort.py").write_text(
-        "import sys\nprint('| n | Gkeys/s |')\nprint('| 10 |', ' '.join(sys.argv[1:]), '|')\n")
-    (bench / "cpu_broken.py").write_text("raise SystemExit(4)\n")
-    (bench / "_helpers.py").write_text("")
+        "import sys" + main + "    print('| n | Gkeys/s |')\n"
+        "    print('| 10 |', ' '.join(sys.argv[1:]), '|')\n")
+    (bench / "cpu_broken.py").write_text(main + "    raise SystemExit(4)\n")
+    (bench / "_helpers.py").write_text(main + "    pass\n")
+    (bench / "driver.py").write_text("def helper(): pass\n")  # a module, not a scenario
     monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
     code = cli.main(["bench", "cpu_sort", "--", "--sizes", "1e6"])
     out = capsys.readouterr().out
@@ -551,7 +554,8 @@ def test_bench(tmp_path, capsys, monkeypatch):
 def test_bench_passes_args_through(tmp_path, monkeypatch, capfd):
     bench = tmp_path / "benchmarks"
     bench.mkdir()
-    (bench / "cpu_sort.py").write_text("import sys\nprint('ARGS', *sys.argv[1:])\n")
+    (bench / "cpu_sort.py").write_text(
+        "import sys\nif __name__ == '__main__':\n    print('ARGS', *sys.argv[1:])\n")
     monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
     assert cli.main(["bench", "--", "--sizes", "1e6", "--repeat", "3"]) == 0
     assert "ARGS --sizes 1e6 --repeat 3" in capfd.readouterr().out
