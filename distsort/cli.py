@@ -494,10 +494,11 @@ class LocalMeter:
 
 
 def _worker_counters(dask_worker):
-    """Bytes this worker sent to others, and spilled to disk, since it started."""
-    metrics = getattr(dask_worker.data, "cumulative_metrics", {})
+    """Bytes this worker sent to others, and spilled to disk (None where the worker's
+    store does not count it, as dask-cuda's does not), since it started."""
+    metrics = getattr(dask_worker.data, "cumulative_metrics", None)
     return {"sent": dask_worker.transfer_outgoing_bytes_total,
-            "spilled": metrics.get(("disk-write", "bytes"), 0)}
+            "spilled": None if metrics is None else metrics.get(("disk-write", "bytes"), 0)}
 
 
 def cluster_counters(client):
@@ -507,7 +508,8 @@ def cluster_counters(client):
         per_worker = client.run(_worker_counters)
     except Exception:  # counters are a nicety; never fail a sort for them
         return None
-    return {k: sum(c[k] for c in per_worker.values()) for k in ("sent", "spilled")}
+    values = {k: [c[k] for c in per_worker.values()] for k in ("sent", "spilled")}
+    return {k: (None if None in v else sum(v)) for k, v in values.items()}
 
 
 def compute(client, collections, progress, label):
@@ -778,7 +780,8 @@ def run_sort(job, args, cluster):
             facts["seconds"] = time.perf_counter() - t0
             after = cluster_counters(cluster.client)
             if before and after:
-                facts.update({k: after[k] - before[k] for k in before})
+                facts.update({k: after[k] - before[k] for k in before
+                              if before[k] is not None and after[k] is not None})
             if args.verify:
                 facts["verified"] = verify(job, outputs, chunk, cluster, args.progress)
         for o in outputs:
@@ -830,8 +833,10 @@ def print_summary(job, cluster, facts):
         lines.append(("crossing", f"{fmt_bytes(facts['crossing'])} in head/tail tasks "
                                   "(data exchanged between chunks)"))
     if "sent" in facts:
-        lines.append(("transfers", f"{fmt_bytes(facts['sent'])} between workers (all tasks); "
-                                   f"{fmt_bytes(facts['spilled'])} spilled to disk"))
+        spilled = (f"; {fmt_bytes(facts['spilled'])} spilled to disk" if "spilled" in facts
+                   else "")
+        lines.append(("transfers", f"{fmt_bytes(facts['sent'])} between workers (all tasks)"
+                                   + spilled))
     if "verified" in facts:
         lines.append(("verified", f"yes: sorted, count and checksum match "
                                   f"({facts['verified']:.2f} s)"))

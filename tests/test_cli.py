@@ -566,3 +566,44 @@ def test_help_documents_exit_codes(capsys):
     assert code == 0
     for status in ("0", "1", "2", "3", "130"):
         assert re.search(rf"^\s+{status}\s+\w", out, re.M)
+
+
+# ------------------------------------------------------------------ GPU (on the device)
+
+def _gpus():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() == 0, reason="no CUDA GPU")
+def test_sort_on_local_gpu_cluster(tmp_path, capsys):
+    """``--device gpu``: a LocalCUDACluster (UCX when available), CuPy chunks, files on disk."""
+    pytest.importorskip("dask_cuda")
+    x = np.random.default_rng().standard_normal(3_000_000).astype(np.float32)
+    k = np.random.default_rng().integers(0, 1000, 3_000_000).astype(np.int64)
+    src, keys = save_npy(tmp_path / "in.npy", x), save_npy(tmp_path / "k.npy", k)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "gpu",
+                         "--chunk-size", "1MiB", "--verify", "--no-progress")
+    assert code == 0, err
+    assert "GPU worker(s)" in out and "verified   yes" in out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    code, out, err = run(capsys, "sort", keys, tmp_path / "ko.npy", "--values", src,
+                         "--values-output", tmp_path / "vo.zarr", "--device", "gpu",
+                         "--descending", "--chunk-size", "2MiB", "--verify", "--no-progress")
+    assert code == 0, err
+    perm = np.lexsort((x, -k))
+    assert np.array_equal(np.load(tmp_path / "ko.npy"), k[perm])
+    assert np.array_equal(load(tmp_path / "vo.zarr"), x[perm])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() == 0, reason="no CUDA GPU")
+def test_demo_on_gpus(capsys):
+    pytest.importorskip("dask_cuda")
+    code, out, err = run(capsys, "demo", "--size", "64MiB", "--no-progress")
+    assert code == 0, err
+    assert "GPU worker(s)" in out and "verified   yes" in out

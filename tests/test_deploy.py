@@ -91,3 +91,46 @@ def test_start_sort_stop(tmp_path, local_cluster):
 def test_usage():
     r = _script("frobnicate", check=False)
     assert r.returncode == 2 and "start" in r.stdout
+
+
+def _gpus():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus() == 0 or shutil.which("nvidia-smi") is None, reason="no CUDA GPU")
+def test_gpu_workers_with_ucx(tmp_path):
+    """On the device: `dask cuda worker` processes (UCX when installed), a sort through them."""
+    pytest.importorskip("dask_cuda")
+    sched = tmp_path / "scheduler.json"
+    opts = ["--scheduler-file", str(sched)]
+    run_dir = Path(str(sched) + ".d")
+    try:
+        started = _script("start", *opts, "--mode", "gpu", timeout=300)
+        assert "cluster up" in started.stdout, started.stderr
+        mode, protocol, _ = (run_dir / "info").read_text().split()
+        try:
+            import distributed_ucxx  # noqa: F401
+            import rmm  # noqa: F401
+            assert protocol == "ucx"
+        except ImportError:
+            assert protocol == "tcp"
+        x = np.random.default_rng().standard_normal(20_000_000).astype(np.float32)
+        np.save(tmp_path / "in.npy", x)
+        sort = subprocess.run(
+            [sys.executable, "-m", "distsort.cli", "sort", str(tmp_path / "in.npy"),
+             str(tmp_path / "out.npy"), "--scheduler-file", str(sched), "--chunk-size", "8MiB",
+             "--verify", "--no-progress"],
+            capture_output=True, text=True, env=_env(), timeout=300)
+        assert sort.returncode == 0, sort.stderr
+        assert "GPU worker(s)" in sort.stdout and f"at {protocol}://" in sort.stdout
+        assert np.array_equal(np.load(tmp_path / "out.npy"), np.sort(x))
+    finally:
+        _script("stop", *opts, check=False)
+        for pid in _pids(run_dir):
+            if _alive(pid):
+                os.killpg(pid, 9)
