@@ -408,14 +408,12 @@ def input_stats(keys=None, values=None, start=None, count=None):
     return len(keys), checksum(element_hashes(keys, values))
 
 
-def output_stats(keys, values, descending, keyed, hash_keys=True, n=None):
+def output_stats(keys, values, descending, keyed, hash_keys=True):
     """Count, checksum, in-chunk order and end codes of an output chunk."""
     from .order import encode
     stats = {"count": len(keys), "ok": True, "first": None, "last": None}
     stats["checksum"] = checksum(element_hashes(keys, values) if hash_keys
                                  else mix64(bit_patterns(values)))
-    if n is not None and len(values) and (values.min() < 0 or values.max() >= n):
-        stats["ok"] = False
     if not len(keys):
         return stats
     if not keyed:

@@ -427,8 +427,9 @@ def test_worker_failure_is_runtime_error(tmp_path, capsys, inproc_address, npy_i
     assert leftovers(tmp_path) == [] and sha(src) == before
 
 
-def test_sigint_subprocess(tmp_path, rng):
-    """A real Ctrl-C (SIGINT) to a running ``distsort sort`` process."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_subprocess(tmp_path, rng, sig):
+    """A real Ctrl-C (SIGINT), or a batch system's SIGTERM, to a running ``distsort sort``."""
     x = rng.standard_normal(4_000_000)
     src = save_npy(tmp_path / "in.npy", x)
     before = sha(src)
@@ -444,7 +445,7 @@ def test_sigint_subprocess(tmp_path, rng):
             time.sleep(0.05)
         assert leftovers(tmp_path), "the sort never started writing"
         time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -19,7 +19,7 @@
 #   --memory-limit SIZE    per worker, e.g. 2GB: CPU workers spill to disk past 70%
 #   --device-memory-limit F  GPU spill threshold (default 0.65 of device memory)
 #   --rmm-pool-size F      GPU RMM pool (default 0.8 of device memory)
-#   --local-directory DIR  where workers spill (default: <scheduler file>.d/)
+#   --local-directory DIR  where workers spill (default: <scheduler file>.d/spill)
 #   --timeout S            seconds to wait for the scheduler and workers (default 120)
 #
 # Logs and PIDs live next to the scheduler file, in <scheduler file>.d/.
