@@ -133,10 +133,10 @@ def sort(x, axis=-1, *, descending=False, verify=False):
         result (NaNs first).
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
-        read, that it is sorted and a permutation of the input: counts and
-        order-independent 64-bit checksums, in about one extra read of the input
-        and the output.  Raises :class:`distsort.VerificationError` when computed
-        if not.
+        read, that it is sorted and a permutation of the input (counts and
+        order-independent 64-bit checksums: a few elementwise passes over the
+        input and the output, no sort).  Raises
+        :class:`distsort.VerificationError` when computed if not.
 
     Returns
     -------
@@ -161,6 +161,8 @@ def sort(x, axis=-1, *, descending=False, verify=False):
     array([-1. ,  0.5,  2. ,  3. ,  nan])
     >>> distsort.sort(x, descending=True).compute()
     array([ nan,  3. ,  2. ,  0.5, -1. ])
+    >>> distsort.sort(x, verify=True).compute()  # checked on the workers before it is read
+    array([-1. ,  0.5,  2. ,  3. ,  nan])
     """
     x, axis = _prepare(x, axis)
     order = Order(descending=bool(descending))

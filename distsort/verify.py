@@ -225,9 +225,10 @@ def check(inputs, outputs, chunks, what="sort"):
         fail("the output's keys are not a permutation of the input's (their checksums "
              "differ): a key was lost, duplicated or changed")
     if sum(s.pairs for s in inputs) % _MOD != sum(s.pairs for s in outputs) % _MOD:
-        fail("the output's (key, value) pairs are not a permutation of the input's "
-             "(their checksums differ): a value was lost, duplicated, changed or moved "
-             "to another key")
+        pair = "(key, index)" if what == "argsort" else "(key, value)"
+        fail(f"the output's {pair} pairs are not a permutation of the input's (their "
+             "checksums differ): a value was lost, duplicated, changed or moved to "
+             "another key")
     return True
 
 
