@@ -92,3 +92,30 @@ def test_device_capacity_is_the_devices_memory():
     assert capacity == cupy.cuda.Device().mem_info[1] > 10**9
     with pytest.raises(MemoryError, match="rechunk"):
         check_chunk_fits(capacity, 8, capacity)
+
+
+@pytest.mark.gpu
+def test_a_chunk_too_large_for_the_gpu_fails_at_once_with_advice(monkeypatch):
+    """Through the API on a GPU, with the device made to look small (1 MB): the CuPy
+    backend's ``prepare`` must refuse the 800 kB chunk before it allocates anything.
+
+    Needs the CuPy backend to call ``memory.check_chunk_fits(..., memory.device_capacity(),
+    copies=3)`` in ``prepare`` (see issue 6)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        count = 0
+    if not count:
+        pytest.skip("no CUDA GPU")
+    import distsort
+    from distsort import memory
+
+    monkeypatch.setattr(memory, "device_capacity", lambda: 1_000_000)
+    x = cupy.random.default_rng(0).random(100_000)  # float64: 800 kB a chunk
+    dx = da.from_array(x, chunks=100_000, asarray=False)
+    fits = largest_fitting_chunk(8, 1_000_000, copies=3)
+    with pytest.raises(MemoryError, match=rf"rechunk with x\.rechunk\({fits}\)"):
+        distsort.sort(dx).compute(scheduler="sync")
+    small = distsort.sort(dx.rechunk(fits)).compute(scheduler="sync")  # the advice works
+    assert bool((small[1:] >= small[:-1]).all()) and small.size == x.size
