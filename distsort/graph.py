@@ -51,8 +51,8 @@ def _compare_split(tasks, round_id, token, cur, lo, hi, chunks, backend, order):
 
     stride = probe_stride(chunks[lo])
     limit = min(chunks[lo], chunks[hi])
-    tasks[key("probe-top", lo)] = (backend.probe, cur[lo], stride, True)
-    tasks[key("probe-bottom", hi)] = (backend.probe, cur[hi], stride, False)
+    tasks[key("probe-top", lo)] = (backend.probe, cur[lo], stride, True, order)
+    tasks[key("probe-bottom", hi)] = (backend.probe, cur[hi], stride, False, order)
     tasks[key("bound", lo)] = (backend.crossing_bound, key("probe-top", lo),
                                key("probe-bottom", hi), stride, limit, order)
     tasks[key("tail", lo)] = (backend.tail, cur[lo], key("bound", lo))

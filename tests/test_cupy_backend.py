@@ -118,7 +118,7 @@ def test_argsort_positions(dtype, order):
         chunk = cpb.prepare(cupy.asarray(keys), None, order, start=12345)
         _check(chunk, keys, None, order, start=12345)
         if n and not order.descending:  # stable: numpy.argsort(kind="stable")
-            np.testing.assert_array_equal(chunk.values.get() - 12345,
+            np.testing.assert_array_equal(chunk[1].get() - 12345,
                                           np.argsort(keys, kind="stable"))
 
 
@@ -132,7 +132,7 @@ def test_large(dtype, order):
     chunk = cpb.prepare(cupy.asarray(keys), None, order)
     ref = npb.encode(keys, descending=order.descending)
     ref = cupy.sort(cupy.asarray(ref))
-    got = cupy.asarray(npb.encode(chunk.keys.get(), descending=order.descending))
+    got = cupy.asarray(npb.encode(chunk.get(), descending=order.descending))
     assert bool((got == ref).all())
 
 
@@ -187,13 +187,14 @@ def test_compare_split(dtype, order, keyed):
                                        "int64" if keyed else None)
             stride = max(1, ma // 16)
             for top in (True, False):
-                p_np, p_cp = npb.probe(na, stride, top), cpb.probe(ca, stride, top)
+                p_np, p_cp = npb.probe(na, stride, top, order), cpb.probe(ca, stride, top, order)
                 for x, y in zip(p_np if keyed else (p_np,), p_cp if keyed else (p_cp,)):
                     np.testing.assert_array_equal(x, y)
             limit = min(ma, mb)
-            kb = cpb.crossing_bound(cpb.probe(ca, stride, True), cpb.probe(cb, stride, False),
+            kb = cpb.crossing_bound(cpb.probe(ca, stride, True, order),
+                                    cpb.probe(cb, stride, False, order),
                                     stride, limit, order)
-            assert cpb.crossing_count(ca, cb) == npb.crossing_count(na, nb)
+            assert cpb.crossing_count(ca, cb, order.descending) == npb.crossing_count(na, nb)
             for k in sorted({kb, limit}):
                 _same(npb.merge_low(na, npb.head(nb, k), order),
                       cpb.merge_low(ca, cpb.head(cb, k), order), order, dtype)

@@ -184,8 +184,8 @@ def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
     ma, mb = len(ra[0]), len(rb[0])
     step = probe_stride(ma) if stride == "graph" else stride
     limit = min(ma, mb)
-    bound = b.crossing_bound(b.probe(a, step, True), b.probe(hi, step, False), step, limit,
-                             order)
+    bound = b.crossing_bound(b.probe(a, step, True, order), b.probe(hi, step, False, order),
+                             step, limit, order)
     k = true_crossing(*ra, *rb, order)
     assert k <= bound <= limit, (k, bound, limit)
     low = b.merge_low(a, b.head(hi, bound), order)

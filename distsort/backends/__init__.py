@@ -10,9 +10,10 @@ other tasks.
 ``prepare(keys, values, order, start) -> chunk``
     Copy one chunk of keys (and values, or positions ``start, start + 1, ...``
     when ``start`` is not None) and sort the copy.
-``probe(chunk, stride, top) -> probe``
+``probe(chunk, stride, top, order) -> probe``
     Every ``stride``-th element counted from the top (``m-1, m-1-stride, ...``)
-    or from the bottom (``0, stride, ...``): a small sample for ``crossing_bound``.
+    or from the bottom (``0, stride, ...``): a small sample for ``crossing_bound``,
+    as host NumPy order codes (so every backend can share NumPy's ``crossing_bound``).
 ``crossing_bound(top_probe, bottom_probe, stride, limit, order) -> int``
     An upper bound ``kb <= limit`` on the crossing count of the two chunks the
     probes came from (the lower chunk's top probe, the higher chunk's bottom

@@ -1,10 +1,11 @@
 """CuPy backend: chunks sorted in place on the GPU by the bitonic kernels of
 ``distsort/kernels`` (see ``sort.cu`` for what one pass does).
 
-A chunk is a ``Run(keys, values, descending)``: the keys in the user's dtype (the
-kernels turn them into order codes on load and back on store, so keys-only output is
-bit-identical to the NumPy backend's), the values or None, and the direction (which
-``probe`` needs to return codes, since it is not given the order).
+A chunk is the CuPy keys array in the user's dtype (the kernels turn keys into order
+codes on load and back on store, so keys-only output is bit-identical to the NumPy
+backend's), or a plain ``(keys, values)`` tuple for keyed sorts: plain arrays and
+tuples are what distributed's CUDA serializers send over UCX/NVLink and what
+dask-cuda knows how to spill.
 
 Not supported: more than 2**31 lanes in ``sort_blocks``; lanes longer than 2**62.
 Memory: a sort allocates nothing beyond the copy of its input (``prepare``) or the
@@ -12,8 +13,6 @@ output buffer (``merge_low``/``merge_high``); a one-element device scalar holds 
 crossing count.
 """
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import cupy
 import numpy as np
@@ -24,10 +23,13 @@ from . import tuning
 from .numpy import crossing_bound  # noqa: F401  (probes are host codes, as NumPy's)
 
 
-class Run(NamedTuple):
-    keys: object
-    values: object
-    descending: bool
+def _parts(chunk):
+    """``(keys, values or None)`` of a chunk."""
+    return chunk if isinstance(chunk, tuple) else (chunk, None)
+
+
+def _chunk(keys, values):
+    return keys if values is None else (keys, values)
 
 
 # ---------------------------------------------------------------- the schedule
@@ -118,49 +120,52 @@ def prepare(keys, values, order, start=None):
     else:
         values = None
     sort_inplace(keys, values, order.descending)
-    return Run(keys, values, order.descending)
+    return _chunk(keys, values)
 
 
 def length(chunk):
-    return int(chunk.keys.size)
+    return int(_parts(chunk)[0].size)
 
 
-def probe(chunk, stride, top):
+def probe(chunk, stride, top, order):
     """Host codes of every ``stride``-th element from the top or bottom (NumPy's form)."""
-    n = length(chunk)
+    keys, values = _parts(chunk)
+    n = keys.size
     index = cupy.arange(n - 1, -1, -stride) if top else cupy.arange(0, n, stride)
-    keyed = chunk.values is not None
-    codes = encode(chunk.keys[index].get(), canonical=keyed, descending=chunk.descending)
-    if keyed:
-        return codes, encode(chunk.values[index].get(), canonical=True)
+    codes = encode(keys[index].get(), canonical=order.keyed, descending=order.descending)
+    if values is not None:
+        return codes, encode(values[index].get(), canonical=True)
     return codes
 
 
 def head(chunk, k):
-    v = None if chunk.values is None else chunk.values[:k].copy()
-    return Run(chunk.keys[:k].copy(), v, chunk.descending)
+    """Copies of the first ``k`` elements (what travels to the other worker)."""
+    keys, values = _parts(chunk)
+    return _chunk(keys[:k].copy(), None if values is None else values[:k].copy())
 
 
 def tail(chunk, k):
-    n = length(chunk)
-    v = None if chunk.values is None else chunk.values[n - k:].copy()
-    return Run(chunk.keys[n - k:].copy(), v, chunk.descending)
+    """Copies of the last ``k`` elements."""
+    keys, values = _parts(chunk)
+    n = keys.size
+    return _chunk(keys[n - k:].copy(), None if values is None else values[n - k:].copy())
 
 
-def crossing_count(a_top, b_bottom):
+def crossing_count(a_top, b_bottom, descending):
     """``#{i : A[-1-i] > B[i]}`` by a binary search on the device (one scalar read)."""
-    ma, mb = length(a_top), length(b_bottom)
+    (ka, va), (kb, vb) = _parts(a_top), _parts(b_bottom)
+    ma, mb = ka.size, kb.size
     if ma == 0 or mb == 0:
         return 0
-    keys = a_top.keys
-    vdt = None if a_top.values is None else a_top.values.dtype
+    keys = ka
+    vdt = None if va is None else va.dtype
     tile, regs, threads, _, _, minb = _config(keys.dtype, vdt)
     mod = get_module(keys.dtype, vdt, regs, threads, minb)
     out = cupy.empty(1, dtype=np.int64)
-    ka, kb = _storage(a_top.keys), _storage(b_bottom.keys)
-    va = ka if vdt is None else _storage(a_top.values)
-    vb = kb if vdt is None else _storage(b_bottom.values)
-    dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if a_top.descending else 0)
+    ka, kb = _storage(ka), _storage(kb)
+    va = ka if vdt is None else _storage(va)
+    vb = kb if vdt is None else _storage(vb)
+    dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
     mod.crossing_count((1,), (1,), (ka, va, np.int64(ma), kb, vb, np.int64(mb), dm, out))
     return int(out.get()[0])
 
@@ -168,48 +173,49 @@ def crossing_count(a_top, b_bottom):
 def _v_merge(lower, upper, kept_lower, desc):
     """Sorted union of ``lower[:kept_lower]`` (reversed) and ``upper``: a V-shaped
     (bitonic) buffer sorted in place by the half-cleaner passes."""
-    m = kept_lower + length(upper)
-    keys = cupy.empty(m, dtype=lower.keys.dtype)
-    keys[:kept_lower] = lower.keys[:kept_lower][::-1]
-    keys[kept_lower:] = upper.keys
+    (lk, lv), (uk, uv) = _parts(lower), _parts(upper)
+    m = kept_lower + uk.size
+    keys = cupy.empty(m, dtype=lk.dtype)
+    keys[:kept_lower] = lk[:kept_lower][::-1]
+    keys[kept_lower:] = uk
     values = None
-    if lower.values is not None:
-        values = cupy.empty(m, dtype=lower.values.dtype)
-        values[:kept_lower] = lower.values[:kept_lower][::-1]
-        values[kept_lower:] = upper.values
+    if lv is not None:
+        values = cupy.empty(m, dtype=lv.dtype)
+        values[:kept_lower] = lv[:kept_lower][::-1]
+        values[kept_lower:] = uv
     sort_inplace(keys, values, desc, merge=True)
-    return Run(keys, values, desc)
+    return _chunk(keys, values)
 
 
 def _slice(chunk, start, stop):
-    v = None if chunk.values is None else chunk.values[start:stop]
-    return Run(chunk.keys[start:stop], v, chunk.descending)
+    keys, values = _parts(chunk)
+    return _chunk(keys[start:stop], None if values is None else values[start:stop])
 
 
-def merge_low(a, b_head, order=None):
+def merge_low(a, b_head, order):
     """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``."""
-    k = crossing_count(a, b_head)
+    k = crossing_count(a, b_head, order.descending)
     if k == 0:
         return a
     n = length(a)
-    return _v_merge(a, _slice(b_head, 0, k), n - k, a.descending)
+    return _v_merge(a, _slice(b_head, 0, k), n - k, order.descending)
 
 
-def merge_high(b, a_tail, order=None):
+def merge_high(b, a_tail, order):
     """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``."""
-    k = crossing_count(a_tail, b)
+    k = crossing_count(a_tail, b, order.descending)
     if k == 0:
         return b
     n = length(a_tail)
-    return _v_merge(_slice(a_tail, n - k, n), _slice(b, k, length(b)), k, b.descending)
+    return _v_merge(_slice(a_tail, n - k, n), _slice(b, k, length(b)), k, order.descending)
 
 
 def finish_keys(chunk, order, dtype):
-    return chunk.keys
+    return _parts(chunk)[0]
 
 
 def finish_values(chunk):
-    return chunk.values
+    return _parts(chunk)[1]
 
 
 def sort_blocks(keys, values, axis, order, positions=False):

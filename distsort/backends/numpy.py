@@ -40,7 +40,7 @@ def length(chunk):
     return len(chunk[0]) if isinstance(chunk, tuple) else len(chunk)
 
 
-def probe(chunk, stride, top):
+def probe(chunk, stride, top, order=None):
     """Codes of every ``stride``-th element from the top or bottom of a chunk."""
     n = length(chunk)
     index = np.arange(n - 1, -1, -stride) if top else np.arange(0, n, stride)
