@@ -495,9 +495,9 @@ def out_of_core(tmp_path, capsys, n, memory_limit, chunk):
 
 
 def test_out_of_core_small(tmp_path, capsys):
-    """192 MB of float64 through two workers limited to 200 MB each, ~115 MB of which
-    the interpreter itself takes: the chunks cannot all stay in memory."""
-    out_of_core(tmp_path, capsys, 24_000_000, "200MB", "8MiB")
+    """160 MB of float64 through two workers limited to 200 MB each, ~115 MB of which
+    the interpreter itself takes: the chunks (and their copies) cannot stay in memory."""
+    out_of_core(tmp_path, capsys, 20_000_000, "200MB", "8MiB")
 
 
 @pytest.mark.slow
