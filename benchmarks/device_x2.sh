@@ -10,27 +10,39 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHON=python3
 export DASK_DISTRIBUTED__LOGGING__DISTRIBUTED=warning
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv | tee "$OUT/gpus.txt"
 nvidia-smi topo -m >> "$OUT/gpus.txt" 2>&1
 for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
-    tests)
-      python3 -m pytest -q -m gpu -x -p no:cacheprovider tests/ --timeout=500 2>&1 \
-        | tee "$OUT/gpu_tests.log" | grep -vE "^(INFO|distributed\.)" | tail -30 ;;
+    tests)  # the single-GPU backend tests on GPU 1 while the cluster tests use both
+      (CUDA_VISIBLE_DEVICES=1 timeout 280 python3 -m pytest -q -p no:cacheprovider \
+        tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
+        echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
+      timeout 280 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ \
+        --ignore=tests/test_cupy_backend.py -k "not 1gpu-tcp" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests.log"
+      echo "cluster tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests.log"
+      wait
+      tail -15 "$OUT/gpu_tests.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
     outofcore)
-      DISTSORT_BIG=1 python3 -m pytest -q -s -p no:cacheprovider \
+      DISTSORT_BIG=1 timeout 180 python3 -m pytest -q -s -p no:cacheprovider \
         tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
         | tee "$OUT/outofcore.log" | grep -vE "^(INFO|distributed\.)" | tail -15 ;;
-    bench)
-      python3 benchmarks/distributed_sort.py --gpus 1 2 --sizes 4GiB 8GiB 16GiB 32GiB 64GiB \
-        --dtypes float32 uint64 --runs 3 --one-chunk --max-bytes-per-gpu 32GiB \
-        --out "$OUT/distributed_sort.json" 2>&1 | tee "$OUT/bench.log" \
-        | grep -vE "^(INFO|distributed\.)" | tail -30 ;;
+    bench2)  # two GPUs
+      timeout 150 python3 benchmarks/distributed_sort.py --gpus 2 --sizes 16GiB 64GiB \
+        --dtypes float32 uint64 --runs 2 --warmup 1 --max-bytes-per-gpu 32GiB \
+        --out "$OUT/distributed_sort_2gpu.json" 2>&1 | tee "$OUT/bench2.log" \
+        | grep -vE "^(INFO|distributed\.|WARNING)" | tail -14 ;;
+    bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort
+      timeout 120 python3 benchmarks/distributed_sort.py --gpus 1 --sizes 8GiB 32GiB \
+        --dtypes float32 uint64 --runs 2 --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
+        --out "$OUT/distributed_sort_1gpu.json" 2>&1 | tee "$OUT/bench1.log" \
+        | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
     largest)
-      python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB --dtypes uint32 \
+      timeout 120 python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB --dtypes uint32 \
         --chunks-per-gpu 8 --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
         | grep -vE "^(INFO|distributed\.)" | tail -10 ;;
     shared)
@@ -40,6 +52,23 @@ for stage in "$@"; do
           --out "$OUT/shared_gpus_w$w.json" 2>&1 | tee "$OUT/shared_w$w.log" \
           | grep -vE "^(INFO|distributed\.)" | tail -8
       done ;;
+    deploy)  # issue 5: the one-host recipe with dask cuda workers over UCX, a 16 GiB .npy
+      d=/tmp/deploy; mkdir -p $d
+      python3 - $d/in.npy <<'PY'
+import sys, numpy as np
+out = np.lib.format.open_memmap(sys.argv[1], mode="w+", dtype=np.float32, shape=(4 * 2**30,))
+rng = np.random.default_rng()
+for i in range(0, out.size, 2**28):
+    out[i:i + 2**28] = rng.standard_normal(2**28, dtype=np.float32)
+out.flush()
+PY
+      bash deploy/local/cluster.sh start --scheduler-file $d/sched.json --mode gpu --protocol ucx \
+        2>&1 | tail -5
+      timeout 200 python3 -c 'import sys; from distsort.cli import main; sys.exit(main())' \
+        sort $d/in.npy $d/out.npy --scheduler-file $d/sched.json --verify --no-progress \
+        --report "$OUT/deploy_report.html" 2>&1 | tee "$OUT/deploy.log"
+      echo "distsort sort exit code: ${PIPESTATUS[0]}" | tee -a "$OUT/deploy.log"
+      bash deploy/local/cluster.sh stop --scheduler-file $d/sched.json 2>&1 | tail -2 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

@@ -325,6 +325,8 @@ def main(argv=None):
                     row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
                     row["protocol"] = cluster.scheduler_address.split(":")[0]
                     rows.append(row)
+                    # Saved as we go: a run stopped at its time limit keeps its rows.
+                    save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
                     print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
                           f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']}",
                           flush=True)
