@@ -214,9 +214,12 @@ class Source:
     def array(self, chunk):
         import dask.array as da
         if self.kind == "npy":
-            return da.from_array(self.reader, chunks=(chunk,), meta=np.empty(0, self.dtype),
-                                 name="distsort-read-" + _token(self.path))
-        return da.from_zarr(self.reader.open(), chunks=(chunk,))
+            x = da.from_array(self.reader, chunks=(chunk,), meta=np.empty(0, self.dtype),
+                              name="distsort-read-" + _token(self.path))
+        else:
+            x = da.from_zarr(self.reader.open(), chunks=(chunk,))
+        # A big-endian file's chunks arrive in native order: say so in the dtype.
+        return x if x.dtype == self.dtype else x.astype(self.dtype)
 
 
 def _token(*args):

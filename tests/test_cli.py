@@ -167,6 +167,16 @@ def test_sort_by_key_values(tmp_path, capsys, address, rng, descending):
     assert (sha(ks), sha(vs)) == hashes
 
 
+def test_big_endian_npy(tmp_path, capsys, address, rng):
+    x = rng.standard_normal(20_000).astype(">f8")
+    src = save_npy(tmp_path / "in.npy", x)
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--chunk-size",
+                                          "3000", "--verify"))
+    assert code == 0, err
+    got = np.load(tmp_path / "o.npy")
+    assert got.dtype == np.float64 and np.array_equal(got, np.sort(x))
+
+
 def test_local_cluster_default_chunks(tmp_path, capsys, rng):
     """No scheduler given: the command starts (and stops) a local CPU cluster."""
     x = rng.integers(0, 2**32, 200_000, dtype=np.uint32)
