@@ -197,10 +197,10 @@ def check(inputs, outputs, chunks, what="sort"):
     >>> out = [summarize(np.array([1, 2]), order=Order()), summarize(np.array([3]), order=Order())]
     >>> check(x, out, (2, 1))
     True
-    >>> check(x, out[:1], (2,))
+    >>> check(x, out[:1], (2,))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    distsort.verify.VerificationError: distsort.sort verification failed: the output has 2 elements, the input 3 (1 lost)
+    distsort.verify.VerificationError: ... the output has 2 elements, the input 3 (1 lost)
     """
     def fail(message):
         raise VerificationError(f"distsort.{what} verification failed: {message}")

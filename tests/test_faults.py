@@ -17,7 +17,8 @@ import pytest
 
 import distsort
 from distsort.backends import numpy as npb
-from arrays import DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys, stable_argsort
+from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys,
+                    stable_argsort)
 
 #: Faults injected, results checked, and how each run under a fault ended.
 COUNTS = {"kills": 0, "finished_correct": 0, "failed_clearly": 0, "results_checked": 0,
@@ -49,9 +50,9 @@ def _arrays(obj):
 
 def _same(x, y):
     ax, ay = _arrays(x), _arrays(y)
-    return (len(ax) == len(ay) and all(a.dtype == b.dtype and a.shape == b.shape
-                                       and np.array_equal(bits(a), bits(b)) for a, b in zip(ax, ay))
-            and (ax or x == y))
+    same = all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
+               for a, b in zip(ax, ay))
+    return len(ax) == len(ay) and same and (ax or x == y)
 
 
 def _twice(func, calls):

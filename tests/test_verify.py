@@ -273,8 +273,8 @@ def test_verify_catches_one_corrupted_element(monkeypatch, kind, func, target, d
     v = rng.integers(-1000, 1000, size=1500).astype(np.int32)
     chunks = (300,) * 5
     good = _reference(func, x, v, chunks)
-    original = _corrupt_last(monkeypatch, target, change,
-                             lambda: _run(func, x, v, chunks, verify=False))
+    _corrupt_last(monkeypatch, target, change,
+                  lambda: _run(func, x, v, chunks, verify=False))
     bad = _run(func, x, v, chunks, verify=False)
     assert not _same(bad, good), "the injected fault must change the result"
     COUNTS["wrong_without_verify"] += 1
