@@ -109,7 +109,7 @@ start() {
     setsid dask cuda worker --scheduler-file "$sched_file" --protocol "$protocol" \
         --host "$host" --rmm-pool-size "$rmm_pool_size" \
         --device-memory-limit "$device_memory_limit" --memory-limit "$memory_limit" \
-        --local-directory "$local_dir" --dashboard-address "$host:0" "${extra[@]}" \
+        --local-directory "$local_dir" --dashboard-address "$host:0" ${extra[@]+"${extra[@]}"} \
         >"$run_dir/workers.log" 2>&1 < /dev/null &
     n=$(nvidia-smi -L | grep -c GPU)
     [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && n=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
