@@ -5,6 +5,7 @@ dies the sort either finishes with the right result (Dask recomputes what was
 lost, which is only sound if no task modifies its inputs) or fails with a clear
 error.  It never returns a wrong result.
 """
+import importlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 
 import distsort
 from distsort.backends import numpy as npb
+from distsort.order import encode
 from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys,
                     stable_argsort)
 
@@ -39,9 +41,29 @@ TASKS = ["prepare", "probe", "crossing_bound", "head", "tail", "merge_low", "mer
          "finish_keys", "finish_values", "sort_blocks"]
 
 
+def _gpus():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver
+        return 0
+
+
+BACKENDS = ["numpy", pytest.param("cupy", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not _gpus(), reason="needs CuPy and a CUDA GPU")])]
+
+
+def _is_array(obj):
+    return isinstance(obj, np.ndarray) or type(obj).__module__.startswith("cupy")
+
+
+def _host(x):
+    return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
+
+
 def _arrays(obj):
-    """The NumPy arrays in a task's argument or result (tuples nest)."""
-    if isinstance(obj, np.ndarray):
+    """The NumPy or CuPy arrays in a task's argument or result (tuples nest)."""
+    if _is_array(obj):
         return [obj]
     if isinstance(obj, (tuple, list)):
         return [a for o in obj for a in _arrays(o)]
@@ -49,24 +71,25 @@ def _arrays(obj):
 
 
 def _same(x, y):
-    ax, ay = _arrays(x), _arrays(y)
+    ax, ay = [_host(a) for a in _arrays(x)], [_host(a) for a in _arrays(y)]
     same = all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
                for a, b in zip(ax, ay))
     return len(ax) == len(ay) and same and (ax or x == y)
 
 
 def _twice(func, calls):
-    """``func`` run twice on the same inputs: both results equal, inputs unchanged,
-    and the result made read-only, so that a later task writing to it raises."""
+    """``func`` run twice on the same inputs: both results equal, inputs unchanged, and
+    (NumPy) the result made read-only, so that a later task writing to it raises."""
     def wrapper(*args, **kwargs):
-        before = [a.copy() for a in _arrays(args)]
+        before = [_host(a).copy() for a in _arrays(args)]
         first = func(*args, **kwargs)
         second = func(*args, **kwargs)
         assert _same(first, second), f"{func.__name__} gave two results on the same inputs"
         for a, b in zip(_arrays(args), before):
-            assert np.array_equal(bits(a), bits(b)), f"{func.__name__} modified its input"
+            assert np.array_equal(bits(_host(a)), bits(b)), f"{func.__name__} modified its input"
         for a in _arrays(first):
-            a.flags.writeable = False
+            if isinstance(a, np.ndarray):
+                a.flags.writeable = False
         calls[func.__name__] = calls.get(func.__name__, 0) + 1
         return first
     return wrapper
@@ -78,32 +101,47 @@ def _frozen(x):
     return x
 
 
+def _on(x, backend):
+    """``x`` as the backend's array (read-only for NumPy), and how Dask should wrap it."""
+    if backend == "cupy":
+        import cupy
+        return cupy.asarray(x), False
+    return _frozen(x), True
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_every_task_twice_on_read_only_inputs(monkeypatch, dtype):
-    """Every backend task run twice; every input and intermediate array read-only."""
+def test_every_task_twice_on_read_only_inputs(monkeypatch, dtype, backend):
+    """Every backend task run twice: the same result and unchanged inputs; with NumPy
+    every input and intermediate array is read-only as well."""
+    module = importlib.import_module(f"distsort.backends.{backend}")
     calls = {}
     for name in TASKS:
-        monkeypatch.setattr(npb, name, _twice(getattr(npb, name), calls))
+        monkeypatch.setattr(module, name, _twice(getattr(module, name), calls))
     rng = np.random.default_rng(DTYPES.index(dtype) + 100)
-    x = _frozen(random_keys(rng, 1203, dtype, special_fraction=0.2, duplicates=True))
-    v = _frozen(random_keys(rng, 1203, "float64", special_fraction=0.2))
+    x = random_keys(rng, 1203, dtype, special_fraction=0.2, duplicates=True)
+    v = random_keys(rng, 1203, "float64", special_fraction=0.2)
+    grid = x[:1200].reshape(40, 30)
     chunks = (100, 0, 303, 300, 250, 250)
-    dx, dv = da.from_array(x, chunks=(chunks,)), da.from_array(v, chunks=(chunks[::-1],))
-    grid = da.from_array(_frozen(x[:1200].reshape(40, 30)), chunks=(7, 30))
+    (bx, asarray), (bv, _), (bg, _) = _on(x, backend), _on(v, backend), _on(grid, backend)
+    dx = da.from_array(bx, chunks=(chunks,), asarray=asarray)
+    dv = da.from_array(bv, chunks=(chunks[::-1],), asarray=asarray)
+    dg = da.from_array(bg, chunks=(7, 30), asarray=asarray)
     out = dask.compute(distsort.sort(dx), distsort.sort(dx, descending=True),
                        distsort.argsort(dx, descending=True),
                        *distsort.sort_by_key(dx, dv, verify=True),
-                       distsort.sort(grid, axis=1), distsort.argsort(grid, axis=1),
+                       distsort.sort(dg, axis=1), distsort.argsort(dg, axis=1),
                        scheduler="sync")
+    out = [_host(o) for o in out]
     assert_sorted_like_numpy(out[0], x)
     assert_sorted_like_numpy(out[1], x, descending=True)
     np.testing.assert_array_equal(out[2], stable_argsort(x, descending=True))
     assert_sorted_like_numpy(out[3], x)
     ref = dask.compute(*distsort.sort_by_key(x, v), scheduler="sync")
-    np.testing.assert_array_equal(bits(out[4]), bits(ref[1]))
-    assert np.array_equal(out[5], np.sort(x[:1200].reshape(40, 30), axis=1), equal_nan=True)
-    np.testing.assert_array_equal(out[6], np.argsort(x[:1200].reshape(40, 30), axis=1,
-                                                     kind="stable"))
+    np.testing.assert_array_equal(encode(out[4], canonical=True), encode(ref[1], canonical=True))
+    assert_same_multiset(out[4], v)
+    assert np.array_equal(out[5], np.sort(grid, axis=1), equal_nan=True)
+    np.testing.assert_array_equal(out[6], np.argsort(grid, axis=1, kind="stable"))
     assert set(calls) == set(TASKS), f"not every task ran: {sorted(set(TASKS) - set(calls))}"
     COUNTS["task_calls_twice"] += sum(calls.values())
     COUNTS["results_checked"] += 7
@@ -167,14 +205,6 @@ def _merges_done(dask_scheduler):
     return done, total
 
 
-def _gpus():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no CuPy, no driver
-        return 0
-
-
 @pytest.fixture(scope="module", params=["numpy", pytest.param("cupy", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not _gpus(), reason="needs CuPy and a CUDA GPU")])])
 def cluster(request):
@@ -207,10 +237,6 @@ def _kill_one_worker_mid_sort(client, futures, fraction):
     os.kill(pids[victim], signal.SIGKILL)
     COUNTS["kills"] += 1
     return victim
-
-
-def _host(x):
-    return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
 
 
 @pytest.mark.parametrize("allowed_failures, fraction", [(3, 0.4), (0, 0.6)])
