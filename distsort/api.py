@@ -29,7 +29,9 @@ def as_dask_array(x, what="x"):
         return x
     if type(x).__module__.split(".")[0] == "cupy":
         return da.from_array(x, chunks="auto", asarray=False)
-    if not isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray):
+        array_module_name(x)  # refuses subclasses (masked arrays, matrices) at once
+    else:
         x = np.asarray(x)
     check_dtype(x.dtype, what)
     return da.from_array(x, chunks="auto")
@@ -247,11 +249,13 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
     >>> sk.compute(), sv.compute()
     (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     """
-    keys, _ = _prepare(keys, None, "keys")
-    values, _ = _prepare(values, None, "values")
-    if keys.shape != values.shape:
+    keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
+    known = not any(math.isnan(d) for d in keys.shape + values.shape)
+    if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)
         raise ValueError(f"keys and values must have the same shape, got {keys.shape} "
                          f"and {values.shape}")
+    keys, _ = _prepare(keys, None, "keys")
+    values, _ = _prepare(values, None, "values")
     if array_module_name(keys._meta) != array_module_name(values._meta):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
     order = Order(descending=bool(descending), keyed=True)

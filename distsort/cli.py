@@ -652,11 +652,20 @@ def to_host(x, gpu):
     return x.map_blocks(cupy.asnumpy, dtype=x.dtype, meta=np.empty((0,), x.dtype))
 
 
-def _install_sigterm():
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM raises ``Interrupted`` while a command runs; the caller's handler after."""
     def handler(signum, frame):
         raise Interrupted()
-    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-        signal.signal(signal.SIGTERM, handler)
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stderr(msg):
@@ -1115,9 +1124,9 @@ def main(argv=None):
         return int(e.code or 0)
     if extra:
         args.extra = extra
-    _install_sigterm()
     try:
-        return args.func(args)
+        with _sigterm_interrupts():
+            return args.func(args)
     except CLIError as e:
         _stderr(str(e))
         return e.code

@@ -603,12 +603,12 @@ def test_sort_on_local_gpu_cluster(tmp_path, capsys):
     assert "GPU worker(s)" in out and "verified   yes" in out
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
     code, out, err = run(capsys, "sort", keys, tmp_path / "ko.npy", "--values", src,
-                         "--values-output", tmp_path / "vo.zarr", "--device", "gpu",
+                         "--values-output", tmp_path / "vo.npy", "--device", "gpu",
                          "--descending", "--chunk-size", "2MiB", "--verify", "--no-progress")
     assert code == 0, err
     perm = np.lexsort((x, -k))
     assert np.array_equal(np.load(tmp_path / "ko.npy"), k[perm])
-    assert np.array_equal(load(tmp_path / "vo.zarr"), x[perm])
+    assert np.array_equal(np.load(tmp_path / "vo.npy"), x[perm])
 
 
 @pytest.mark.gpu

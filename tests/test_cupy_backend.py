@@ -194,7 +194,7 @@ def test_compare_split(dtype, order, keyed):
             kb = cpb.crossing_bound(cpb.probe(ca, stride, True, order),
                                     cpb.probe(cb, stride, False, order),
                                     stride, limit, order)
-            assert cpb.crossing_count(ca, cb, order.descending) == npb.crossing_count(na, nb)
+            assert cpb.crossing_count(ca, cb, order.descending) == npb.crossing_count(na, nb, order)
             for k in sorted({kb, limit}):
                 _same(npb.merge_low(na, npb.head(nb, k), order),
                       cpb.merge_low(ca, cpb.head(cb, k), order), order, dtype)

@@ -110,8 +110,10 @@ def test_gpu_workers_with_ucx(tmp_path):
     opts = ["--scheduler-file", str(sched)]
     run_dir = Path(str(sched) + ".d")
     try:
-        started = _script("start", *opts, "--mode", "gpu", timeout=300)
-        assert "cluster up" in started.stdout, started.stderr
+        started = _script("start", *opts, "--mode", "gpu", timeout=300, check=False)
+        logs = {p.name: p.read_text()[-2000:] for p in run_dir.glob("*.log")}
+        assert started.returncode == 0 and "cluster up" in started.stdout, (
+            started.stdout, started.stderr, logs)
         mode, protocol, _ = (run_dir / "info").read_text().split()
         try:
             import distributed_ucxx  # noqa: F401

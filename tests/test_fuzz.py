@@ -96,14 +96,20 @@ def keys_strategy(draw, max_size=400):
 
 
 # ------------------------------------------------------------------ reference
+def keyed_codes(keys, values, order):
+    """The documented keyed order, most significant first: canonical key code, canonical
+    value code, then (full ties: -0.0/+0.0, NaN payloads) total key code, total value code."""
+    return (encode(keys, canonical=True, descending=order.descending),
+            encode(values, canonical=True), encode(keys, descending=order.descending),
+            encode(values))
+
+
 def reference(keys, values, order):
-    """Concatenate-and-sort: keys-only by total codes (exact bits), keyed by
-    (canonical key code, canonical value code)."""
+    """Concatenate-and-sort: keys-only by total codes (exact bits), keyed by ``keyed_codes``."""
     if not order.keyed:
         codes = np.sort(encode(keys, descending=order.descending))
         return decode(codes, keys.dtype, descending=order.descending), None
-    perm = np.lexsort((encode(values, canonical=True),
-                       encode(keys, canonical=True, descending=order.descending)))
+    perm = np.lexsort(keyed_codes(keys, values, order)[::-1])
     return keys[perm], values[perm]
 
 
@@ -134,8 +140,9 @@ def finished(backend, chunk, order, dtype):
 def true_crossing(a_keys, a_values, b_keys, b_values, order):
     """``#{i : A[mA-1-i] > B[i]}`` on the reference order."""
     def codes(k, v):
-        c = encode(k, canonical=order.keyed, descending=order.descending).astype(object)
-        return list(c) if v is None else list(zip(c, encode(v, canonical=True).astype(object)))
+        if v is None:
+            return list(encode(k, descending=order.descending).astype(object))
+        return list(zip(*(c.astype(object) for c in keyed_codes(k, v, order))))
     a, b = codes(a_keys, a_values), codes(b_keys, b_values)
     k = 0
     while k < min(len(a), len(b)) and a[len(a) - 1 - k] > b[k]:
@@ -256,9 +263,6 @@ def test_api_against_concatenate_and_sort(backend_name, case):
     COUNTS["results_checked"] += 4
 
 
-@pytest.mark.xfail(strict=True, reason="the NumPy backend breaks full ties (NumPy-equal keys "
-                   "such as -0.0/0.0 or NaN payloads, with equal values) by position, so the "
-                   "key bits depend on the chunking; the CuPy backend breaks them by total codes")
 def test_sort_by_key_bits_do_not_depend_on_the_chunking():
     rng = np.random.default_rng(0)
     keys = rng.choice(np.array([0.0, -0.0, np.nan, -np.nan, 1.0]), size=300)

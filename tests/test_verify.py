@@ -18,6 +18,7 @@ from distsort import verify as dv
 from distsort.backends import Order
 from distsort.backends import numpy as npb
 from distsort.order import encode
+from distsort.order import encode
 from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
 
 try:
@@ -194,12 +195,13 @@ def _corrupt_last(monkeypatch, name, change, run):
 
 
 def _each(out, f):
-    """Apply ``f`` to every array of a chunk (codes, or (codes, keys, values))."""
+    """Apply ``f`` to every array of a chunk (codes, or (keys, values))."""
     return tuple(f(a) for a in out) if isinstance(out, tuple) else f(out)
 
 
 def _mid(a):
-    return int(np.flatnonzero(np.diff(a[0] if isinstance(a, tuple) else a))[0])
+    codes = encode(a[0], canonical=True) if isinstance(a, tuple) else a
+    return int(np.flatnonzero(np.diff(codes))[0])
 
 
 def drop_one(out):
@@ -219,20 +221,20 @@ def swap_neighbours(out):
 
 def flip_low_bit(out):
     if isinstance(out, tuple):  # a value (argsort's position): what argsort returns
-        values = out[2].copy()
+        values = out[1].copy()
         values.view(f"u{values.dtype.itemsize}")[0] ^= 1
-        return out[0], out[1], values
+        return out[0], values
     c = out.copy()
     c[0] ^= 1
     return c
 
 
 def swap_two_values(out):
-    codes, keys, values = out
-    j = _mid(out)  # codes differ at j, j + 1: each key gets the other's value
+    keys, values = out
+    j = _mid(out)  # keys differ at j, j + 1: each key gets the other's value
     v = values.copy()
     v[[j, j + 1]] = v[[j + 1, j]]
-    return codes, keys, v
+    return keys, v
 
 
 CORRUPTIONS = {

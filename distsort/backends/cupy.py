@@ -17,10 +17,10 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from .. import memory
 from ..kernels.loader import get_module
-from ..order import encode
 from . import tuning
-from .numpy import crossing_bound  # noqa: F401  (probes are host codes, as NumPy's)
+from .numpy import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 
 
 def _parts(chunk):
@@ -111,6 +111,11 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
 # ---------------------------------------------------------------- the interface
 def prepare(keys, values, order, start=None):
     """Copy one chunk (the input is never modified) and sort the copy in place."""
+    vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
+    # A merge later holds this chunk, the other chunk's head and the output: refuse a
+    # chunk that cannot fit three times even on an empty device, with rechunk advice.
+    memory.check_chunk_fits(keys.size, keys.dtype.itemsize + vbytes,
+                            memory.device_capacity(), copies=3)
     keys = cupy.array(keys, copy=True).ravel()
     if order.keyed:
         if start is not None:
@@ -132,10 +137,8 @@ def probe(chunk, stride, top, order):
     keys, values = _parts(chunk)
     n = keys.size
     index = cupy.arange(n - 1, -1, -stride) if top else cupy.arange(0, n, stride)
-    codes = encode(keys[index].get(), canonical=order.keyed, descending=order.descending)
-    if values is not None:
-        return codes, encode(values[index].get(), canonical=True)
-    return codes
+    return probe_codes(keys[index].get(), None if values is None else values[index].get(),
+                       order)
 
 
 def head(chunk, k):
@@ -222,6 +225,9 @@ def sort_blocks(keys, values, axis, order, positions=False):
     """Sort every lane of an N-D block along ``axis`` (a batched launch: one grid row per
     lane); returns ``(keys, values)``, values None for keys-only."""
     keys = cupy.asarray(keys)
+    vbytes = 8 if positions else (values.dtype.itemsize if order.keyed else 0)
+    memory.check_chunk_fits(keys.size, keys.dtype.itemsize + vbytes,
+                            memory.device_capacity(), copies=2)
     axis = axis % keys.ndim if keys.ndim else 0
     k = cupy.moveaxis(keys, axis, -1).copy(order="C")
     n = k.shape[-1] if k.ndim else 1

@@ -1,9 +1,9 @@
 """NumPy backend: the CPU implementation, and the reference for every other backend.
 
-Chunks are kept as order codes (``distsort.order``): a keys-only chunk is one
-array of ``total`` codes; a keyed chunk is ``(codes, keys, values)`` with
-``canonical`` codes, ordered by code and then by the value's code.  Merges use
-NumPy's stable sort, which merges two sorted runs in linear time.
+A keys-only chunk is one array of ``total`` order codes (``distsort.order``),
+decoded at the end.  A keyed chunk is a ``(keys, values)`` tuple, ordered by
+:func:`order_codes`.  Merges use NumPy's stable sort, which merges two sorted
+runs in linear time.
 """
 from __future__ import annotations
 
@@ -12,8 +12,22 @@ import numpy as np
 from ..order import decode, encode
 
 
-def _value_codes(values):
-    return encode(values, canonical=True)
+def order_codes(keys, values, descending):
+    """The code arrays of the keyed order, most significant first.
+
+    The key's canonical code (NumPy's notion of equal keys), then the value's;
+    where both tie (``-0.0``/``+0.0``, NaN payloads) the key's and the value's
+    ``total`` codes, so that the order is one total order on bit patterns and the
+    result does not depend on the chunking.  The CUDA kernels compare the same way.
+    """
+    codes = [encode(keys, canonical=True, descending=descending), encode(values, canonical=True)]
+    if "f" in (keys.dtype.kind, values.dtype.kind):
+        codes += [encode(keys, descending=descending), encode(values)]
+    return tuple(codes)
+
+
+def _keyed_perm(keys, values, descending, axis=-1):
+    return np.lexsort(order_codes(keys, values, descending)[::-1], axis=axis)
 
 
 def _positions(start, shape, axis=-1):
@@ -31,29 +45,40 @@ def prepare(keys, values, order, start=None):
         codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
-    codes = encode(keys, canonical=True, descending=order.descending)
-    perm = np.lexsort((_value_codes(values), codes))
-    return codes[perm], keys[perm], values[perm]
+    perm = _keyed_perm(keys, values, order.descending)
+    return keys[perm], values[perm]
 
 
 def length(chunk):
     return len(chunk[0]) if isinstance(chunk, tuple) else len(chunk)
 
 
-def probe(chunk, stride, top, order=None):
+def probe_codes(keys, values, order):
+    """Probe form of sampled elements: codes, or the tuple of :func:`order_codes`."""
+    if values is None:
+        return encode(keys, descending=order.descending)
+    return order_codes(keys, values, order.descending)
+
+
+def probe(chunk, stride, top, order):
     """Codes of every ``stride``-th element from the top or bottom of a chunk."""
-    n = length(chunk)
-    index = np.arange(n - 1, -1, -stride) if top else np.arange(0, n, stride)
+    index = np.arange(length(chunk) - 1, -1, -stride) if top else np.arange(0, length(chunk),
+                                                                             stride)
     if isinstance(chunk, tuple):
-        return chunk[0][index], _value_codes(chunk[2][index])
-    return chunk[index]
+        return probe_codes(chunk[0][index], chunk[1][index], order)
+    return chunk[index]  # keys-only chunks hold codes already
 
 
 def _greater(a, b):
-    """Elementwise ``a > b`` for probes (codes, or (codes, value codes) pairs)."""
-    if isinstance(a, tuple):
-        return (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] > b[1]))
-    return a > b
+    """Elementwise ``a > b`` for probes: code arrays, or tuples compared lexicographically."""
+    if not isinstance(a, tuple):
+        return a > b
+    greater = np.zeros(len(a[0]), dtype=bool)
+    equal = np.ones(len(a[0]), dtype=bool)
+    for x, y in zip(a, b):
+        greater |= equal & (x > y)
+        equal &= x == y
+    return greater
 
 
 def crossing_bound(top_probe, bottom_probe, stride, limit, order=None):
@@ -70,82 +95,78 @@ def crossing_bound(top_probe, bottom_probe, stride, limit, order=None):
     return int(min(limit, fails[0] * stride)) if len(fails) else int(limit)
 
 
-def head(chunk, k):
-    """The first ``k`` elements: a view (nothing writes to chunks; pickling copies only the view)."""
-    if isinstance(chunk, tuple):
-        return tuple(x[:k] for x in chunk)
-    return chunk[:k]
-
-
-def tail(chunk, k):
-    """The last ``k`` elements, as a view."""
-    n = length(chunk)
-    if isinstance(chunk, tuple):
-        return tuple(x[n - k:] for x in chunk)
-    return chunk[n - k:]
-
-
-def _element(chunk, i):
-    if isinstance(chunk, tuple):
-        return chunk[0][i], _value_codes(chunk[2][i:i + 1])[0]
-    return chunk[i]
-
-
-def crossing_count(a_top, b_bottom):
-    """``#{i : a_top[-1-i] > b_bottom[i]}``, by binary search (the predicate is monotone)."""
-    lo, hi = 0, min(length(a_top), length(b_bottom))
-    n = length(a_top)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _element(a_top, n - 1 - mid) > _element(b_bottom, mid):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def _concat_sorted(x, y):
-    if isinstance(x, tuple):
-        codes, keys, values = (np.concatenate(pair) for pair in zip(x, y))
-        perm = np.lexsort((_value_codes(values), codes))
-        return codes[perm], keys[perm], values[perm]
-    out = np.concatenate((x, y))
-    out.sort(kind="stable")  # timsort: two sorted runs merge in linear time
-    return out
-
-
 def _slice(chunk, start, stop):
     if isinstance(chunk, tuple):
         return tuple(x[start:stop] for x in chunk)
     return chunk[start:stop]
 
 
-def merge_low(a, b_head, order=None):
+def head(chunk, k):
+    """The first ``k`` elements: a view (nothing writes to chunks; pickling copies only the view)."""
+    return _slice(chunk, 0, k)
+
+
+def tail(chunk, k):
+    """The last ``k`` elements, as a view."""
+    return _slice(chunk, length(chunk) - k, length(chunk))
+
+
+def _element(chunk, i, order):
+    if isinstance(chunk, tuple):
+        return tuple(c[0] for c in order_codes(chunk[0][i:i + 1], chunk[1][i:i + 1],
+                                                order.descending))
+    return chunk[i]
+
+
+def crossing_count(a_top, b_bottom, order):
+    """``#{i : a_top[-1-i] > b_bottom[i]}``, by binary search (the predicate is monotone)."""
+    lo, hi = 0, min(length(a_top), length(b_bottom))
+    n = length(a_top)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _element(a_top, n - 1 - mid, order) > _element(b_bottom, mid, order):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _concat_sorted(x, y, order):
+    if isinstance(x, tuple):
+        keys, values = (np.concatenate(pair) for pair in zip(x, y))
+        perm = _keyed_perm(keys, values, order.descending)
+        return keys[perm], values[perm]
+    out = np.concatenate((x, y))
+    out.sort(kind="stable")  # timsort: two sorted runs merge in linear time
+    return out
+
+
+def merge_low(a, b_head, order):
     """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``."""
-    k = crossing_count(a, b_head)
+    k = crossing_count(a, b_head, order)
     if k == 0:
         return a
     n = length(a)
-    return _concat_sorted(_slice(a, 0, n - k), _slice(b_head, 0, k))
+    return _concat_sorted(_slice(a, 0, n - k), _slice(b_head, 0, k), order)
 
 
-def merge_high(b, a_tail, order=None):
+def merge_high(b, a_tail, order):
     """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``."""
-    k = crossing_count(a_tail, b)
+    k = crossing_count(a_tail, b, order)
     if k == 0:
         return b
     n = length(a_tail)
-    return _concat_sorted(_slice(a_tail, n - k, n), _slice(b, k, length(b)))
+    return _concat_sorted(_slice(a_tail, n - k, n), _slice(b, k, length(b)), order)
 
 
 def finish_keys(chunk, order, dtype):
     if isinstance(chunk, tuple):
-        return chunk[1]
+        return chunk[0]
     return decode(chunk, dtype, descending=order.descending)
 
 
 def finish_values(chunk):
-    return chunk[2]
+    return chunk[1]
 
 
 def sort_blocks(keys, values, axis, order, positions=False):
@@ -155,7 +176,6 @@ def sort_blocks(keys, values, axis, order, positions=False):
         codes = np.sort(encode(keys, descending=order.descending), axis=axis)
         return decode(codes, keys.dtype, descending=order.descending), None
     values = _positions(0, keys.shape, axis) if positions else np.asarray(values)
-    codes = encode(keys, canonical=True, descending=order.descending)
-    perm = np.lexsort((_value_codes(values), codes), axis=axis)
+    perm = _keyed_perm(keys, values, order.descending, axis=axis)
     return (np.take_along_axis(keys, perm, axis=axis),
             np.take_along_axis(values, perm, axis=axis))
