@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The GPU runs of the distributed issues, in stages that each fit one device call:
-#   bash benchmarks/device_x2.sh tests|bench|largest|shared|outofcore|deploy
+# The GPU runs of the distributed issues, in stages (seen on 2x H200, 2026-11-22: tests
+# about 430 s, so give it a call of its own; bench2 + bench1 + largest fit one call,
+# outofcore + deploy another):
+#   bash benchmarks/device_x2.sh tests|bench2|bench1|largest|shared|outofcore|deploy
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -18,17 +20,17 @@ for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
     tests)  # the single-GPU backend tests on GPU 1 while the cluster tests use both
-      (CUDA_VISIBLE_DEVICES=1 timeout 280 python3 -m pytest -q -p no:cacheprovider \
+      (CUDA_VISIBLE_DEVICES=1 timeout 520 python3 -m pytest -q -p no:cacheprovider \
         tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
         echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
-      timeout 280 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ \
+      timeout 520 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ \
         --ignore=tests/test_cupy_backend.py -k "not 1gpu-tcp" 2>&1 \
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests.log"
       echo "cluster tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests.log"
       wait
       tail -15 "$OUT/gpu_tests.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
     outofcore)
-      DISTSORT_BIG=1 timeout 180 python3 -m pytest -q -s -p no:cacheprovider \
+      DISTSORT_BIG=1 timeout 400 python3 -m pytest -q -s -p no:cacheprovider \
         tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
         | tee "$OUT/outofcore.log" | grep -vE "^(INFO|distributed\.)" | tail -15 ;;
     bench2)  # two GPUs
@@ -64,9 +66,9 @@ out.flush()
 PY
       bash deploy/local/cluster.sh start --scheduler-file $d/sched.json --mode gpu --protocol ucx \
         2>&1 | tail -5
-      timeout 200 python3 -c 'import sys; from distsort.cli import main; sys.exit(main())' \
+      timeout 300 python3 -c 'import sys; from distsort.cli import main; sys.exit(main())' \
         sort $d/in.npy $d/out.npy --scheduler-file $d/sched.json --verify --no-progress \
-        --report "$OUT/deploy_report.html" 2>&1 | tee "$OUT/deploy.log"
+        --overwrite 2>&1 | tee "$OUT/deploy.log"  # (--report needs bokeh, not on the device)
       echo "distsort sort exit code: ${PIPESTATUS[0]}" | tee -a "$OUT/deploy.log"
       bash deploy/local/cluster.sh stop --scheduler-file $d/sched.json 2>&1 | tail -2 ;;
     *) echo "unknown stage $stage"; exit 2 ;;

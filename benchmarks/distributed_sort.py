@@ -137,9 +137,15 @@ def peer_bandwidth(client, nbytes=2**32):
     """GB/s of one cudaMemcpyPeer from device 0 to device 1, measured on a worker."""
     def measure():
         import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 2:
+        rt = cupy.cuda.runtime
+        if rt.getDeviceCount() < 2:
             return None
-        with cupy.cuda.Device(0):
+        with cupy.cuda.Device(0):  # without peer access the copy is staged through the host
+            if rt.deviceCanAccessPeer(0, 1):
+                try:
+                    rt.deviceEnablePeerAccess(1)
+                except rt.CUDARuntimeError:  # already enabled (UCX may have done it)
+                    pass
             src = cupy.empty(nbytes, dtype=np.uint8)
         with cupy.cuda.Device(1):
             dst = cupy.empty(nbytes, dtype=np.uint8)

@@ -124,25 +124,24 @@ def memory_tiers(dask_worker):
 
 @pytest.mark.skipif(not os.environ.get("DISTSORT_BIG"), reason="set DISTSORT_BIG=1 (32 GB)")
 def test_out_of_core_one_gpu_spills():
-    """32 GiB of float32 on one GPU worker whose chunks may use ~8 GB: the rest spills."""
+    """32 GiB of float32 on one GPU worker whose chunks may use ~8 GB: the rest spills.
+
+    ``verify=True`` checks on the worker that the result is sorted and a permutation
+    of the input before any chunk of it can be read.
+    """
     if gpu_count() < 1:
         pytest.skip("needs a GPU")
-    n, chunk = 8 * 2**30, 2**29  # 32 GiB in 16 chunks of 2 GiB
+    n, chunk = 8 * 2**30, 2**30  # 32 GiB in 8 chunks of 4 GiB: 6 rounds
     with local_cuda_cluster(n_workers=1, device_memory_limit="8GB", protocol="tcp",
                             rmm_pool_size=None, memory_limit="220GB") as cluster:
         with distributed.Client(cluster) as c:
             x = da.random.default_rng(7).random(n, chunks=chunk, dtype=np.float32)
             x = x.map_blocks(cupy.asarray, meta=cupy.empty(0, np.float32))
-            s = distsort.sort(x).persist()
+            s = distsort.sort(x, verify=True).persist()
             distributed.wait(s)
             tiers = c.run(memory_tiers)
-            print("memory tiers after the sort:", tiers)
+            print("memory tiers after the sort:", tiers, flush=True)
             host = sum(t.get("host_buffer", 0) for t in tiers.values())
             assert host >= 16 * 2**30, "the sorted chunks should have spilled to host memory"
-            edges = s[1:] >= s[:-1]
-            checks = [edges.all(), s.size, x.astype(np.float64).sum(),
-                      s.astype(np.float64).sum(), s[0], s[-1], x.min(), x.max()]
-            ok, size, total_in, total_out, first, last, lo, hi = c.compute(checks, sync=True)
-            assert bool(ok) and size == n
+            first, last, lo, hi = c.compute([s[0], s[-1], x.min(), x.max()], sync=True)
             assert float(first) == float(lo) and float(last) == float(hi)
-            assert float(total_in) == pytest.approx(float(total_out), rel=1e-12)
