@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .verify import key_hashes, pair_hashes
+
 OK, VERIFY_FAILED, BAD_INPUT, RUNTIME_FAILURE, INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = {OK: "success", VERIFY_FAILED: "verification failed (no output is left)",
               BAD_INPUT: "bad usage or input (missing/unreadable file, unsupported dtype, "
@@ -371,33 +373,14 @@ def check_output_path(path, overwrite, inputs):
 
 
 # --------------------------------------------------------------------------- verification
-# Order-independent checksums: the wrapping sum of a 64-bit mix of each element's
-# bit pattern (or of each (key, value) pair).  A permutation keeps the sum; a
-# lost, duplicated or changed element changes it with probability ~1 - 2**-64.
-
-_GOLDEN, _M1, _M2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
-                     np.uint64(0x94D049BB133111EB))
-
-
-def mix64(u):
-    """splitmix64's finalizer: a bijection of uint64 that scatters every bit."""
-    u = np.asarray(u).astype(np.uint64) + _GOLDEN
-    u ^= u >> np.uint64(30)
-    u *= _M1
-    u ^= u >> np.uint64(27)
-    u *= _M2
-    u ^= u >> np.uint64(31)
-    return u
-
-
-def bit_patterns(x):
-    x = np.ascontiguousarray(x)
-    return x.view(np.uint8 if x.dtype == bool else f"u{x.dtype.itemsize}")
-
+# Order-independent checksums (distsort.verify's hashes): the wrapping sum of a 64-bit
+# mix of each element's bit pattern (or of each (key, value) pair).  A permutation
+# keeps the sum; a lost, duplicated or changed element changes it with probability
+# ~1 - 2**-64.
 
 def element_hashes(keys, values=None):
-    h = mix64(bit_patterns(keys))
-    return h if values is None else mix64(h ^ bit_patterns(values).astype(np.uint64))
+    h = key_hashes(np.ascontiguousarray(keys))
+    return h if values is None else pair_hashes(h, np.ascontiguousarray(values))
 
 
 def checksum(hashes):
@@ -407,7 +390,7 @@ def checksum(hashes):
 def input_stats(keys=None, values=None, start=None, count=None):
     """(count, checksum) of an input chunk; with ``start``, of positions ``start..``."""
     if start is not None:
-        return count, checksum(mix64(np.arange(start, start + count, dtype=np.int64)))
+        return count, checksum(key_hashes(np.arange(start, start + count, dtype=np.int64)))
     return len(keys), checksum(element_hashes(keys, values))
 
 
@@ -416,7 +399,7 @@ def output_stats(keys, values, descending, keyed, hash_keys=True):
     from .order import encode
     stats = {"count": len(keys), "ok": True, "first": None, "last": None}
     stats["checksum"] = checksum(element_hashes(keys, values) if hash_keys
-                                 else mix64(bit_patterns(values)))
+                                 else key_hashes(np.ascontiguousarray(values)))
     if not len(keys):
         return stats
     if not keyed:

@@ -99,12 +99,18 @@ def encode(keys, *, canonical=False, descending=False):
     return code
 
 
-def decode(codes, dtype, *, descending=False):
-    """Keys of ``dtype`` from their ``total`` codes (the inverse of ``encode``)."""
+def decode(codes, dtype, *, descending=False, copy=True):
+    """Keys of ``dtype`` from their ``total`` codes (the inverse of ``encode``).
+
+    With ``copy=False`` the codes are overwritten and returned as keys.
+    """
     xp = _namespace(codes)
     dtype = np.dtype(dtype)
     udt = code_dtype(dtype)
-    u = xp.invert(codes) if descending else codes.copy()
+    if descending:
+        u = xp.invert(codes) if copy else xp.invert(codes, out=codes)
+    else:
+        u = codes.copy() if copy else codes
     bits = 8 * dtype.itemsize
     if dtype.kind == "i":
         u ^= udt.type(1 << (bits - 1))

@@ -100,6 +100,18 @@ def mix64(z):
     return z
 
 
+def key_hashes(keys):
+    """The mixed bit pattern of every key (uint64): their sum is order-independent."""
+    return mix64(_bits64(keys))
+
+
+def pair_hashes(key_hash, values):
+    """The hash of every (key, value) pair, from :func:`key_hashes` and the values."""
+    vh = _bits64(values)
+    vh ^= _VALUE_SALT
+    return mix64(key_hash + mix64(vh))
+
+
 def _sum64(xp, h):
     return int(xp.sum(h, dtype=np.uint64))
 
@@ -157,15 +169,12 @@ def summarize(keys, values=None, *, start=None, order=None):
     first = last = None
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
-        kh = mix64(_bits64(keys[lo:hi]))
+        kh = key_hashes(keys[lo:hi])
         total_keys += _sum64(xp, kh)
         if values is not None or start is not None:
             v = (values[lo:hi] if values is not None
                  else xp.arange(start + lo, start + hi, dtype=np.int64))
-            vh = _bits64(v)
-            vh ^= _VALUE_SALT
-            kh += mix64(vh)
-            total_pairs += _sum64(xp, mix64(kh))
+            total_pairs += _sum64(xp, pair_hashes(kh, v))
         if order is not None:
             # One element of overlap, so that the pair across the block edge is compared.
             base = max(0, lo - 1)
@@ -253,19 +262,15 @@ def check_lanes(keys, sorted_keys, values, axis, order, what="sort"):
     if k_in.shape != k_out.shape:
         raise VerificationError(f"distsort.{what} verification failed: the output block "
                                 f"has shape {sorted_keys.shape}, the input {keys.shape}")
-    h_in, h_out = mix64(_bits64(k_in)), mix64(_bits64(k_out))
+    h_in, h_out = key_hashes(k_in), key_hashes(k_out)
     ok = bool(xp.all(xp.sum(h_in, axis=-1, dtype=np.uint64)
                      == xp.sum(h_out, axis=-1, dtype=np.uint64)))
     v_out = None
     if values is not None:
         v_out = xp.moveaxis(values, axis, -1)
         v_in = xp.broadcast_to(xp.arange(k_in.shape[-1], dtype=values.dtype), k_in.shape)
-        for h, v in ((h_in, v_in), (h_out, v_out)):
-            vh = _bits64(v)
-            vh ^= _VALUE_SALT
-            h += mix64(vh)
-        ok &= bool(xp.all(xp.sum(mix64(h_in), axis=-1, dtype=np.uint64)
-                          == xp.sum(mix64(h_out), axis=-1, dtype=np.uint64)))
+        ok &= bool(xp.all(xp.sum(pair_hashes(h_in, v_in), axis=-1, dtype=np.uint64)
+                          == xp.sum(pair_hashes(h_out, v_out), axis=-1, dtype=np.uint64)))
     if not ok:
         raise VerificationError(f"distsort.{what} verification failed: a lane of the output "
                                 "is not a permutation of the input lane")

@@ -1,5 +1,19 @@
 """Shared fixtures."""
+import json
+import os
+
 import pytest
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_counts(request):
+    """With ``DISTSORT_COUNTS=<file>``, append a test module's ``COUNTS`` (faults injected,
+    inputs tried, results checked, ...) to that file, for the reliability report."""
+    yield
+    counts = getattr(request.module, "COUNTS", None)
+    if counts is not None and os.environ.get("DISTSORT_COUNTS"):
+        with open(os.environ["DISTSORT_COUNTS"], "a") as f:
+            f.write(json.dumps({"module": request.module.__name__, **counts}) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from arrays import bits, random_keys
+from backends import GPU
 from distsort import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -581,16 +582,8 @@ def test_help_documents_exit_codes(capsys):
 
 # ------------------------------------------------------------------ GPU (on the device)
 
-def _gpus():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        return 0
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() == 0, reason="no CUDA GPU")
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
 def test_sort_on_local_gpu_cluster(tmp_path, capsys):
     """``--device gpu``: a LocalCUDACluster (UCX when available), CuPy chunks, files on disk."""
     pytest.importorskip("dask_cuda")
@@ -612,7 +605,7 @@ def test_sort_on_local_gpu_cluster(tmp_path, capsys):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() == 0, reason="no CUDA GPU")
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
 def test_demo_on_gpus(capsys):
     pytest.importorskip("dask_cuda")
     code, out, err = run(capsys, "demo", "--size", "64MiB", "--no-progress")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from backends import GPU
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "deploy" / "local" / "cluster.sh"
@@ -93,16 +94,8 @@ def test_usage():
     assert r.returncode == 2 and "start" in r.stdout
 
 
-def _gpus():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        return 0
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(_gpus() == 0 or shutil.which("nvidia-smi") is None, reason="no CUDA GPU")
+@pytest.mark.skipif(not GPU or shutil.which("nvidia-smi") is None, reason="no CUDA GPU")
 def test_gpu_workers_with_ucx(tmp_path):
     """On the device: `dask cuda worker` processes (UCX when installed), a sort through them."""
     pytest.importorskip("dask_cuda")

@@ -6,7 +6,6 @@ lost, which is only sound if no task modifies its inputs) or fails with a clear
 error.  It never returns a wrong result.
 """
 import importlib
-import json
 import os
 import signal
 import time
@@ -19,6 +18,7 @@ import pytest
 import distsort
 from distsort.backends import numpy as npb
 from distsort.order import encode
+from backends import BACKENDS
 from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys,
                     stable_argsort)
 
@@ -27,30 +27,11 @@ COUNTS = {"kills": 0, "finished_correct": 0, "failed_clearly": 0, "results_check
           "task_calls_twice": 0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def report_counts():
-    """With ``DISTSORT_COUNTS=<file>``, append this module's counts to it (for the report)."""
-    yield
-    if os.environ.get("DISTSORT_COUNTS"):
-        with open(os.environ["DISTSORT_COUNTS"], "a") as f:
-            f.write(json.dumps({"module": __name__, **COUNTS}) + "\n")
-
-
 # ------------------------------------------------------------------ re-runnable tasks
 TASKS = ["prepare", "probe", "crossing_bound", "head", "tail", "merge_low", "merge_high",
          "finish_keys", "finish_values", "sort_blocks"]
 
 
-def _gpus():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no CuPy, no driver
-        return 0
-
-
-BACKENDS = ["numpy", pytest.param("cupy", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not _gpus(), reason="needs CuPy and a CUDA GPU")])]
 
 
 def _is_array(obj):
@@ -205,8 +186,7 @@ def _merges_done(dask_scheduler):
     return done, total
 
 
-@pytest.fixture(scope="module", params=["numpy", pytest.param("cupy", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not _gpus(), reason="needs CuPy and a CUDA GPU")])])
+@pytest.fixture(scope="module", params=BACKENDS)
 def cluster(request):
     """(client, workers, backend): 3 CPU worker processes, or a LocalCUDACluster (a
     worker per GPU, each a process under a nanny)."""

@@ -5,7 +5,6 @@ signed zeros, extremes and runs of duplicates.  Every test body runs on every
 available backend: NumPy here, CuPy where there is a GPU (those cases are marked
 ``gpu``), so the lead runs the same bodies on the device.
 """
-import json
 import os
 
 import dask
@@ -20,29 +19,13 @@ from distsort.graph import probe_stride
 from distsort.order import decode, encode
 from arrays import DTYPES, assert_same_multiset, bits, random_chunks, random_keys
 
-try:
-    import cupy
-    GPU = cupy.cuda.runtime.getDeviceCount() > 0
-except Exception:  # no CuPy, no driver
-    cupy, GPU = None, False
-
-BACKENDS = ["numpy", pytest.param("cupy", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="needs CuPy and a CUDA GPU")])]
+from backends import BACKENDS, cupy
 SETTINGS = settings(max_examples=int(os.environ.get("DISTSORT_FUZZ_EXAMPLES", 40)),
                     deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                           HealthCheck.function_scoped_fixture])
 SIZES = [0, 1, 2, 3, 7, 8, 9, 31, 32, 33, 127, 128, 129, 251, 256, 257]
 #: Inputs tried and results checked (each compared element for element).
 COUNTS = {"inputs": 0, "results_checked": 0, "elements_lost": 0}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def report_counts():
-    """With ``DISTSORT_COUNTS=<file>``, append this module's counts to it (for the report)."""
-    yield
-    if os.environ.get("DISTSORT_COUNTS"):
-        with open(os.environ["DISTSORT_COUNTS"], "a") as f:
-            f.write(json.dumps({"module": __name__, **COUNTS}) + "\n")
 
 
 def backend_module(name):

@@ -5,8 +5,6 @@ finish step) so that one element is lost, duplicated, changed or misplaced; the
 run without verify shows that the result really is wrong, the run with verify
 must raise ``distsort.VerificationError``.
 """
-import json
-import os
 
 import dask
 import dask.array as da
@@ -18,29 +16,12 @@ from distsort import verify as dv
 from distsort.backends import Order
 from distsort.backends import numpy as npb
 from distsort.order import encode
-from distsort.order import encode
 from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
 
-try:
-    import cupy
-    GPU = cupy.cuda.runtime.getDeviceCount() > 0
-except Exception:  # no CuPy, no driver
-    cupy, GPU = None, False
-
-BACKENDS = ["numpy", pytest.param("cupy", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="needs CuPy and a CUDA GPU")])]
+from backends import BACKENDS, cupy
 #: Faults injected (one per run), runs without verify shown to return a wrong result,
 #: VerificationErrors raised by runs with verify, honest verified results checked.
 COUNTS = {"faults": 0, "wrong_without_verify": 0, "raised": 0, "honest": 0}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def report_counts():
-    """With ``DISTSORT_COUNTS=<file>``, append this module's counts to it (for the report)."""
-    yield
-    if os.environ.get("DISTSORT_COUNTS"):
-        with open(os.environ["DISTSORT_COUNTS"], "a") as f:
-            f.write(json.dumps({"module": __name__, **COUNTS}) + "\n")
 
 
 def as_dask(x, chunks, backend="numpy"):
