@@ -85,7 +85,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     return out_keys, out_values
 
 
-def _prepare(x, axis, what="x"):
+def _validate(x, axis, what="x"):
     """Validate ``x`` and ``axis``; returns ``(x, axis)`` with ``x`` flattened for ``axis=None``."""
     x = as_dask_array(x, what)
     check_dtype(x.dtype, what)
@@ -166,7 +166,7 @@ def sort(x, axis=-1, *, descending=False, verify=False):
     >>> distsort.sort(x, verify=True).compute()  # checked on the workers before it is read
     array([-1. ,  0.5,  2. ,  3. ,  nan])
     """
-    x, axis = _prepare(x, axis)
+    x, axis = _validate(x, axis)
     order = Order(descending=bool(descending))
     if x.ndim == 1:
         return _sort_1d(x, None, order, positions=False, verify=verify)[0]
@@ -208,7 +208,7 @@ def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
     >>> distsort.argsort(x, descending=True).compute()
     array([0, 2, 1, 3])
     """
-    x, axis = _prepare(x, axis)
+    x, axis = _validate(x, axis)
     order = Order(descending=bool(descending), keyed=True)
     if x.ndim == 1:
         return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort")[1]
@@ -254,8 +254,8 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)
         raise ValueError(f"keys and values must have the same shape, got {keys.shape} "
                          f"and {values.shape}")
-    keys, _ = _prepare(keys, None, "keys")
-    values, _ = _prepare(values, None, "values")
+    keys, _ = _validate(keys, None, "keys")
+    values, _ = _validate(values, None, "values")
     if array_module_name(keys._meta) != array_module_name(values._meta):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
     order = Order(descending=bool(descending), keyed=True)
