@@ -27,6 +27,18 @@ def _script(*args, check=True, timeout=120):
                           env=_env(), timeout=timeout, check=check)
 
 
+def _submit_sort(tmp_path, x, sched, chunk_size, timeout):
+    """``distsort sort`` of ``x`` (saved as in.npy) to out.npy through the cluster."""
+    np.save(tmp_path / "in.npy", x)
+    sort = subprocess.run(
+        [sys.executable, "-m", "distsort.cli", "sort", str(tmp_path / "in.npy"),
+         str(tmp_path / "out.npy"), "--scheduler-file", str(sched), "--chunk-size", chunk_size,
+         "--verify", "--no-progress"],
+        capture_output=True, text=True, env=_env(), timeout=timeout)
+    assert sort.returncode == 0, sort.stderr
+    return sort
+
+
 def _pids(run_dir):
     return [int((run_dir / f).read_text()) for f in ("scheduler.pid", "workers.pid")
             if (run_dir / f).exists()]
@@ -65,13 +77,7 @@ def test_start_sort_stop(tmp_path, local_cluster):
     assert len(pids) == 2 and all(_alive(p) for p in pids)
 
     x = np.random.default_rng().standard_normal(300_000)
-    np.save(tmp_path / "in.npy", x)
-    sort = subprocess.run(
-        [sys.executable, "-m", "distsort.cli", "sort", str(tmp_path / "in.npy"),
-         str(tmp_path / "out.npy"), "--scheduler-file", str(sched), "--chunk-size", "40000",
-         "--verify", "--no-progress"],
-        capture_output=True, text=True, env=_env(), timeout=120)
-    assert sort.returncode == 0, sort.stderr
+    sort = _submit_sort(tmp_path, x, sched, "40000", timeout=120)
     assert "2 CPU worker(s) at tcp://127.0.0.1" in sort.stdout
     assert "verified   yes" in sort.stdout
     assert np.array_equal(np.load(tmp_path / "out.npy"), np.sort(x))
@@ -115,13 +121,7 @@ def test_gpu_workers_with_ucx(tmp_path):
         except ImportError:
             assert protocol == "tcp"
         x = np.random.default_rng().standard_normal(20_000_000).astype(np.float32)
-        np.save(tmp_path / "in.npy", x)
-        sort = subprocess.run(
-            [sys.executable, "-m", "distsort.cli", "sort", str(tmp_path / "in.npy"),
-             str(tmp_path / "out.npy"), "--scheduler-file", str(sched), "--chunk-size", "8MiB",
-             "--verify", "--no-progress"],
-            capture_output=True, text=True, env=_env(), timeout=300)
-        assert sort.returncode == 0, sort.stderr
+        sort = _submit_sort(tmp_path, x, sched, "8MiB", timeout=300)
         assert "GPU worker(s)" in sort.stdout and f"at {protocol}://" in sort.stdout
         assert np.array_equal(np.load(tmp_path / "out.npy"), np.sort(x))
     finally:

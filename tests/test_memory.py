@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from backends import GPU, cupy
 from distsort.memory import (RESERVE, check_chunk_fits, device_capacity, format_bytes,
                              largest_fitting_chunk)
 
@@ -80,14 +81,8 @@ def test_format_bytes(n, text):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
 def test_device_capacity_is_the_devices_memory():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        count = 0
-    if not count:
-        pytest.skip("no CUDA GPU")
     capacity = device_capacity()
     assert capacity == cupy.cuda.Device().mem_info[1] > 10**9
     with pytest.raises(MemoryError, match="rechunk"):
@@ -95,19 +90,13 @@ def test_device_capacity_is_the_devices_memory():
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
 def test_a_chunk_too_large_for_the_gpu_fails_at_once_with_advice(monkeypatch):
     """Through the API on a GPU, with the device made to look small (1 MB): the CuPy
     backend's ``prepare`` must refuse the 800 kB chunk before it allocates anything.
 
-    Needs the CuPy backend to call ``memory.check_chunk_fits(..., memory.device_capacity(),
-    copies=3)`` in ``prepare`` (see issue 6)."""
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        count = 0
-    if not count:
-        pytest.skip("no CUDA GPU")
+    The CuPy backend calls ``memory.check_chunk_fits(..., memory.device_capacity(),
+    copies=3)`` in ``prepare``."""
     import distsort
     from distsort import memory
 
