@@ -21,7 +21,7 @@ from collections import defaultdict
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from driver import median_time, parser, print_table, save_rows
+from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 
 SPLITMIX = r"""
@@ -290,8 +290,22 @@ def cuda_cluster(gpus, args):
                               rmm_pool_size=RMM_POOL_FRACTION / share)
 
 
+def clusters(args):
+    """``(gpus, client)`` for each cluster to measure: the one asked for with
+    --scheduler-address/--scheduler-file (one worker per GPU assumed), else local ones."""
+    client = connect(args)
+    if client is not None:
+        with client:
+            yield len(client.scheduler_info(n_workers=-1)["workers"]), client
+        return
+    from distributed import Client
+    for gpus in args.gpus:
+        with cuda_cluster(gpus, args) as cluster, Client(cluster) as client:
+            yield gpus, client
+
+
 def main(argv=None):
-    p = parser(__doc__)
+    p = cluster_options(parser(__doc__))
     p.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
     p.add_argument("--sizes", nargs="+", default=["4GiB", "16GiB", "64GiB"])
     p.add_argument("--dtypes", nargs="+", default=["float32", "uint64"])
@@ -307,35 +321,33 @@ def main(argv=None):
     p.add_argument("--max-bytes-per-gpu", default="40GiB",
                    help="skip cases whose data per GPU exceeds this")
     args = p.parse_args(argv)
-    from distributed import Client
     rows, bandwidth = [], None
-    for gpus in args.gpus:
-        with cuda_cluster(gpus, args) as cluster, Client(cluster) as client:
-            if args.largest:
-                row = largest_case(client, parse_bytes(args.largest), args.dtypes[0],
-                                   gpus * args.workers_per_gpu * args.chunks_per_gpu, args.cpu)
+    for gpus, client in clusters(args):
+        if args.largest:
+            row = largest_case(client, parse_bytes(args.largest), args.dtypes[0],
+                               gpus * args.workers_per_gpu * args.chunks_per_gpu, args.cpu)
+            row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
+            print(row, flush=True)
+            rows.append(row)
+            continue
+        if gpus > 1 and bandwidth is None and not args.cpu:
+            bandwidth = peer_bandwidth(client)
+            print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
+        for dtype in args.dtypes:
+            for size in args.sizes:
+                nbytes = parse_bytes(size)
+                if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
+                    continue
+                n = nbytes // np.dtype(dtype).itemsize
+                row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu)
                 row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
-                print(row, flush=True)
+                row["protocol"] = client.scheduler.address.split(":")[0]
                 rows.append(row)
-                continue
-            if gpus > 1 and bandwidth is None and not args.cpu:
-                bandwidth = peer_bandwidth(client)
-                print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
-            for dtype in args.dtypes:
-                for size in args.sizes:
-                    nbytes = parse_bytes(size)
-                    if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
-                        continue
-                    n = nbytes // np.dtype(dtype).itemsize
-                    row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu)
-                    row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
-                    row["protocol"] = cluster.scheduler_address.split(":")[0]
-                    rows.append(row)
-                    # Saved as we go: a run stopped at its time limit keeps its rows.
-                    save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
-                    print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
-                          f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']}",
-                          flush=True)
+                # Saved as we go: a run stopped at its time limit keeps its rows.
+                save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
+                print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
+                      f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']}",
+                      flush=True)
     finish(rows, bandwidth, args)
 
 

@@ -23,8 +23,6 @@ def parser(description):
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--runs", type=int, default=3, help="timed runs per case (median reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
-    p.add_argument("--scheduler-address", help="connect to this Dask scheduler")
-    p.add_argument("--scheduler-file", help="connect through this scheduler file")
     p.add_argument("--out", help="JSON file for the rows (default: benchmarks/results/...)")
     p.add_argument("--quick", action="store_true", help="smallest sizes only (smoke test)")
     return p
@@ -84,6 +82,13 @@ def save_rows(rows, scenario, device, out=None, **meta):
            "rows": rows}
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return path
+
+
+def cluster_options(p):
+    """Arguments of scenarios that run on a cluster: connect to one instead of starting it."""
+    p.add_argument("--scheduler-address", help="connect to this Dask scheduler")
+    p.add_argument("--scheduler-file", help="connect through this scheduler file")
+    return p
 
 
 def connect(args):

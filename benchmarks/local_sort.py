@@ -158,7 +158,7 @@ def huge(gb):
            "passes": cpb.pass_count(n, "uint32"), "violations_before": before[0],
            "violations_after": after[0], "sum_equal": before[1] == after[1],
            "xor_equal": before[2] == after[2], "free_after": free[0], "total": free[1]}
-    del x
+    x = None  # free the array before the pool is emptied
     cupy.get_default_memory_pool().free_all_blocks()
     return row
 
