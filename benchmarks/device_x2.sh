@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU runs of the distributed issues, in stages (seen on 2x H200, 2026-11-22: tests
-# about 430 s, so give it a call of its own; bench2 + bench1 + largest fit one call,
-# outofcore + deploy another):
-#   bash benchmarks/device_x2.sh tests|bench2|bench1|largest|shared|outofcore|deploy
+# The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
+# takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
+# one GPU only (the kind nvidia-h200 does):
+#   bash benchmarks/device_x2.sh tests1|tests2|bench2|bench1|largest|shared|outofcore|deploy
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -19,27 +19,33 @@ nvidia-smi topo -m >> "$OUT/gpus.txt" 2>&1
 for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
-    tests)  # the single-GPU backend tests on GPU 1 while the cluster tests use both
-      (CUDA_VISIBLE_DEVICES=1 timeout 520 python3 -m pytest -q -p no:cacheprovider \
+    tests1)  # one GPU: the backend tests, and every other GPU test that needs one GPU
+      (timeout 400 python3 -m pytest -q -p no:cacheprovider --durations=15 \
         tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
         echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
-      timeout 520 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ \
-        --ignore=tests/test_cupy_backend.py -k "not 1gpu-tcp" 2>&1 \
-        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests.log"
-      echo "cluster tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests.log"
+      timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/ \
+        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not gpu_workers_with_ucx" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
+      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
       wait
-      tail -15 "$OUT/gpu_tests.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
+      tail -25 "$OUT/gpu_tests_1gpu.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
+    tests2)  # two GPUs: the cluster tests on 2 GPUs, and dask cuda workers from deploy/
+      timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 \
+        tests/test_distributed_gpu.py tests/test_deploy.py -k "2gpu or gpu_workers_with_ucx" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
+      echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
+      tail -25 "$OUT/gpu_tests_2gpu.log" ;;
     outofcore)
       DISTSORT_BIG=1 timeout 400 python3 -m pytest -q -s -p no:cacheprovider \
         tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
         | tee "$OUT/outofcore.log" | grep -vE "^(INFO|distributed\.)" | tail -15 ;;
     bench2)  # two GPUs
-      timeout 150 python3 benchmarks/distributed_sort.py --gpus 2 --sizes 16GiB 64GiB \
+      timeout 220 python3 benchmarks/distributed_sort.py --gpus 2 --sizes 4GiB 16GiB 64GiB \
         --dtypes float32 uint64 --runs 2 --warmup 1 --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_2gpu.json" 2>&1 | tee "$OUT/bench2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -14 ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort
-      timeout 120 python3 benchmarks/distributed_sort.py --gpus 1 --sizes 8GiB 32GiB \
+      timeout 150 python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB 8GiB 32GiB \
         --dtypes float32 uint64 --runs 2 --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_1gpu.json" 2>&1 | tee "$OUT/bench1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
