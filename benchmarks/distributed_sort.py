@@ -21,6 +21,7 @@ from collections import defaultdict
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
+from distsort.cluster import bytes_sent_by_kind, diff_sent
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 
@@ -100,13 +101,23 @@ def round_times(task_stream):
     return {k: round(v[1] - v[0], 4) for k, v in sorted(spans.items())}
 
 
+#: Elements per slice of the checks: their temporaries stay small (512 MiB at most)
+#: next to chunks of tens of GiB on a nearly full GPU.
+SLICE = 1 << 26
+
+
 def _block_order(block):
-    """(sorted within, first, last) of one chunk, computed where it lives."""
-    if len(block) == 0:
+    """(sorted within, first, last) of one chunk, computed where it lives, by slices."""
+    n = len(block)
+    if n == 0:
         return True, None, None
+    ok = True
+    for i in range(0, n - 1, SLICE):
+        part = block[i:min(n, i + SLICE + 1)]  # one element of overlap
+        ok = ok and bool((part[1:] >= part[:-1]).all())
     ends = block[[0, -1]]
     ends = ends.get() if hasattr(ends, "get") else ends
-    return bool((block[1:] >= block[:-1]).all()), ends[0], ends[1]
+    return ok, ends[0], ends[1]
 
 
 def _all_in_order(summaries):
@@ -121,9 +132,18 @@ def sortedness(s):
     return delayed(_all_in_order)([delayed(_block_order)(b) for b in s.to_delayed().ravel()])
 
 
+def _block_checksum(block):
+    """Sum of (bit pattern mod a prime) over one chunk, by slices; exact (< 2^64)."""
+    bits = block.view(f"u{block.dtype.itemsize}")
+    return sum(int((bits[i:i + SLICE].astype(np.uint64) % 1_000_003).sum())
+               for i in range(0, len(bits), SLICE))
+
+
 def checksums(*arrays):
-    """Exact order-independent checksums of the bit patterns of each array."""
-    return [(a.view(f"u{a.dtype.itemsize}").astype(np.uint64) % 1_000_003).sum() for a in arrays]
+    """Exact order-independent checksums of the bit patterns of each array (delayed ints)."""
+    from dask import delayed
+    return [delayed(sum)([delayed(_block_checksum)(b) for b in a.to_delayed().ravel()])
+            for a in arrays]
 
 
 def check_sorted(client, s, x):
@@ -225,10 +245,11 @@ def run_case(client, n, dtype, args, workers):
 
     def run():
         state.clear()
-        before = moved_bytes(client)
+        before, kinds = moved_bytes(client), bytes_sent_by_kind(client)
         s = distsort.sort(renamed(x)).persist()
         distributed.wait(s)
         state["s"], state["moved"] = s, moved_bytes(client) - before
+        state["kinds"] = diff_sent(kinds, bytes_sent_by_kind(client))
 
     seconds, times = median_time(run, args.runs, args.warmup,
                                  lambda: sync_workers(client, args.cpu))
@@ -240,7 +261,7 @@ def run_case(client, n, dtype, args, workers):
     row = dict(dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,
                chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
-               rounds=round_times(ts.data))
+               rounds=round_times(ts.data), sent_by_kind=state["kinds"])
     row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3, args.cpu)
     if args.one_chunk and workers == 1:
         row["one_chunk_sort_s"] = one_chunk_sort(client, x, args.runs, args.cpu)

@@ -27,6 +27,7 @@ import os
 import warnings
 
 __all__ = ["local_cuda_cluster", "local_cpu_cluster", "connect", "gpu_available",
+           "bytes_sent_by_kind", "diff_sent",
            "ucx_available", "DEVICE_MEMORY_FRACTION", "RMM_POOL_FRACTION"]
 
 #: Spill threshold of GPU workers, as a fraction of device memory.  Dask counts
@@ -228,3 +229,39 @@ def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw)
         raise
     client._distsort_cluster = cluster
     return client
+
+
+def _sent_by_kind(dask_worker):
+    sent = {}
+    for entry in dask_worker.transfer_outgoing_log:
+        for key, nbytes in entry.get("keys", {}).items():
+            name = str(key[0] if isinstance(key, tuple) else key)
+            parts = name.split("-")
+            # distsort-r03-head-<token>: the kind is "head"; other layers: their name
+            kind = parts[2] if parts[0] == "distsort" and len(parts) > 3 else parts[0]
+            sent[kind] = sent.get(kind, 0) + int(nbytes)
+    return sent
+
+
+def bytes_sent_by_kind(client) -> dict:
+    """Bytes the workers have sent each other, by kind of task whose result travelled.
+
+    From each worker's log of outgoing transfers (the recent ones that distributed
+    keeps): for a sort, ``head`` and ``tail`` are the crossing elements that the
+    compare-splits exchange, and anything else large is a chunk that moved.
+
+    >>> before = bytes_sent_by_kind(client)  # doctest: +SKIP
+    >>> s = distsort.sort(x).persist()  # doctest: +SKIP
+    >>> diff_sent(before, bytes_sent_by_kind(client))  # doctest: +SKIP
+    {'head': 1073741824, 'tail': 1073741824, 'probe': 16400, ...}
+    """
+    total = {}
+    for sent in client.run(_sent_by_kind).values():
+        for kind, nbytes in sent.items():
+            total[kind] = total.get(kind, 0) + nbytes
+    return total
+
+
+def diff_sent(before: dict, after: dict) -> dict:
+    """What ``bytes_sent_by_kind`` grew by between two readings."""
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}

@@ -13,7 +13,8 @@ crosses travels between workers:
 * ``bound``: an upper bound ``kb`` on the crossing count, from the samples;
 * ``tail`` (``lo``'s top ``kb``) and ``head`` (``hi``'s bottom ``kb``), the data
   that crosses;
-* ``low`` (on ``lo``'s worker) and ``high`` (on ``hi``'s worker), the merges.
+* ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
+  scheduler's choice: it may also move a chunk, see ``cluster.bytes_sent_by_kind``).
 """
 from __future__ import annotations
 
