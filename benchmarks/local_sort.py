@@ -169,6 +169,8 @@ VARIANTS = [  # (threads, smem, row_bytes, E for <= 4-byte elements, min blocks 
     (512, 113 * 1024, 32, 16, 2),
     (256, 113 * 1024, 128, 32, 2),
     (1024, 227 * 1024, 128, 16, 1),  # 2^15 tile, 32 warps in one block
+    (256, 75 * 1024, 128, 16, 3),    # 2^14 tile, three blocks per SM (24 warps)
+    (512, 227 * 1024, 64, 32, 1),    # 64-byte rows: more global steps per GROUP pass
 ]
 
 

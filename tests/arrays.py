@@ -96,3 +96,28 @@ def stable_argsort(x, descending=False):
         return np.argsort(x, kind="stable")
     n = len(x)
     return (n - 1 - np.argsort(x[::-1], kind="stable")[::-1]).astype(np.int64)
+
+
+def kernel_order(keys, values, descending):
+    """Keyed order of the GPU kernels: canonical key code, value code, and where both
+    tie (-0.0/+0.0, NaN payloads) the key's total code, then the value's total code."""
+    from distsort.backends import numpy as npb
+    perm = np.lexsort((npb.encode(values), npb.encode(keys, descending=descending),
+                       npb.encode(values, canonical=True),
+                       npb.encode(keys, canonical=True, descending=descending)))
+    return keys[perm], values[perm]
+
+
+def kernel_reference(keys, values, order, start=None):
+    """The NumPy backend's sort of one chunk, as ``(keys, values or None)``; keyed: with
+    full ties ordered as the kernels order them (the NumPy backend keeps input order)."""
+    from distsort.backends import numpy as npb
+    chunk = npb.prepare(keys, values, order, start)
+    out = npb.finish_keys(chunk, order, keys.dtype)
+    if not order.keyed:
+        return out, None
+    vals = npb.finish_values(chunk)
+    k2, v2 = kernel_order(out, vals, order.descending)
+    same = lambda a, b: np.array_equal(npb.encode(a, canonical=True), npb.encode(b, canonical=True))  # noqa: E731
+    assert same(k2, out) and same(v2, vals)  # refining only reorders full ties
+    return k2, v2

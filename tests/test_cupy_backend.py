@@ -6,7 +6,7 @@ imports on any machine.
 import numpy as np
 import pytest
 
-from arrays import DTYPES, bits, random_keys
+from arrays import DTYPES, bits, kernel_order, kernel_reference, random_keys
 
 cupy = pytest.importorskip("cupy")
 try:
@@ -40,31 +40,8 @@ def _values(rng, n, dtype):
     return random_keys(rng, n, dtype, special_fraction=0.1, duplicates=True)
 
 
-def _refined(keys, values, descending):
-    """Keyed order of the GPU kernels: canonical key code, value code, and where both
-    tie (-0.0/+0.0, NaN payloads) the key's total code, then the value's total code."""
-    perm = np.lexsort((npb.encode(values), npb.encode(keys, descending=descending),
-                       npb.encode(values, canonical=True),
-                       npb.encode(keys, canonical=True, descending=descending)))
-    return keys[perm], values[perm]
-
-
-def _reference(keys, values, order, start=None):
-    """The NumPy backend's result (keyed: with full ties ordered as the kernels do;
-    the NumPy backend leaves those in input order)."""
-    chunk = npb.prepare(keys, values, order, start)
-    out = npb.finish_keys(chunk, order, keys.dtype)
-    if not order.keyed:
-        return out, None
-    vals = npb.finish_values(chunk)
-    k2, v2 = _refined(out, vals, order.descending)
-    same = lambda a, b: np.array_equal(npb.encode(a, canonical=True), npb.encode(b, canonical=True))  # noqa: E731
-    assert same(k2, out) and same(v2, vals)  # refining only reorders full ties
-    return k2, v2
-
-
 def _check(chunk, keys, values, order, start=None):
-    ref_k, ref_v = _reference(keys, values, order, start)
+    ref_k, ref_v = kernel_reference(keys, values, order, start)
     got_k = cpb.finish_keys(chunk, order, keys.dtype).get()
     assert got_k.dtype == keys.dtype
     np.testing.assert_array_equal(bits(got_k), bits(ref_k))
@@ -167,7 +144,7 @@ def _same(chunk_np, chunk_cp, order, dtype):
     np.testing.assert_array_equal(codes(got), codes(k))
     np.testing.assert_array_equal(npb.encode(got_v, canonical=True),
                                   npb.encode(v, canonical=True))
-    rk, rv = _refined(got, got_v, order.descending)
+    rk, rv = kernel_order(got, got_v, order.descending)
     np.testing.assert_array_equal(bits(got), bits(rk))
     np.testing.assert_array_equal(bits(got_v), bits(rv))
 
@@ -259,17 +236,17 @@ def test_end_to_end(nchunks):
             v = da.from_array(cupy.asarray(values), chunks=(chunks,), asarray=False)
             for desc in (False, True):
                 out = distsort.sort(x, descending=desc).compute()
-                ref, _ = _reference(keys, None, Order(desc))
+                ref, _ = kernel_reference(keys, None, Order(desc))
                 np.testing.assert_array_equal(bits(out.get()), bits(ref))
                 idx = distsort.argsort(x, descending=desc).compute()
-                _, ref_i = _reference(keys, None, Order(desc, True), start=0)
+                _, ref_i = kernel_reference(keys, None, Order(desc, True), start=0)
                 np.testing.assert_array_equal(idx.get(), ref_i)
                 # sort_by_key: the crossing bounds come from canonical probes, so fully
                 # tied elements (-0.0/+0.0, NaN payloads) may sit in either order across
                 # chunk boundaries: compare codes, and the (key, value) bits as a multiset.
                 sk, sv = distsort.sort_by_key(x, v, descending=desc)
                 gk, gv = sk.compute().get(), sv.compute().get()
-                ref_k, ref_v = _reference(keys, values, Order(desc, True))
+                ref_k, ref_v = kernel_reference(keys, values, Order(desc, True))
                 code = lambda a: npb.encode(a, canonical=True, descending=desc)  # noqa: E731
                 np.testing.assert_array_equal(code(gk), code(ref_k))
                 np.testing.assert_array_equal(npb.encode(gv, canonical=True),

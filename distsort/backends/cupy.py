@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import memory
 from ..kernels.loader import get_module
-from . import tuning
+from . import passes, tuning
+from .passes import schedule  # noqa: F401  (part of this backend's interface)
 from .numpy import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 
 
@@ -32,43 +33,12 @@ def _chunk(keys, values):
     return keys if values is None else (keys, values)
 
 
-# ---------------------------------------------------------------- the schedule
+# ---------------------------------------------------------------- the launch plan
 def _config(key_dtype, value_dtype):
-    """(tile bits, E, threads, group bits per pass, shared-memory bytes, blocks per SM)."""
+    """The block shape (``passes.Config``) on this device for these dtypes."""
     major = cupy.cuda.Device().compute_capability
-    tab = tuning.table(int(major[:-1]))
-    ks = np.dtype(key_dtype).itemsize
     vs = np.dtype(value_dtype).itemsize if value_dtype is not None else 0
-    regs = tuning.regs_per_thread(tab, ks + vs)
-    tile = tuning.tile_bits(tab, ks, vs)
-    low = max(0, (tab["row_bytes"] // ks).bit_length() - 1)
-    kmax = max(1, tile - low)
-    smem = tuning.padded_bytes(1 << tile, ks) + (tuning.padded_bytes(1 << tile, vs) if vs else 0)
-    return tile, regs, tab["threads"], kmax, smem, tab.get("min_blocks", 1)
-
-
-def schedule(n, tile, loge, kmax, merge=False):
-    """The passes over global memory that sort (or, with ``merge``, bitonic-merge) ``n``
-    elements: a list of ``(mode, tb, top, k, mirror, blocks)`` (see ``sort.cu``).
-
-    Sort: one SORT pass of the tiles, then for every stage 2^s above the tile the
-    group passes (``kmax`` global steps each, the mirror first) and one MERGE pass.
-    Merge: the group passes of bits p-1 .. tile, then one MERGE pass.
-    """
-    if n <= 1:
-        return []
-    p = max((n - 1).bit_length(), loge)
-    tb = max(loge, min(tile, p))
-    tiles = -(-n // (1 << tb))
-    passes = [] if merge else [(0, tb, 0, 0, 0, tiles)]
-    for s in ([p] if merge else range(tb + 1, p + 1)):
-        hi, mirror = s - 1, int(not merge)
-        while hi >= tb:
-            k = min(kmax, hi - tb + 1)
-            passes.append((2, tb, hi, k, mirror, 1 << (p - tb)))
-            hi, mirror = hi - k, 0
-        passes.append((1, tb, hi, 0, 0, tiles))
-    return passes
+    return passes.config(tuning.table(int(major[:-1])), np.dtype(key_dtype).itemsize, vs)
 
 
 def pass_count(n, key_dtype, value_dtype=None, merge=False):

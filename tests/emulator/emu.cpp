@@ -1,0 +1,57 @@
+// The kernels of distsort/kernels/sort.cu compiled for the CPU, for tests on machines
+// without a GPU.  A block's threads are std::threads that meet at a std::barrier for
+// __syncthreads; blocks run one after another (the same threads, a barrier between
+// blocks) and share one static buffer as their shared memory.  The kernels use no warp-level operations, so this is the CUDA
+// execution model they rely on.  Built by tests/kernel_emulator.py with -DKT, -DVT,
+// -DE_, -DNT_ naming one instantiation.
+#include <barrier>
+#include <thread>
+#include <vector>
+
+struct EmuIdx { unsigned x = 0, y = 0, z = 0; };
+thread_local EmuIdx threadIdx, blockIdx;
+static std::barrier<>* emu_barrier;
+inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(threads, blocks)
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
+alignas(16) unsigned char smem[1 << 20];
+
+#include "sort.cu"
+
+typedef typename KT::U KU;
+typedef typename VT::U VU;
+
+extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int tb, int mode,
+                        int top, int k, int mirror, unsigned long long dmask, long long gx,
+                        long long gy, long long smem_bytes) {
+    if (smem_bytes > (long long)sizeof(smem)) return 1;
+    std::barrier<> bar(NT_);
+    emu_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < NT_; ++t)
+        threads.emplace_back([=] {
+            threadIdx.x = t;
+            for (long long by = 0; by < gy; ++by)
+                for (long long bx = 0; bx < gx; ++bx) {
+                    blockIdx.x = (unsigned)bx;
+                    blockIdx.y = (unsigned)by;
+                    bitonic_pass<KT, VT, E_, NT_, 1>((KU*)keys, (VU*)vals, n, lane, tb, mode,
+                                                      top, k, mirror, dmask);
+                    emu_barrier->arrive_and_wait();  // the next block reuses the shared memory
+                }
+        });
+    for (auto& th : threads) th.join();
+    return 0;
+}
+
+extern "C" long long emu_crossing(void* a, void* av, long long ma, void* b, void* bv,
+                                  long long mb, unsigned long long dmask) {
+    long long out = -1;
+    crossing_count<KT, VT>((KU*)a, (VU*)av, ma, (KU*)b, (VU*)bv, mb, dmask, &out);
+    return out;
+}

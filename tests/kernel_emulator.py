@@ -1,0 +1,95 @@
+"""Run the CUDA kernels of ``distsort/kernels`` on the CPU (tests without a GPU).
+
+``sort_inplace`` launches the same plan as ``distsort.backends.cupy.sort_inplace``
+(``distsort.backends.passes``) on NumPy arrays, through ``emulator/emu.cpp``: the
+kernel source compiled by the host C++ compiler, one std::thread per CUDA thread.
+Small block shapes (a few threads, tiles of a few hundred elements) reach every code
+path of the kernels (SORT, GROUP with and without the mirror, MERGE, both ways of
+computing shared-memory addresses, virtual padding) in milliseconds.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from distsort.backends import passes
+from distsort.kernels.loader import HERE as KERNELS, scalar_type
+
+EMU = Path(__file__).resolve().parent / "emulator" / "emu.cpp"
+CXX = os.environ.get("CXX", "g++")
+
+
+def available():
+    return shutil.which(CXX) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def build(key_dtype, value_dtype, regs, threads):
+    """The compiled emulator of one kernel instantiation (cached on disk by source hash)."""
+    kt = scalar_type(key_dtype)
+    vt = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
+    sources = b"".join(p.read_bytes() for p in sorted(KERNELS.glob("*.cu*"))) + EMU.read_bytes()
+    tag = hashlib.sha1(sources + f"{kt}{vt}{regs}{threads}".encode()).hexdigest()[:16]
+    lib = Path(tempfile.gettempdir()) / "distsort-emu" / f"{tag}.so"
+    if not lib.exists():
+        lib.parent.mkdir(exist_ok=True)
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
+                        "-w", f"-I{KERNELS}", f"-DKT={kt}", f"-DVT={vt}", f"-DE_={regs}",
+                        f"-DNT_={threads}", str(EMU), "-o", str(tmp)], check=True)
+        os.replace(tmp, lib)
+    so = ctypes.CDLL(str(lib))
+    ll, ull, p = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p
+    so.emu_pass.argtypes = [p, p, ll, ll, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                            ctypes.c_int, ctypes.c_int, ull, ll, ll, ll]
+    so.emu_crossing.argtypes = [p, p, ll, p, p, ll, ull]
+    so.emu_crossing.restype = ll
+    return so
+
+
+def _storage(a):
+    return a.view(np.uint8) if a.dtype == np.bool_ else a
+
+
+def _mask(dtype, descending):
+    return (1 << (8 * np.dtype(dtype).itemsize)) - 1 if descending else 0
+
+
+def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False):
+    """``cupy.sort_inplace`` on NumPy arrays under the tuning table ``tab``."""
+    if keys.size == 0 or lanes == 0:
+        return keys, values
+    n = keys.size // lanes
+    vdt = None if values is None else values.dtype
+    cfg = passes.config(tab, keys.dtype.itemsize, 0 if vdt is None else vdt.itemsize)
+    so = build(keys.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads)
+    kst = _storage(keys)
+    vst = kst if values is None else _storage(values)
+    plan = passes.schedule(n, cfg.tile, cfg.regs.bit_length() - 1, cfg.kmax, merge)
+    for mode, tb, top, k, mirror, blocks in plan:
+        rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, tb, mode, top, k, mirror,
+                         _mask(keys.dtype, descending), blocks, lanes, cfg.smem)
+        assert rc == 0, "shared memory of the emulator too small for this tile"
+    return keys, values
+
+
+def crossing_count(tab, a, av, b, bv, descending):
+    """The kernel's crossing count of sorted ``a`` (top) and ``b`` (bottom)."""
+    if a.size == 0 or b.size == 0:
+        return 0
+    vdt = None if av is None else av.dtype
+    cfg = passes.config(tab, a.dtype.itemsize, 0 if vdt is None else vdt.itemsize)
+    so = build(a.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads)
+    a, b = _storage(a), _storage(b)
+    av = a if av is None else _storage(av)
+    bv = b if bv is None else _storage(bv)
+    return so.emu_crossing(a.ctypes.data, av.ctypes.data, a.size, b.ctypes.data,
+                           bv.ctypes.data, b.size, _mask(a.dtype, descending))

@@ -1,0 +1,136 @@
+"""The CUDA kernels, run on the CPU by ``kernel_emulator``, against the NumPy backend.
+
+What the GPU tests check on the device, checked here on every commit: the kernel
+source itself (``distsort/kernels/sort.cu``) and the launch plan (``passes.py``),
+under small block shapes that reach every path -- the SORT pass, GROUP passes with
+and without the mirror, MERGE passes, both ways of addressing shared memory,
+virtual padding, lanes, bitonic merges and the crossing count.  Skipped where no C++
+compiler is installed.
+"""
+import numpy as np
+import pytest
+
+import kernel_emulator as emu
+from arrays import DTYPES, bits, kernel_order, kernel_reference, random_keys
+from distsort.backends import Order
+from distsort.backends import numpy as npb
+
+pytestmark = pytest.mark.skipif(not emu.available(), reason="no C++ compiler")
+
+#: Block shapes: (threads, E for <=4/<=8/larger elements, row bytes, shared memory).
+#: "small": 8 threads, E=8, tiles of 2^6-2^8; "wide": E=32 (E=16 for 8 bytes), so that
+#: phases start at q = 0..5, both sides of the padding shift.
+TUNINGS = {
+    "small": {"smem": 1024, "threads": 8, "regs": [8, 8, 4], "row_bytes": 16, "min_blocks": 1},
+    "wide": {"smem": 8192, "threads": 16, "regs": [32, 16, 8], "row_bytes": 32, "min_blocks": 1},
+}
+SIZES = [0, 1, 2, 3, 5, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1000, 1023, 1024, 1025,
+         2049, 4096, 5003, 9001]
+ORDERS = [Order(False), Order(True)]
+
+
+def _keys(rng, n, dtype):
+    return random_keys(rng, n, dtype, special_fraction=0.1, duplicates=bool(rng.random() < 0.5))
+
+
+@pytest.mark.parametrize("tuning", TUNINGS)
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_keys(dtype, order, tuning):
+    """Keys alone, bit-identical to the NumPy backend (NaN payloads, -0.0, extremes)."""
+    rng = np.random.default_rng(DTYPES.index(dtype) + 100 * order.descending)
+    for n in SIZES:
+        keys = _keys(rng, n, dtype)
+        got = keys.copy()
+        emu.sort_inplace(TUNINGS[tuning], got, descending=order.descending)
+        ref, _ = kernel_reference(keys, None, order)
+        np.testing.assert_array_equal(bits(got), bits(ref), err_msg=f"n={n}")
+
+
+KV_PAIRS = [("float32", "int64"), ("int16", "float16"), ("float64", "bool"),
+            ("uint8", "float64"), ("float16", "uint32"), ("uint32", "uint32")]
+
+
+@pytest.mark.parametrize("tuning", TUNINGS)
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype,vdtype", KV_PAIRS)
+def test_key_value(dtype, vdtype, order, tuning):
+    """Values move with their keys; ties in the kernels' refined keyed order."""
+    rng = np.random.default_rng(KV_PAIRS.index((dtype, vdtype)))
+    order = Order(order.descending, True)
+    for n in [0, 1, 2, 7, 100, 257, 1000, 3001]:
+        keys = _keys(rng, n, dtype)
+        values = random_keys(rng, n, vdtype, special_fraction=0.1, duplicates=True)
+        gk, gv = keys.copy(), values.copy()
+        emu.sort_inplace(TUNINGS[tuning], gk, gv, descending=order.descending)
+        rk, rv = kernel_reference(keys, values, order)
+        np.testing.assert_array_equal(bits(gk), bits(rk), err_msg=f"n={n}")
+        np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", ["uint32", "float64", "int8"])
+def test_bitonic_merge(dtype, order):
+    """``merge=True``: one sorted run reversed, then another, sorted by the merge passes
+    (what ``merge_low``/``merge_high`` do with the crossing elements)."""
+    rng = np.random.default_rng(3)
+    for ma, mb in [(1, 1), (0, 5), (100, 37), (500, 1500), (2048, 2048), (3000, 1)]:
+        a, _ = kernel_reference(_keys(rng, ma, dtype), None, order)
+        b, _ = kernel_reference(_keys(rng, mb, dtype), None, order)
+        v = np.concatenate([a[::-1], b])
+        emu.sort_inplace(TUNINGS["small"], v, descending=order.descending, merge=True)
+        ref, _ = kernel_reference(np.concatenate([a, b]), None, order)
+        np.testing.assert_array_equal(bits(v), bits(ref), err_msg=f"{ma}+{mb}")
+
+
+def test_keyed_bitonic_merge():
+    rng = np.random.default_rng(4)
+    order = Order(False, True)
+    for ma, mb in [(100, 37), (700, 1300)]:
+        parts = []
+        for m in (ma, mb):
+            k, v = _keys(rng, m, "float32"), rng.integers(0, 50, m).astype(np.int64)
+            parts.append(kernel_reference(k, v, order))
+        k = np.concatenate([parts[0][0][::-1], parts[1][0]])
+        v = np.concatenate([parts[0][1][::-1], parts[1][1]])
+        emu.sort_inplace(TUNINGS["small"], k, v, merge=True)
+        rk, rv = kernel_order(np.concatenate([parts[0][0], parts[1][0]]),
+                              np.concatenate([parts[0][1], parts[1][1]]), False)
+        np.testing.assert_array_equal(bits(k), bits(rk))
+        np.testing.assert_array_equal(v, rv)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["keys", "positions"])
+def test_lanes(keyed):
+    """A batched launch: every lane of a 2-D block sorted on its own."""
+    rng = np.random.default_rng(5)
+    for lanes, n in [(3, 300), (5, 1025), (2, 1)]:
+        keys = _keys(rng, lanes * n, "float32").reshape(lanes, n)
+        got = keys.copy()
+        pos = np.broadcast_to(np.arange(n, dtype=np.int64), (lanes, n)).copy() if keyed else None
+        emu.sort_inplace(TUNINGS["small"], got, pos, lanes=lanes)
+        for i in range(lanes):
+            rk, rv = kernel_reference(keys[i], None, Order(False, keyed), start=0 if keyed else None)
+            np.testing.assert_array_equal(bits(got[i]), bits(rk))
+            if keyed:
+                np.testing.assert_array_equal(pos[i], rv)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["keys", "keyed"])
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+def test_crossing_count(order, keyed):
+    """The one-thread binary search against the NumPy backend's crossing count."""
+    rng = np.random.default_rng(6)
+    order = Order(order.descending, keyed)
+    for ma, mb in [(1, 1), (5, 5), (100, 37), (37, 100), (1000, 1000)]:
+        ka, kb = _keys(rng, ma, "float64"), _keys(rng, mb, "float64")
+        va = rng.integers(0, 9, ma).astype(np.int32) if keyed else None
+        vb = rng.integers(0, 9, mb).astype(np.int32) if keyed else None
+        a, b = npb.prepare(ka, va, order), npb.prepare(kb, vb, order)
+        if keyed:
+            (sa, sva), (sb, svb) = a, b
+        else:
+            sa, sva = npb.finish_keys(a, order, ka.dtype), None
+            sb, svb = npb.finish_keys(b, order, kb.dtype), None
+        got = emu.crossing_count(TUNINGS["small"], sa, sva, sb, svb, order.descending)
+        assert got == npb.crossing_count(a, b, order), (ma, mb)
