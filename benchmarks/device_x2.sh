@@ -2,7 +2,8 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
 # one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh tests1|tests2|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+# RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -35,22 +36,25 @@ for stage in "$@"; do
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
       echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
       tail -25 "$OUT/gpu_tests_2gpu.log" ;;
+    local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
+      CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
+        --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
     outofcore)
       DISTSORT_BIG=1 timeout 400 python3 -m pytest -q -s -p no:cacheprovider \
         tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
         | tee "$OUT/outofcore.log" | grep -vE "^(INFO|distributed\.)" | tail -15 ;;
     bench2)  # two GPUs
       timeout 220 python3 benchmarks/distributed_sort.py --gpus 2 --sizes 4GiB 16GiB 64GiB \
-        --dtypes float32 uint64 --runs 2 --warmup 1 --max-bytes-per-gpu 32GiB \
+        --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_2gpu.json" 2>&1 | tee "$OUT/bench2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -14 ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort
-      timeout 150 python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB 8GiB 32GiB \
-        --dtypes float32 uint64 --runs 2 --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
+      timeout 140 python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB 8GiB 32GiB \
+        --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_1gpu.json" 2>&1 | tee "$OUT/bench1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
     largest)
-      timeout 120 python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB --dtypes uint32 \
+      timeout 90 python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB --dtypes uint32 \
         --chunks-per-gpu 8 --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
         | grep -vE "^(INFO|distributed\.)" | tail -10 ;;
     shared)
