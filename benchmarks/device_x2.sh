@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
 # one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh alltests|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -11,12 +11,26 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile \
+  --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+  && touch /tmp/site/.installed; } || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHON=python3
 export DASK_DISTRIBUTED__LOGGING__DISTRIBUTED=warning
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv | tee "$OUT/gpus.txt"
 nvidia-smi topo -m >> "$OUT/gpus.txt" 2>&1
+make_deploy_input() {  # 16 GiB of float32 in a .npy, written in 1 GiB pieces
+  mkdir -p /tmp/deploy
+  python3 - /tmp/deploy/in.npy <<'PY'
+import sys, numpy as np
+out = np.lib.format.open_memmap(sys.argv[1], mode="w+", dtype=np.float32, shape=(4 * 2**30,))
+rng = np.random.default_rng()
+for i in range(0, out.size, 2**28):
+    out[i:i + 2**28] = rng.standard_normal(2**28, dtype=np.float32)
+out.flush()
+PY
+  touch /tmp/deploy/in.done
+}
+
 for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
@@ -25,7 +39,7 @@ for stage in "$@"; do
         tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
         echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
       timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/ \
-        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not gpu_workers_with_ucx" 2>&1 \
+        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx" 2>&1 \
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
       echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
       wait
@@ -36,6 +50,16 @@ for stage in "$@"; do
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
       echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
       tail -25 "$OUT/gpu_tests_2gpu.log" ;;
+    alltests)  # tests1, tests2 and outofcore (on GPU 1) at once; the deploy input meanwhile
+      make_deploy_input > "$OUT/deploy_input.log" 2>&1 &
+      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout 330 python3 -m pytest -q -s -p no:cacheprovider \
+        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
+        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
+        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
+      bash "$0" tests1 > "$OUT/tests1.out" 2>&1 &
+      bash "$0" tests2 > "$OUT/tests2.out" 2>&1
+      wait
+      tail -12 "$OUT/outofcore.log"; cat "$OUT/tests1.out" "$OUT/tests2.out" | grep -v "^===" ;;
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
@@ -65,15 +89,8 @@ for stage in "$@"; do
           | grep -vE "^(INFO|distributed\.)" | tail -8
       done ;;
     deploy)  # issue 5: the one-host recipe with dask cuda workers over UCX, a 16 GiB .npy
-      d=/tmp/deploy; mkdir -p $d
-      python3 - $d/in.npy <<'PY'
-import sys, numpy as np
-out = np.lib.format.open_memmap(sys.argv[1], mode="w+", dtype=np.float32, shape=(4 * 2**30,))
-rng = np.random.default_rng()
-for i in range(0, out.size, 2**28):
-    out[i:i + 2**28] = rng.standard_normal(2**28, dtype=np.float32)
-out.flush()
-PY
+      d=/tmp/deploy
+      [ -f $d/in.done ] || make_deploy_input
       bash deploy/local/cluster.sh start --scheduler-file $d/sched.json --mode gpu --protocol ucx \
         2>&1 | tail -5
       timeout 300 python3 -c 'import sys; from distsort.cli import main; sys.exit(main())' \
