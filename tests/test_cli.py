@@ -20,6 +20,7 @@ import pytest
 from arrays import bits, random_keys
 from backends import GPU
 from distsort import cli
+from distsort.cli import bench as bench_cmd, outputs, sort as sort_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,7 +205,7 @@ def test_report(tmp_path, capsys, address, rng):
 
 
 def test_report_without_bokeh(tmp_path, capsys, inproc_address, monkeypatch):
-    monkeypatch.setattr(cli, "_has_bokeh", lambda: False)  # the in-process scheduler's view
+    monkeypatch.setattr(sort_cmd, "_has_bokeh", lambda: False)  # the in-process scheduler's view
     src = save_npy(tmp_path / "in.npy", np.arange(100.0))
     code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy", "--report",
                                           tmp_path / "r.html"))
@@ -282,7 +283,7 @@ def test_unreadable_input(tmp_path, capsys, monkeypatch):
     if os.geteuid() != 0:  # root reads anything: simulate the permission error instead
         src.chmod(0)
     else:
-        monkeypatch.setattr(cli.os, "access", lambda p, mode: False)
+        monkeypatch.setattr(os, "access", lambda p, mode: False)
     code, _, err = run(capsys, "sort", src, tmp_path / "o.npy")
     assert code == 2 and "permission denied" in err
     assert not (tmp_path / "o.npy").exists()
@@ -376,14 +377,14 @@ def test_interrupted_run_leaves_nothing(tmp_path, capsys, inproc_address, npy_in
                                         monkeypatch):
     """Ctrl-C after part of the output is written: exit 130, no output, no temporary."""
     src, before = npy_input
-    real = cli.compute
+    real = sort_cmd.compute
     seen = []
 
     def compute_then_interrupt(client, collections, progress, label):
         real(client, collections, progress, label)  # the temporary is fully written
         seen.extend(leftovers(tmp_path))
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli, "compute", compute_then_interrupt)
+    monkeypatch.setattr(sort_cmd, "compute", compute_then_interrupt)
     code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy",
                                           "--chunk-size", "10000"))
     assert code == 130 and "interrupted" in err
@@ -416,7 +417,7 @@ def test_disk_full_when_reserving(tmp_path, capsys, inproc_address, npy_input, m
 
     def fallocate(fd, offset, length):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(cli.os, "posix_fallocate", fallocate)
+    monkeypatch.setattr(os, "posix_fallocate", fallocate)
     code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy"))
     assert code == 3 and "no space left on device" in err
     assert not (tmp_path / "o.npy").exists() and leftovers(tmp_path) == []
@@ -436,6 +437,109 @@ def test_worker_failure_is_runtime_error(tmp_path, capsys, inproc_address, npy_i
     assert code == 3 and "disk controller on fire" in err and err.count("\n") == 1
     assert sha(out) == old  # the old output survives a failed --overwrite
     assert leftovers(tmp_path) == [] and sha(src) == before
+
+
+@pytest.fixture
+def pair(tmp_path, rng):
+    """Keys and values files, and where ``--values`` runs write their outputs."""
+    k = rng.integers(0, 1000, 30_000).astype(np.int32)
+    v = rng.standard_normal(30_000)
+    ks, vs = save_npy(tmp_path / "k.npy", k), save_npy(tmp_path / "v.npy", v)
+    return ks, vs, tmp_path / "ko.npy", tmp_path / "vo.npy"
+
+
+def pair_args(address, pair, *extra):
+    ks, vs, ko, vo = pair
+    return sort_args(address, ks, ko, "--values", vs, "--values-output", vo,
+                     "--chunk-size", "8000", *extra)
+
+
+def test_values_write_fails(tmp_path, capsys, inproc_address, pair, monkeypatch):
+    """The disk fills up while the values are written: neither output appears."""
+    real = cli.NpyFile.__setitem__
+
+    def setitem(self, key, value):
+        if Path(self.path).name.startswith(".vo.npy.distsort-tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+        real(self, key, value)
+    monkeypatch.setattr(cli.NpyFile, "__setitem__", setitem)
+    code, _, err = run(capsys, *pair_args(inproc_address, pair))
+    assert code == 3 and "no space left on device" in err
+    assert not pair[2].exists() and not pair[3].exists()
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_values_pair_keys_rename_fails(tmp_path, capsys, inproc_address, pair, monkeypatch,
+                                       overwrite):
+    """The values are renamed into place, then renaming the keys fails: the values'
+    rename is undone (an old pair comes back whole) and no temporary is left."""
+    ko, vo = pair[2], pair[3]
+    if overwrite:
+        save_npy(ko, np.arange(3))
+        save_npy(vo, np.arange(3.0))
+    old = {p: sha(p) for p in (ko, vo) if p.exists()}
+    real = os.replace
+    published = []
+
+    def replace(src, dst):
+        src, dst = str(src), str(dst)
+        into_place = "distsort-tmp" in src and not src.endswith("-old") \
+            and "distsort-tmp" not in dst
+        if into_place and Path(dst) == ko.resolve():
+            raise OSError(errno.EIO, os.strerror(errno.EIO), dst)
+        real(src, dst)
+        if into_place:
+            published.append(Path(dst).name)
+    monkeypatch.setattr(os, "replace", replace)
+    code, _, err = run(capsys, *pair_args(inproc_address, pair, "--verify",
+                                          *(["--overwrite"] if overwrite else [])))
+    assert code == 3 and "I/O error" in err
+    assert published == ["vo.npy"]  # the values first; the keys' rename failed
+    assert {p: sha(p) for p in (ko, vo) if p.exists()} == old
+    assert leftovers(tmp_path) == []
+
+
+def test_values_pair_interrupt_between_renames(tmp_path, capsys, inproc_address, pair,
+                                               monkeypatch):
+    """Ctrl-C right after the values' rename: it waits for a safe point, and the
+    values' rename is undone before the command stops."""
+    real = outputs.Output.install
+
+    def install(self):
+        real(self)
+        if self.path.endswith("vo.npy"):
+            os.kill(os.getpid(), signal.SIGINT)
+    monkeypatch.setattr(outputs.Output, "install", install)
+    code, _, err = run(capsys, *pair_args(inproc_address, pair))
+    assert code == 130 and "interrupted" in err
+    assert not pair[2].exists() and not pair[3].exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_values_pair_published_values_first(tmp_path, capsys, address, pair, monkeypatch):
+    real = os.replace
+    published = []
+
+    def replace(src, dst):
+        real(src, dst)
+        if "distsort-tmp" in str(src) and "distsort-tmp" not in str(dst):
+            published.append(Path(dst).name)
+    monkeypatch.setattr(os, "replace", replace)
+    code, _, err = run(capsys, *pair_args(address, pair))
+    assert code == 0, err
+    assert published == ["vo.npy", "ko.npy"]
+    assert leftovers(tmp_path) == []
+
+
+def test_signal_while_deferred_is_delivered_after():
+    """A Ctrl-C that comes while outputs are renamed is held, then delivered, not lost."""
+    from distsort.cli.signals import signals_deferred
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred() as caught:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here: it must only record the signal
+            assert caught == [signal.SIGINT]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -551,7 +655,7 @@ def test_bench(tmp_path, capsys, monkeypatch):
     (bench / "cpu_broken.py").write_text(main + "    raise SystemExit(4)\n")
     (bench / "_helpers.py").write_text(main + "    pass\n")
     (bench / "driver.py").write_text("def helper(): pass\n")  # a module, not a scenario
-    monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
+    monkeypatch.setattr(bench_cmd, "benchmarks_dir", lambda: bench)
     code = cli.main(["bench", "cpu_sort", "--", "--sizes", "1e6"])
     out = capsys.readouterr().out
     assert code == 0 and "== cpu_sort ==" in out
@@ -568,7 +672,7 @@ def test_bench_passes_args_through(tmp_path, monkeypatch, capfd):
     bench.mkdir()
     (bench / "cpu_sort.py").write_text(
         "import sys\nif __name__ == '__main__':\n    print('ARGS', *sys.argv[1:])\n")
-    monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
+    monkeypatch.setattr(bench_cmd, "benchmarks_dir", lambda: bench)
     assert cli.main(["bench", "--", "--sizes", "1e6", "--repeat", "3"]) == 0
     assert "ARGS --sizes 1e6 --repeat 3" in capfd.readouterr().out
 

@@ -1,0 +1,109 @@
+"""The cluster a command runs on: connected to, or started locally (GPUs when
+present), and moving chunks between host and GPU memory."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import RUNTIME_FAILURE, CLIError
+from .sizes import fmt_bytes
+
+
+@dataclass
+class Cluster:
+    """The client (None: the local threaded scheduler) and what the summary says of it."""
+
+    client: object
+    description: str
+    gpu: bool
+    worker_memory: int = 0
+    close: object = field(default=None, repr=False)
+
+
+def _worker_has_gpu():
+    from distsort.cluster import gpu_available
+    return gpu_available()
+
+
+def _local_options(args, gpu):
+    """``connect``'s keywords for a local cluster, from the command's options."""
+    kw = {}
+    if getattr(args, "workers", None):
+        kw["n_workers"] = args.workers
+    if not gpu and getattr(args, "memory_limit", None):
+        kw["memory_limit"] = args.memory_limit
+    if getattr(args, "spill_dir", None):
+        kw["local_directory"] = args.spill_dir
+    return kw
+
+
+def open_cluster(args, local_scheduler_ok=False):
+    """Connect as asked, or start a local cluster (GPUs when present)."""
+    from .. import cluster as cl
+    address, file = args.scheduler_address, args.scheduler_file
+    if not (address or file) and local_scheduler_ok:
+        return Cluster(None, "local threaded scheduler", gpu=False)
+    if file and not os.path.exists(file):
+        raise CLIError(f"scheduler file {file}: no such file")
+    device = getattr(args, "device", "auto")
+    kw = {}
+    if not (address or file):
+        gpu = device == "gpu" or (device == "auto" and cl.gpu_available())
+        kw = _local_options(args, gpu)
+    try:
+        client = cl.connect(address, file, gpu=gpu if not (address or file) else None, **kw)
+    except (OSError, TimeoutError) as e:
+        raise CLIError(f"cannot reach the scheduler: {e}", RUNTIME_FAILURE)
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        if not workers:
+            client.wait_for_workers(1, timeout=60)
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        if address or file:
+            gpu = device == "gpu" or (device == "auto" and all(
+                client.run(_worker_has_gpu).values()))
+        mem = min((w.get("memory_limit") or 0) for w in workers.values())
+    except BaseException:
+        client.close()
+        raise
+    kind = "GPU" if gpu else "CPU"
+    desc = (f"{len(workers)} {kind} worker(s) at {client.scheduler.address}"
+            + (f", {fmt_bytes(mem)} memory limit each" if mem else ""))
+    return Cluster(client, desc, gpu, mem, client.close)
+
+
+def check_visible(cluster, paths):
+    """Every worker must see the files (a shared filesystem across hosts)."""
+    if cluster.client is None:
+        return
+    for p in map(os.path.abspath, paths):
+        seen = cluster.client.run(os.path.exists, p)
+        missing = [w for w, ok in seen.items() if not ok]
+        if missing:
+            raise CLIError(f"{p} is not visible to worker {missing[0]}: the workers need "
+                           "the files on a filesystem they share")
+
+
+def to_device(x, gpu):
+    """NumPy chunks to CuPy chunks on GPU workers (and back with ``to_host``)."""
+    if not gpu:
+        return x
+    import cupy
+    return x.map_blocks(cupy.asarray, dtype=x.dtype, meta=cupy.empty((0,), x.dtype))
+
+
+def to_host(x, gpu):
+    if not gpu:
+        return x
+    import cupy
+    return x.map_blocks(cupy.asnumpy, dtype=x.dtype, meta=np.empty((0,), x.dtype))
+
+
+def gather(cluster, arrays):
+    """The computed arrays, here (from the workers, or the local scheduler)."""
+    import dask
+    if cluster.client is None:
+        return dask.compute(*arrays)
+    return cluster.client.compute(arrays, sync=True)

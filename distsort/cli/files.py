@@ -1,0 +1,117 @@
+"""The two file formats: 1-D arrays in .npy files and in zarr (v3) directories."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CLIError
+
+
+def file_kind(path):
+    """``"npy"`` or ``"zarr"``, from the name (a zarr array is a directory ``*.zarr``)."""
+    name = str(path).rstrip("/")
+    if name.endswith(".npy"):
+        return "npy"
+    if name.endswith(".zarr"):
+        return "zarr"
+    raise CLIError(f"{path}: unsupported file type (use a .npy file or a .zarr directory)")
+
+
+@dataclass(frozen=True)
+class NpyFile:
+    """A 1-D array in a .npy file, read and written by slices.
+
+    It pickles as its path and layout (never its data), so tasks on any worker
+    that sees the file can use it; ``dask.array.from_array`` reads through it.
+    """
+
+    path: str
+    offset: int
+    dtype: np.dtype
+    shape: tuple
+
+    @property
+    def ndim(self):
+        return 1
+
+    @property
+    def size(self):
+        return self.shape[0]
+
+    def _map(self):
+        return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset,
+                         shape=self.shape)
+
+    def __getitem__(self, key):
+        # A copy in native byte order: the chunk must not pin the mapping, and
+        # distsort compares bit patterns in native order.
+        return np.array(self._map()[key], dtype=self.dtype.newbyteorder("="))
+
+    def take(self, index):
+        return np.array(self._map()[index], dtype=self.dtype.newbyteorder("="))
+
+    def __setitem__(self, key, value):
+        """Write ``value`` at ``key`` (a slice) with pwrite: a full disk raises
+        OSError(ENOSPC) instead of the SIGBUS a memory-mapped write would get."""
+        (key,) = key if isinstance(key, tuple) else (key,)
+        start, stop, step = key.indices(self.shape[0])
+        if step != 1:
+            raise ValueError("NpyFile writes contiguous slices only")
+        data = memoryview(np.ascontiguousarray(value, dtype=self.dtype)).cast("B")
+        if len(data) != (stop - start) * self.dtype.itemsize:
+            raise ValueError(f"writing {len(data)} bytes into {stop - start} elements")
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            pos = self.offset + start * self.dtype.itemsize
+            while data:
+                n = os.pwrite(fd, data, pos)
+                data, pos = data[n:], pos + n
+        finally:
+            os.close(fd)
+
+
+def open_npy(path):
+    """The layout of a 1-D .npy file, from its header; the data is not read."""
+    try:
+        m = np.load(path, mmap_mode="r")
+    except ValueError as e:  # pickled objects, or not a .npy file
+        raise CLIError(f"{path}: not a readable .npy array ({e})")
+    if not isinstance(m, np.memmap):
+        raise CLIError(f"{path}: not a .npy array file")
+    if m.ndim != 1:
+        raise CLIError(f"{path}: distsort sort sorts 1-D arrays; this one has shape {m.shape}")
+    return NpyFile(str(Path(path).resolve()), int(m.offset), m.dtype, m.shape)
+
+
+@dataclass(frozen=True)
+class ZarrFile:
+    """A 1-D zarr (v3) array, opened read-only wherever it is used."""
+
+    path: str
+
+    def open(self):
+        import zarr
+        return zarr.open_array(self.path, mode="r")
+
+    def take(self, index):
+        order = np.argsort(index, kind="stable")
+        out = np.empty(len(index), dtype=self.open().dtype)
+        out[order] = self.open().get_coordinate_selection(index[order])
+        return out
+
+
+def open_zarr(path):
+    try:
+        import zarr
+    except ImportError:
+        raise CLIError("zarr files need the zarr package: pip install 'zarr>=3'")
+    try:
+        z = zarr.open_array(path, mode="r")
+    except Exception as e:  # zarr raises several types for "not an array here"
+        raise CLIError(f"{path}: not a readable zarr array ({type(e).__name__}: {e})")
+    if z.ndim != 1:
+        raise CLIError(f"{path}: distsort sort sorts 1-D arrays; this one has shape {z.shape}")
+    return ZarrFile(str(Path(path).resolve())), z.dtype, z.shape

@@ -1,0 +1,64 @@
+"""What a run measured: the data that crossed between chunks (head/tail tasks), and
+the bytes the workers sent to each other and spilled to disk."""
+import re
+
+CROSSING = re.compile(r"^distsort-r\d+-(head|tail)-")
+
+
+def _key_name(key):
+    return key[0] if isinstance(key, tuple) else str(key)
+
+
+class LocalMeter:
+    """Sizes of the head/tail tasks (the data that crosses between chunks), local scheduler."""
+
+    def __init__(self):
+        self.crossing = self.tasks = 0
+
+    def __enter__(self):
+        from dask.callbacks import Callback
+        from dask.sizeof import sizeof
+
+        def posttask(key, result, dsk, state, worker_id):
+            if CROSSING.match(_key_name(key)):
+                self.crossing += sizeof(result)
+                self.tasks += 1
+
+        self._cb = Callback(posttask=posttask)
+        self._cb.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._cb.__exit__(*exc)
+
+
+def crossing_of(records):
+    """(bytes, tasks) of the head/tail tasks in a distributed task stream's records."""
+    sizes = [r.get("nbytes", 0) or 0 for r in records
+             if CROSSING.match(_key_name(r.get("key", "")))]
+    return sum(sizes), len(sizes)
+
+
+def crossing_tasks(nchunks):
+    """How many head/tail tasks the network on ``nchunks`` chunks has."""
+    from ..plan import plan_network
+    return 2 * sum(len(r.pairs) for r in plan_network(nchunks))
+
+
+def _worker_counters(dask_worker):
+    """Bytes this worker sent to others, and spilled to disk (None where the worker's
+    store does not count it, as dask-cuda's does not), since it started."""
+    metrics = getattr(dask_worker.data, "cumulative_metrics", None)
+    return {"sent": dask_worker.transfer_outgoing_bytes_total,
+            "spilled": None if metrics is None else metrics.get(("disk-write", "bytes"), 0)}
+
+
+def cluster_counters(client):
+    if client is None:
+        return None
+    try:
+        per_worker = client.run(_worker_counters)
+    except Exception:  # counters are a nicety; never fail a sort for them
+        return None
+    values = {k: [c[k] for c in per_worker.values()] for k in ("sent", "spilled")}
+    return {k: (None if None in v else sum(v)) for k, v in values.items()}

@@ -1,0 +1,55 @@
+"""Computing on the cluster (or the local scheduler) with a progress bar, and
+measuring the data that crossed between chunks on the way."""
+import contextlib
+
+from .metrics import LocalMeter, crossing_of
+
+
+def compute(client, collections, progress, label):
+    """Compute ``collections`` on ``client`` (or the local scheduler) with a progress bar.
+
+    Returns (results, (crossing_bytes, crossing_tasks)): the sizes and number of the
+    head/tail tasks that ran, as the scheduler's task stream recorded them.
+    """
+    import dask
+    if progress:
+        print(label, flush=True)
+    if client is None:
+        from dask.diagnostics import ProgressBar
+        bar = ProgressBar() if progress else contextlib.nullcontext()
+        with bar, LocalMeter() as meter:
+            return dask.compute(*collections), (meter.crossing, meter.tasks)
+    from distributed import get_task_stream, progress as dist_progress
+    with get_task_stream(client) as stream:
+        futures = client.compute(list(collections))
+        try:
+            if progress:
+                dist_progress(futures)
+            results = client.gather(futures)
+        except BaseException:
+            client.cancel(futures)
+            raise
+    return results, crossing_of(stream.data)
+
+
+def persist(cluster, x, progress, label):
+    """``x`` computed and held in memory (on the workers); returns it and the crossing bytes."""
+    if progress:
+        print(label, flush=True)
+    if cluster.client is None:
+        from dask.diagnostics import ProgressBar
+        with (ProgressBar() if progress else contextlib.nullcontext()), LocalMeter() as m:
+            return x.persist(), (m.crossing, m.tasks)
+    from distributed import futures_of, get_task_stream, progress as dist_progress, wait
+    with get_task_stream(cluster.client) as stream:
+        x = cluster.client.persist(x)
+        futures = futures_of(x)
+        try:
+            if progress:
+                dist_progress(futures)
+            wait(futures)
+            cluster.client.gather(futures[:1])  # raises the task's error, if any
+        except BaseException:
+            cluster.client.cancel(futures)
+            raise
+    return x, crossing_of(stream.data)

@@ -1,0 +1,177 @@
+"""``distsort sort``: check the arguments, sort into temporary outputs, verify, publish.
+
+With ``--values`` the keys and the values are a pair: both are written under
+temporary names and verified (with ``--verify``) before either is renamed; then the
+values output is renamed first and OUTPUT (the keys, the file that a script checks
+for) last, so that OUTPUT appears only when both are complete.  A failure or an
+interrupt at any point removes both temporaries, and a rename already done is undone
+(an old output replaced with ``--overwrite`` comes back).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .connection import check_visible, open_cluster, to_device, to_host
+from .errors import OK, CLIError
+from .metrics import cluster_counters, crossing_tasks
+from .outputs import Output, check_output_path, publish
+from .progress import compute
+from .sizes import chunk_elements
+from .sources import Source, open_source
+from .summary import print_summary
+from .verification import verify
+
+
+@dataclass
+class SortJob:
+    """What ``distsort sort`` was asked to do, once the arguments are checked."""
+
+    src: Source
+    vals: Source | None
+    outputs: list
+    mode: str  # "sort", "argsort" or "values"
+    descending: bool
+
+    @property
+    def keyed(self):
+        return self.mode != "sort"
+
+    def per_element(self):
+        """Bytes a chunk element takes in the NumPy backend (codes + keys + values)."""
+        k = self.src.dtype.itemsize
+        if not self.keyed:
+            return k
+        return 2 * k + (self.vals.dtype.itemsize if self.vals else 8)
+
+
+def check_sort_args(args):
+    if bool(args.values) != bool(args.values_output):
+        raise CLIError("--values and --values-output go together")
+    if args.values and args.argsort:
+        raise CLIError("--argsort and --values exclude each other")
+    src = open_source(args.input)
+    vals = open_source(args.values, "VALUES") if args.values else None
+    if vals is not None and vals.n != src.n:
+        raise CLIError(f"VALUES has {vals.n} elements, INPUT {src.n}")
+    outputs = [args.output] + ([args.values_output] if vals else [])
+    if vals and Path(outputs[0]).resolve() == Path(outputs[1]).resolve():
+        raise CLIError("OUTPUT and --values-output must be different files")
+    inputs = [src.path] + ([vals.path] if vals else [])
+    for p in outputs:
+        check_output_path(p, args.overwrite, inputs)
+    if args.report and not Path(args.report).resolve().parent.is_dir():
+        raise CLIError(f"--report {args.report}: directory does not exist")
+    mode = "argsort" if args.argsort else "values" if vals else "sort"
+    return SortJob(src, vals, outputs, mode, args.descending)
+
+
+def sort_graph(job, chunk, gpu):
+    """The sorted Dask arrays (NumPy chunks), ready to store."""
+    import distsort
+    keys = to_device(job.src.array(chunk), gpu)
+    try:
+        if job.mode == "argsort":
+            out = [distsort.argsort(keys, descending=job.descending)]
+        elif job.mode == "values":
+            values = to_device(job.vals.array(chunk), gpu)
+            out = list(distsort.sort_by_key(keys, values, descending=job.descending))
+        else:
+            out = [distsort.sort(keys, descending=job.descending)]
+    except TypeError as e:  # unsupported dtype: distsort says which and why
+        raise CLIError(str(e))
+    return [to_host(o, gpu) for o in out]
+
+
+def _has_bokeh():
+    import importlib.util
+    return importlib.util.find_spec("bokeh") is not None
+
+
+def check_report(cluster):
+    """The scheduler renders the report with bokeh: check before sorting, not after."""
+    if not cluster.client.run_on_scheduler(_has_bokeh):
+        raise CLIError("--report needs bokeh on the scheduler: pip install 'bokeh>=3.1'")
+
+
+def report_context(args, cluster):
+    if not args.report:
+        return contextlib.nullcontext()
+    check_report(cluster)
+    from distributed import performance_report
+    return performance_report(filename=str(Path(args.report).resolve()))
+
+
+def write_sorted(sorted_arrays, outputs, cluster, progress):
+    """Sort into the outputs' temporaries; returns the seconds and the crossing bytes."""
+    import dask.array as da
+    nchunks = len(sorted_arrays[0].chunks[0])
+    facts = {}
+    t0 = time.perf_counter()
+    if outputs[0].n:
+        store = da.store(sorted_arrays, [o.target for o in outputs], lock=False,
+                         compute=False)
+        _, (crossing, count) = compute(cluster.client, [store], progress, "sorting ...")
+        # Only a complete count is reported (the task stream keeps a bounded
+        # number of records).
+        if count == crossing_tasks(nchunks):
+            facts["crossing"] = crossing
+    facts["seconds"] = time.perf_counter() - t0
+    return facts
+
+
+def counters_since(before, client):
+    """Bytes sent between workers and spilled since ``before``, where both counted them."""
+    after = cluster_counters(client)
+    if not (before and after):
+        return {}
+    return {k: after[k] - before[k] for k in before
+            if before[k] is not None and after[k] is not None}
+
+
+def run_sort(job, args, cluster):
+    """Sort, store, verify and publish; returns the summary's facts.
+
+    Nothing is renamed into place before every output is written (and verified);
+    see the module's docstring for the order of the renames and the clean-up.
+    """
+    from ..plan import plan_network
+    check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
+                  + [str(Path(p).resolve().parent) for p in job.outputs])
+    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
+    sorted_arrays = sort_graph(job, chunk, cluster.gpu)
+    nchunks = len(sorted_arrays[0].chunks[0])
+    facts = {"chunk": chunk, "chunks": nchunks, "rounds": len(plan_network(nchunks))}
+    outputs = [Output(p, a.dtype, job.src.n, chunk) for p, a in zip(job.outputs, sorted_arrays)]
+    report = report_context(args, cluster)
+    try:
+        for o in outputs:
+            o.create()
+        before = cluster_counters(cluster.client)
+        with report:
+            facts.update(write_sorted(sorted_arrays, outputs, cluster, args.progress))
+            facts.update(counters_since(before, cluster.client))
+            if args.verify:
+                facts["verified"] = verify(job, outputs, chunk, cluster, args.progress)
+        # Keys (OUTPUT) last: the file a script checks for appears only when the
+        # values are in place too.
+        publish(outputs[::-1])
+    finally:
+        for o in outputs:
+            o.discard()
+    return facts
+
+
+def cmd_sort(args):
+    job = check_sort_args(args)
+    cluster = open_cluster(args)
+    try:
+        facts = run_sort(job, args, cluster)
+    finally:
+        if cluster.close:
+            cluster.close()
+    print("distsort sort: done", flush=True)
+    print_summary(job, cluster, facts)
+    return OK
