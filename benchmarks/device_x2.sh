@@ -35,24 +35,24 @@ for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
     tests1)  # one GPU: the backend tests, and every other GPU test that needs one GPU
-      (timeout 400 python3 -m pytest -q -p no:cacheprovider --durations=15 \
+      (timeout 290 python3 -m pytest -q -p no:cacheprovider --durations=15 \
         tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
         echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
-      timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/ \
+      timeout 290 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/ \
         --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx" 2>&1 \
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
       echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
       wait
       tail -25 "$OUT/gpu_tests_1gpu.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
     tests2)  # two GPUs: the cluster tests on 2 GPUs, and dask cuda workers from deploy/
-      timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 \
+      timeout 290 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 \
         tests/test_distributed_gpu.py tests/test_deploy.py -k "2gpu or gpu_workers_with_ucx" 2>&1 \
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
       echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
       tail -25 "$OUT/gpu_tests_2gpu.log" ;;
     alltests)  # tests1, tests2 and outofcore (on GPU 1) at once; the deploy input meanwhile
       make_deploy_input > "$OUT/deploy_input.log" 2>&1 &
-      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout 330 python3 -m pytest -q -s -p no:cacheprovider \
+      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout 290 python3 -m pytest -q -s -p no:cacheprovider \
         tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
         | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
         echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
@@ -93,7 +93,7 @@ for stage in "$@"; do
       [ -f $d/in.done ] || make_deploy_input
       bash deploy/local/cluster.sh start --scheduler-file $d/sched.json --mode gpu --protocol ucx \
         2>&1 | tail -5
-      timeout 300 python3 -c 'import sys; from distsort.cli import main; sys.exit(main())' \
+      timeout 200 python3 -c 'import sys; from distsort.cli import main; sys.exit(main())' \
         sort $d/in.npy $d/out.npy --scheduler-file $d/sched.json --verify --no-progress \
         --overwrite 2>&1 | tee "$OUT/deploy.log"  # (--report needs bokeh, not on the device)
       echo "distsort sort exit code: ${PIPESTATUS[0]}" | tee -a "$OUT/deploy.log"

@@ -29,12 +29,9 @@ template <typename U> struct Pad {  // one spare slot per 128 bytes: no bank con
 //   hi << (q + LOGE) | m << q | x      (x^(2^q - 1) for the upper half with `mir`)
 // runs, with `mir`, the mirror step of blocks of 2^(q+LOGE), then half-cleaners on
 // register bits jtop, jtop-1, ... (nsteps steps in all).
-// LIN: the padded index is affine in m (q == 0, or q at least the padding shift), so
-// each address is one multiply-add instead of the shifts and ORs of the general case;
-// the index math, not the comparisons, is most of a phase's instructions.
-template <class K, class V, int E, int NT, bool LIN>
-__device__ __forceinline__ void phase_at(typename K::U* sk, typename V::U* sv, int tb, int q,
-                                         bool mir, int jtop, int nsteps, typename K::U dm) {
+template <class K, class V, int E, int NT>
+__device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int tb, int q, bool mir,
+                                      int jtop, int nsteps, typename K::U dm) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
@@ -44,25 +41,13 @@ __device__ __forceinline__ void phase_at(typename K::U* sk, typename V::U* sv, i
     for (int g = threadIdx.x; g < groups; g += NT) {
         const int x = g & qmask;
         const int base = (g >> q) << (q + LOGE);
-        const int xm = mir ? (x ^ qmask) : x;  // the upper half's x
-        const int ka = Pad<U>::at(base | x), kb = Pad<U>::at(base | xm);
-        const int ks = (1 << q) + ((1 << q) >> Pad<U>::SHIFT);
-        const int va = Pad<VU>::at(base | x), vb = Pad<VU>::at(base | xm);
-        const int vs = (1 << q) + ((1 << q) >> Pad<VU>::SHIFT);
-        auto kat = [&](int m) {
-            if constexpr (LIN) return (m >= E / 2 ? kb : ka) + m * ks;
-            else return Pad<U>::at(base | (m << q) | (m >= E / 2 ? xm : x));
-        };
-        auto vat = [&](int m) {
-            if constexpr (LIN) return (m >= E / 2 ? vb : va) + m * vs;
-            else return Pad<VU>::at(base | (m << q) | (m >= E / 2 ? xm : x));
-        };
         U r[E];
         VU w[E];
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            r[m] = sk[kat(m)];
-            if constexpr (HV) w[m] = sv[vat(m)];
+            const int L = base | (m << q) | ((mir && m >= E / 2) ? (x ^ qmask) : x);
+            r[m] = sk[Pad<U>::at(L)];
+            if constexpr (HV) w[m] = sv[Pad<VU>::at(L)];
         }
         int j = jtop, s = nsteps;
         if (mir) {
@@ -73,25 +58,11 @@ __device__ __forceinline__ void phase_at(typename K::U* sk, typename V::U* sv, i
         for (; s > 0; --s, --j) half_clean_rt<K, V, E>(j, r, w, dm);
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            sk[kat(m)] = r[m];
-            if constexpr (HV) sv[vat(m)] = w[m];
+            const int L = base | (m << q) | ((mir && m >= E / 2) ? (x ^ qmask) : x);
+            sk[Pad<U>::at(L)] = r[m];
+            if constexpr (HV) sv[Pad<VU>::at(L)] = w[m];
         }
     }
-}
-
-template <class K, class V, int E, int NT>
-__device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int tb, int q, bool mir,
-                                      int jtop, int nsteps, typename K::U dm) {
-    typedef typename K::U U;
-    typedef typename V::U VU;
-    constexpr bool HV = HasValues<V>::value;
-    constexpr int SK = Pad<U>::SHIFT, SV = HV ? Pad<VU>::SHIFT : SK;
-    constexpr int SMIN = SK < SV ? SK : SV, SMAX = SK < SV ? SV : SK;
-    // q == 0 is affine when a group of E stays inside one padded segment.
-    if ((q == 0 && (1 << SMIN) >= E) || q >= SMAX)
-        phase_at<K, V, E, NT, true>(sk, sv, tb, q, mir, jtop, nsteps, dm);
-    else
-        phase_at<K, V, E, NT, false>(sk, sv, tb, q, mir, jtop, nsteps, dm);
 }
 
 // Stages 1..LOGE inside registers: each thread sorts E contiguous elements.
@@ -135,31 +106,19 @@ __device__ __forceinline__ void half_cleaners(typename K::U* sk, typename V::U* 
     }
 }
 
-// Global index of tile element L in this block's pass.  The tile is 2^(tb-c) rows of
-// 2^c contiguous elements; row M starts at (upper half with the mirror ? upper : lower)
-// + M << rs.  SORT and MERGE passes: one row, the block's contiguous tile.  Computed
-// per element in the copy loops, so it is kept to a few integer operations.
-struct Rows {
-    long long lower, upper;
-    int c, rs, half;
+struct Map {  // tile index -> global index of this block
+    long long n;
+    int tb, mode, top, k, mirror;
+    long long blk;
     __device__ __forceinline__ long long at(int L) const {
+        if (mode != 2) return (blk << tb) + L;
+        const int c = tb - k, midbits = top - k + 1 - c;
+        const long long mid = blk & ((1LL << midbits) - 1), outer = blk >> midbits;
         const int M = L >> c;
-        return ((M >> half) ? upper : lower) + ((long long)M << rs) + (L & ((1 << c) - 1));
+        const long long m2 = (mirror && (M >> (k - 1))) ? (mid ^ ((1LL << midbits) - 1)) : mid;
+        return (outer << (top + 1)) | ((long long)M << (top - k + 1)) | (m2 << c) | (L & ((1 << c) - 1));
     }
 };
-
-// GROUP: rows at global strides 2^top .. 2^(top-k+1) (row bits), the block number
-// split into the bits above the top row bit ("outer") and those between the row bits
-// and the row ("mid"); the mirror reflects mid in the upper half of the rows.
-__device__ __forceinline__ Rows rows_of(long long blk, int tb, int mode, int top, int k,
-                                        int mirror) {
-    if (mode != 2) return Rows{blk << tb, blk << tb, tb, 0, 30};
-    const int c = tb - k, midbits = top + 1 - tb;
-    const long long midmask = (1LL << midbits) - 1;
-    const long long mid = blk & midmask, outer = (blk >> midbits) << (top + 1);
-    return Rows{outer | (mid << c), outer | ((mirror ? mid ^ midmask : mid) << c), c,
-                top - k + 1, k - 1};
-}
 
 template <class K, class V, int E, int NT, int MINB>
 __global__ void __launch_bounds__(NT, MINB)
@@ -174,16 +133,14 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     U* sk = reinterpret_cast<U*>(smem);
     VU* sv = reinterpret_cast<VU*>(smem + ((Pad<U>::at(T) * sizeof(U) + 15) & ~15));
     const U dm = (U)dmask;
-    const Rows map = rows_of(blockIdx.x, tb, mode, top, k, mirror);
-    if (map.at(0) >= n) return;  // all padding (the index is increasing in L)
+    const Map map{n, tb, mode, top, k, mirror, (long long)blockIdx.x};
+    if (map.at(0) >= n) return;  // all padding (the map is increasing in L)
     keys += blockIdx.y * lane;
     vals += HV ? blockIdx.y * lane : 0;
 
     // Load: BATCH loads per thread in flight before any shared-memory store (one block
     // per SM, so memory-level parallelism comes from each thread's outstanding loads).
-    // Blocks of more threads, or several per SM, have the loads in flight with fewer
-    // per thread, and fewer registers to hold them.
-    constexpr int BATCH = sizeof(U) + sizeof(VU) <= 8 && NT * MINB <= 512 ? 16 : 8;
+    constexpr int BATCH = sizeof(U) + sizeof(VU) <= 8 ? 16 : 8;
     for (int L0 = threadIdx.x; L0 < T; L0 += NT * BATCH) {
         U c[BATCH];
         VU v[BATCH];
