@@ -165,6 +165,8 @@ def test_compare_split(dtype, order, keyed):
             stride = max(1, ma // 16)
             for top in (True, False):
                 p_np, p_cp = npb.probe(na, stride, top, order), cpb.probe(ca, stride, top, order)
+                if not keyed:  # NumPy's keys-only chunks hold the codes as signed integers
+                    p_np = npb._unsigned(p_np)
                 for x, y in zip(p_np if keyed else (p_np,), p_cp if keyed else (p_cp,)):
                     np.testing.assert_array_equal(x, y)
             limit = min(ma, mb)
