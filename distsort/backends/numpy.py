@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..order import decode, encode
+from . import merge as _merge
 
 
 def order_codes(keys, values, descending):
@@ -24,7 +25,9 @@ def order_codes(keys, values, descending):
     """
     codes = [encode(keys, canonical=True, descending=descending), encode(values, canonical=True)]
     if "f" in (keys.dtype.kind, values.dtype.kind):
-        codes += [encode(keys, descending=descending), encode(values)]
+        # For integers and bools both maps are one: their canonical codes serve again.
+        codes += [encode(keys, descending=descending) if keys.dtype.kind == "f" else codes[0],
+                  encode(values) if values.dtype.kind == "f" else codes[1]]
     return tuple(codes)
 
 
@@ -146,6 +149,12 @@ def crossing_count(a_top, b_bottom, order):
 
 
 def _concat_sorted(x, y, order):
+    """The sorted union of two sorted runs, ``x`` from the lower chunk (first on ties)."""
+    if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
+        if isinstance(x, tuple):
+            return _merge.merge_keyed(x, y, order_codes(*x, order.descending),
+                                      order_codes(*y, order.descending))
+        return _merge.merge_codes(x, y)
     if isinstance(x, tuple):
         keys, values = (np.concatenate(pair) for pair in zip(x, y))
         perm = _keyed_perm(keys, values, order.descending)
