@@ -1,10 +1,11 @@
 """Linear-time merges of two sorted runs, compiled with numba (an optional accelerator).
 
 NumPy has no merge: the NumPy backend merged by concatenating the two runs and
-sorting again, with timsort for keys alone (7-10 ns per element, since timsort
+sorting again, with timsort for keys alone (about 10 ns per key, since timsort
 finds the two runs) and with ``np.lexsort`` over the order codes for keyed chunks
-(about 500-900 ns per element: lexsort is a radix-like sort per code array and does
-not see the runs).  The merge rounds were most of a CPU sort's time, so this module
+(500-1000 ns per key: lexsort sorts the whole again and does not see the runs).
+Here: about 3 ns per key alone, 12-21 ns with values, order codes included
+(``benchmarks/merge.py``).  The merge rounds were most of a CPU sort's time, so this module
 merges in one pass instead.  The functions are compiled with
 ``numba.njit(nogil=True)``, so that the merges of one Dask round run on several
 threads at once, and ``cache=True``, so that each process compiles a signature once
@@ -12,6 +13,8 @@ per machine, not once per run.
 
 numba is optional (the ``fast`` extra): where it cannot be imported, ``ENABLED`` is
 False and the backend keeps its NumPy code.  Tests set ``ENABLED`` to compare both.
+numba (LLVM) adds about 100 MB to each process that merges; ``DISTSORT_NUMBA=0`` in
+the environment leaves it unimported, for workers whose memory limit is that tight.
 
 The result is the one the NumPy code gives, bit for bit: keys-only chunks hold
 ``total`` codes, a bijection of the keys' bits, and a keyed chunk is ordered by the
@@ -22,9 +25,13 @@ stable sorts did.  Nothing is written to the inputs.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 try:
+    if os.environ.get("DISTSORT_NUMBA", "1") == "0":
+        raise ImportError("DISTSORT_NUMBA=0")
     import numba
 except ImportError:  # pragma: no cover - depends on the environment
     numba = None
@@ -43,7 +50,7 @@ def _merge_codes(x, y, out):  # pragma: no cover - compiled
 
     From both ends at once: the front takes the smaller head (``x``'s on ties), the
     back the larger tail (``y``'s on ties), two independent chains of dependent loads
-    that the CPU overlaps (about 25% faster than one chain).  Each step is a select,
+    that the CPU overlaps (20-25% faster than one chain).  Each step is a select,
     not a branch on the data, so random keys cost no mispredictions.  After
     ``min(len(x), len(y))`` steps from each end (they cannot cross) the middle is
     merged from the front.

@@ -4,8 +4,16 @@ A keys-only chunk is one array of ``total`` order codes (``distsort.order``) wit
 the sign bit flipped and viewed as signed integers (NumPy's SIMD sorts are faster
 for signed than for unsigned 64-bit integers; the order is the same), decoded at
 the end.  A keyed chunk is a ``(keys, values)`` tuple, ordered by
-:func:`order_codes`.  Merges use NumPy's stable sort, which merges two sorted
-runs in linear time.
+:func:`order_codes`.
+
+Merges (``merge_low``/``merge_high``) run in one linear pass compiled with numba
+(``distsort.backends.merge``, the optional ``fast`` extra) where numba is installed.
+Without it they sort the concatenation of the two runs again, with the same result
+bit for bit.  Measured for 2^23 keys out on a 2-core VM (``benchmarks/merge.py``):
+keys alone 24 ms with numba (3 ns per key) and 81-86 ms with timsort (which finds
+the two runs); with int64 values 100 ms (int64 keys) and 175 ms (float64 keys)
+with numba, the order codes included, and 4.4 s and 8.4 s with ``np.lexsort`` over
+the order codes.
 """
 from __future__ import annotations
 
