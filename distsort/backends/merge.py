@@ -44,14 +44,28 @@ def _jit(fn):
     return numba.njit(cache=True, nogil=True)(fn) if numba is not None else fn
 
 
+def _jit_inline(fn):
+    return numba.njit(cache=True, nogil=True, inline="always")(fn) if numba is not None else fn
+
+
+@_jit_inline
+def _take_front(x, y, out, i, j, o):  # pragma: no cover - compiled
+    """One step from the front: the smaller head (``x``'s on ties) to ``out[o]``.  A
+    select, not a branch on the data, so random keys cost no mispredictions."""
+    a = x[i]
+    b = y[j]
+    t = b < a
+    out[o] = b if t else a
+    return i + 1 - t, j + t, o + 1
+
+
 @_jit
 def _merge_codes(x, y, out):  # pragma: no cover - compiled
     """Merge ascending ``x`` and ``y`` into ``out``.
 
     From both ends at once: the front takes the smaller head (``x``'s on ties), the
     back the larger tail (``y``'s on ties), two independent chains of dependent loads
-    that the CPU overlaps (20-25% faster than one chain).  Each step is a select,
-    not a branch on the data, so random keys cost no mispredictions.  After
+    that the CPU overlaps (20-25% faster than one chain).  After
     ``min(len(x), len(y))`` steps from each end (they cannot cross) the middle is
     merged from the front.
     """
@@ -59,13 +73,7 @@ def _merge_codes(x, y, out):  # pragma: no cover - compiled
     i = j = o = 0                           # front: next of x, of y, of out
     p, q, r = nx - 1, ny - 1, nx + ny - 1   # back: last of x, of y, of out
     for _ in range(min(nx, ny)):
-        a = x[i]
-        b = y[j]
-        t = b < a
-        out[o] = b if t else a
-        j += t
-        i += 1 - t
-        o += 1
+        i, j, o = _take_front(x, y, out, i, j, o)
         c = x[p]
         d = y[q]
         u = c > d
@@ -74,20 +82,10 @@ def _merge_codes(x, y, out):  # pragma: no cover - compiled
         q -= 1 - u
         r -= 1
     while i <= p and j <= q:
-        a = x[i]
-        b = y[j]
-        t = b < a
-        out[o] = b if t else a
-        j += t
-        i += 1 - t
-        o += 1
+        i, j, o = _take_front(x, y, out, i, j, o)
     out[o:o + p + 1 - i] = x[i:p + 1]
     o += p + 1 - i
     out[o:o + q + 1 - j] = y[j:q + 1]
-
-
-def _jit_inline(fn):
-    return numba.njit(cache=True, nogil=True, inline="always")(fn) if numba is not None else fn
 
 
 @_jit_inline
