@@ -285,20 +285,27 @@ def test_verify_catches_a_value_moved_to_another_key(monkeypatch, func):
     COUNTS["raised"] += 1
 
 
+def _sort_unverified_and_verified(dx, match):
+    """``distsort.sort`` of ``dx`` under an injected fault, twice: returns the unverified
+    result (for the caller to show it wrong); the verified run must raise ``match``."""
+    COUNTS["faults"] += 2  # one run without verify, one with
+    wrong = distsort.sort(dx).compute(scheduler="sync")
+    with pytest.raises(distsort.VerificationError, match=match):
+        distsort.sort(dx, verify=True).compute(scheduler="sync")
+    COUNTS["raised"] += 1
+    return wrong
+
+
 def test_verify_catches_chunks_sorted_alone_but_not_merged(monkeypatch):
     """No compare-split at all: every chunk sorted, same elements, wrong global order."""
     rng = np.random.default_rng(4)
     x = rng.normal(size=1000)
     monkeypatch.setattr(npb, "merge_low", lambda a, b_head, order=None: a)
     monkeypatch.setattr(npb, "merge_high", lambda b, a_tail, order=None: b)
-    COUNTS["faults"] += 2  # one run without verify, one with
-    dx = as_dask(x, (250,) * 4)
-    wrong = distsort.sort(dx).compute(scheduler="sync")
+    wrong = _sort_unverified_and_verified(as_dask(x, (250,) * 4),
+                                          "chunks 0 and 1 are out of order")
     assert not np.array_equal(wrong, np.sort(x))
     COUNTS["wrong_without_verify"] += 1
-    with pytest.raises(distsort.VerificationError, match="chunks 0 and 1 are out of order"):
-        distsort.sort(dx, verify=True).compute(scheduler="sync")
-    COUNTS["raised"] += 1
 
 
 def test_verify_catches_lost_nan_payloads(monkeypatch):
@@ -312,15 +319,10 @@ def test_verify_catches_lost_nan_payloads(monkeypatch):
         return np.where(np.isnan(out), np.float32(np.nan), out)
 
     monkeypatch.setattr(npb, "finish_keys", canonical_nans)
-    COUNTS["faults"] += 2  # one run without verify, one with
-    dx = as_dask(x, (500,) * 4)
-    wrong = distsort.sort(dx).compute(scheduler="sync")
+    wrong = _sort_unverified_and_verified(as_dask(x, (500,) * 4), "keys are not a permutation")
     assert np.array_equal(wrong, np.sort(x), equal_nan=True)  # looks right...
     assert not np.array_equal(bits(wrong), bits(np.sort(x)))  # ...but lost the payloads
     COUNTS["wrong_without_verify"] += 1
-    with pytest.raises(distsort.VerificationError, match="keys are not a permutation"):
-        distsort.sort(dx, verify=True).compute(scheduler="sync")
-    COUNTS["raised"] += 1
 
 
 def test_no_chunk_of_a_corrupted_result_can_be_read(monkeypatch):
