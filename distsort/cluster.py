@@ -26,6 +26,8 @@ import importlib.util
 import os
 import warnings
 
+from .graph import round_task_kind
+
 __all__ = ["local_cuda_cluster", "local_cpu_cluster", "connect", "gpu_available",
            "bytes_sent_by_kind", "diff_sent",
            "ucx_available", "DEVICE_MEMORY_FRACTION", "RMM_POOL_FRACTION"]
@@ -235,10 +237,9 @@ def _sent_by_kind(dask_worker):
     sent = {}
     for entry in dask_worker.transfer_outgoing_log:
         for key, nbytes in entry.get("keys", {}).items():
+            # distsort-r03-head-<token>: the kind is "head"; other layers: their name's stem
             name = str(key[0] if isinstance(key, tuple) else key)
-            parts = name.split("-")
-            # distsort-r03-head-<token>: the kind is "head"; other layers: their name
-            kind = parts[2] if parts[0] == "distsort" and len(parts) > 3 else parts[0]
+            kind = round_task_kind(key) or name.split("-")[0]
             sent[kind] = sent.get(kind, 0) + int(nbytes)
     return sent
 

@@ -18,6 +18,7 @@ crosses travels between workers:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .plan import plan_network
@@ -39,6 +40,17 @@ class SortGraph:
         self.layers[name] = tasks
         self.dependencies[name] = set(deps)
         return name
+
+
+#: Keys of the tasks of a round: ``("distsort-r03-head-<token>", 5)``.
+_ROUND_TASK = re.compile(r"^distsort-r\d+-([a-z]+)")
+
+
+def round_task_kind(key):
+    """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"probe"``, ...),
+    from its key; None for keys of other tasks."""
+    m = _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
+    return m.group(1) if m else None
 
 
 def probe_stride(length):

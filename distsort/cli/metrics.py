@@ -1,12 +1,10 @@
 """What a run measured: the data that crossed between chunks (head/tail tasks), and
 the bytes the workers sent to each other and spilled to disk."""
-import re
-
-CROSSING = re.compile(r"^distsort-r\d+-(head|tail)-")
+from ..graph import round_task_kind
 
 
-def _key_name(key):
-    return key[0] if isinstance(key, tuple) else str(key)
+def _crossing(key):
+    return round_task_kind(key) in ("head", "tail")
 
 
 class LocalMeter:
@@ -20,7 +18,7 @@ class LocalMeter:
         from dask.sizeof import sizeof
 
         def posttask(key, result, dsk, state, worker_id):
-            if CROSSING.match(_key_name(key)):
+            if _crossing(key):
                 self.crossing += sizeof(result)
                 self.tasks += 1
 
@@ -35,7 +33,7 @@ class LocalMeter:
 def crossing_of(records):
     """(bytes, tasks) of the head/tail tasks in a distributed task stream's records."""
     sizes = [r.get("nbytes", 0) or 0 for r in records
-             if CROSSING.match(_key_name(r.get("key", "")))]
+             if _crossing(r.get("key", ""))]
     return sum(sizes), len(sizes)
 
 
