@@ -47,6 +47,26 @@ def test_keys(dtype, order, tuning):
         np.testing.assert_array_equal(bits(got), bits(ref), err_msg=f"n={n}")
 
 
+@pytest.mark.parametrize("dtype,vdtype", [("uint32", None), ("float32", "uint32"),
+                                           ("int16", None)])
+def test_long_arrays(dtype, vdtype):
+    """Sizes whose GROUP passes have rows shorter than a block's threads (whole tiles
+    read in strided batches) and longer (batches along a row), with and without the
+    mirror, and a ragged end (per-element bounds checks)."""
+    rng = np.random.default_rng(7)
+    order = Order(False, vdtype is not None)
+    for n in [2**17, 2**16 + 5]:
+        keys = _keys(rng, n, dtype)
+        values = None if vdtype is None else rng.integers(0, 2**32, n).astype(vdtype)
+        gk = keys.copy()
+        gv = None if values is None else values.copy()
+        emu.sort_inplace(TUNINGS["wide"], gk, gv)
+        rk, rv = kernel_reference(keys, values, order)
+        np.testing.assert_array_equal(bits(gk), bits(rk), err_msg=f"n={n}")
+        if values is not None:
+            np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
+
+
 KV_PAIRS = [("float32", "int64"), ("int16", "float16"), ("float64", "bool"),
             ("uint8", "float64"), ("float16", "uint32"), ("uint32", "uint32")]
 

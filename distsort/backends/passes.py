@@ -24,12 +24,19 @@ def config(tab: dict, key_size: int, value_size: int = 0) -> Config:
     """The block shape for keys of ``key_size`` bytes and values of ``value_size``
     (0: keys only) under the tuning table ``tab``."""
     regs = tuning.regs_per_thread(tab, key_size + value_size)
-    tile = tuning.tile_bits(tab, key_size, value_size)
+    tile = tuning.tile_bits(tab, key_size, value_size, regs)
+    # A phase's register window sits at tile bit 0 or at bit log2 E or above, so a
+    # tile holds at least E * E elements: fewer registers where shared memory is small.
+    while tile < 2 * (regs.bit_length() - 1) and regs > 4:
+        regs //= 2
+        tile = tuning.tile_bits(tab, key_size, value_size, regs)
+    if tile < 2 * (regs.bit_length() - 1):
+        raise ValueError(f"shared memory of {tab['smem']} bytes holds too few elements")
     low = max(0, (tab["row_bytes"] // key_size).bit_length() - 1)
     kmax = max(1, tile - low)
-    smem = tuning.padded_bytes(1 << tile, key_size)
+    smem = tuning.padded_bytes(1 << tile, key_size, regs)
     if value_size:
-        smem += tuning.padded_bytes(1 << tile, value_size)
+        smem += tuning.padded_bytes(1 << tile, value_size, regs)
     return Config(tile, regs, tab["threads"], kmax, smem, tab.get("min_blocks", 1))
 
 
@@ -47,7 +54,7 @@ def schedule(n, tile, loge, kmax, merge=False):
     if n <= 1:
         return []
     p = max((n - 1).bit_length(), loge)
-    tb = max(loge, min(tile, p))
+    tb = max(2 * loge, min(tile, p))  # phases need a tile of at least E * E elements
     tiles = -(-n // (1 << tb))
     passes = [] if merge else [(0, tb, 0, 0, 0, tiles)]
     for s in ([p] if merge else range(tb + 1, p + 1)):

@@ -5,7 +5,7 @@ The kernel (``kernels/sort.cu``) says what one block does; the launcher
 threads it has and how many elements each thread holds in registers.
 
 ``smem``      bytes of shared memory one block may take (the tile is the largest
-              power of two of elements that fits, with one spare slot per 128 bytes).
+              power of two of elements that fits, with one spare slot per E elements).
 ``threads``   threads per block (registers: E elements + addresses, no spills at 512).
 ``regs``      E, elements per thread in a phase, by key+value bytes (<= 4, <= 8, more):
               each phase runs log2(E) network steps in registers.
@@ -47,18 +47,20 @@ def regs_per_thread(tab: dict, elem_bytes: int) -> int:
     return small if elem_bytes <= 4 else medium if elem_bytes <= 8 else large
 
 
-def padded_bytes(count: int, itemsize: int) -> int:
-    """Shared-memory bytes of ``count`` items with one spare slot per 128 bytes (16-aligned)."""
-    per = 128 // itemsize
-    return ((count + count // per) * itemsize + 15) // 16 * 16
+def padded_bytes(count: int, itemsize: int, regs: int) -> int:
+    """Shared-memory bytes of ``count`` items with one spare slot after every ``regs``
+    (E) items, 16-aligned: the kernels' padding (``pad`` in ``sort.cu``)."""
+    return ((count + count // regs) * itemsize + 15) // 16 * 16
 
 
-def tile_bits(tab: dict, key_size: int, value_size: int) -> int:
+def tile_bits(tab: dict, key_size: int, value_size: int, regs: int) -> int:
     """log2 of the largest tile of (key, value) elements that fits in shared memory."""
     bits = 4
     while True:
         count = 1 << (bits + 1)
-        need = padded_bytes(count, key_size) + (padded_bytes(count, value_size) if value_size else 0)
+        need = padded_bytes(count, key_size, regs)
+        if value_size:
+            need += padded_bytes(count, value_size, regs)
         if need > tab["smem"]:
             return bits
         bits += 1

@@ -80,6 +80,21 @@ __device__ __forceinline__ void mirror(typename K::U* r, typename V::U* w, typen
         }
 }
 
+// Mirror step of register blocks of 2^S, S = 1..log2 E at run time.
+template <class K, class V, int E>
+__device__ __forceinline__ void mirror_rt(int S, typename K::U* r, typename V::U* w,
+                                          typename K::U dm) {
+    switch (S) {
+        case 1: mirror<K, V, E, 1>(r, w, dm); break;
+        case 2: if constexpr (E > 2) mirror<K, V, E, 2>(r, w, dm); break;
+        case 3: if constexpr (E > 4) mirror<K, V, E, 3>(r, w, dm); break;
+        case 4: if constexpr (E > 8) mirror<K, V, E, 4>(r, w, dm); break;
+        case 5: if constexpr (E > 16) mirror<K, V, E, 5>(r, w, dm); break;
+        case 6: if constexpr (E > 32) mirror<K, V, E, 6>(r, w, dm); break;
+        default: break;
+    }
+}
+
 // Stage S of the network inside the registers: mirror, then half-cleaners S-2..0.
 template <class K, class V, int E, int S>
 __device__ __forceinline__ void reg_stage(typename K::U* r, typename V::U* w, typename K::U dm) {
@@ -102,9 +117,5 @@ __device__ __forceinline__ void reg_sort(typename K::U* r, typename V::U* w, typ
     if constexpr (E >= 64) reg_stage<K, V, E, 6>(r, w, dm);
 }
 
-template <int E> struct Log2;
-template <> struct Log2<4> { static constexpr int v = 2; };
-template <> struct Log2<8> { static constexpr int v = 3; };
-template <> struct Log2<16> { static constexpr int v = 4; };
-template <> struct Log2<32> { static constexpr int v = 5; };
-template <> struct Log2<64> { static constexpr int v = 6; };
+template <int N> struct Log2 { static constexpr int v = 1 + Log2<N / 2>::v; };
+template <> struct Log2<1> { static constexpr int v = 0; };

@@ -20,47 +20,56 @@
 // and no padding memory exists.  Lanes (batched sorts) are blockIdx.y.
 #include "bitonic.cuh"
 
-template <typename U> struct Pad {  // one spare slot per 128 bytes: no bank conflicts
-    static constexpr int SHIFT = sizeof(U) == 1 ? 7 : sizeof(U) == 2 ? 6 : sizeof(U) == 4 ? 5 : 4;
-    static __device__ __forceinline__ int at(int i) { return i + (i >> SHIFT); }
-};
+// Shared memory holds one spare slot after every E elements, so that the E elements of
+// a phase group sit at  base + m * step  (see `phase`) and a warp's accesses fall in
+// 32 different banks.
+template <int LOGE> __device__ __forceinline__ int pad(int i) { return i + (i >> LOGE); }
 
 // One phase: every group of E elements at tile index
-//   hi << (q + LOGE) | m << q | x      (x^(2^q - 1) for the upper half with `mir`)
-// runs, with `mir`, the mirror step of blocks of 2^(q+LOGE), then half-cleaners on
-// register bits jtop, jtop-1, ... (nsteps steps in all).
-template <class K, class V, int E, int NT>
-__device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int tb, int q, bool mir,
+//   hi << (q + LOGE) | m << q | x,     m = 0 .. E-1 in registers,
+// where the registers with bit `mb` set take x ^ (2^q - 1) instead of x (mb >= 0: the
+// mirror step of register blocks of 2^(mb+1), i.e. of the stage with blocks of
+// 2^(q+mb+1)), then half-cleaners on register bits jtop, jtop-1, ...: nsteps steps in
+// all, the mirror included.  q is 0 or >= LOGE: the padding then adds, per register,
+// m * step to the group's base (no shifts or ORs per element).  MB is mb when known
+// at compile time (-1: no mirror), or -2 (mb at run time: a select per element).
+template <class K, class V, int E, int NT, int MB>
+__device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int tb, int q, int mb,
                                       int jtop, int nsteps, typename K::U dm) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
     constexpr bool HV = HasValues<V>::value;
+    if constexpr (MB != -2) mb = MB;
     const int groups = 1 << (tb - LOGE);
     const int qmask = (1 << q) - 1;
+    const int step = q == 0 ? 1 : (1 << q) + (1 << (q - LOGE));
     for (int g = threadIdx.x; g < groups; g += NT) {
-        const int x = g & qmask;
-        const int base = (g >> q) << (q + LOGE);
+        const int x = g & qmask, hi = (g >> q) << (q + LOGE);
+        const int a0 = pad<LOGE>(hi | x), a1 = pad<LOGE>(hi | (x ^ qmask));
+        auto at = [&](int m) {
+            if constexpr (MB == -1) return a0 + m * step;
+            else if constexpr (MB >= 0) return (((m >> MB) & 1) ? a1 : a0) + m * step;
+            else return (((m >> mb) & 1) ? a1 : a0) + m * step;
+        };
         U r[E];
         VU w[E];
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            const int L = base | (m << q) | ((mir && m >= E / 2) ? (x ^ qmask) : x);
-            r[m] = sk[Pad<U>::at(L)];
-            if constexpr (HV) w[m] = sv[Pad<VU>::at(L)];
+            r[m] = sk[at(m)];
+            if constexpr (HV) w[m] = sv[at(m)];
         }
         int j = jtop, s = nsteps;
-        if (mir) {
-            mirror<K, V, E, LOGE>(r, w, dm);
-            j = LOGE - 2;
+        if (mb >= 0) {
+            mirror_rt<K, V, E>(mb + 1, r, w, dm);
+            j = mb - 1;
             s -= 1;
         }
         for (; s > 0; --s, --j) half_clean_rt<K, V, E>(j, r, w, dm);
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            const int L = base | (m << q) | ((mir && m >= E / 2) ? (x ^ qmask) : x);
-            sk[Pad<U>::at(L)] = r[m];
-            if constexpr (HV) sv[Pad<VU>::at(L)] = w[m];
+            sk[at(m)] = r[m];
+            if constexpr (HV) sv[at(m)] = w[m];
         }
     }
 }
@@ -74,51 +83,176 @@ __device__ __forceinline__ void phase_sort(typename K::U* sk, typename V::U* sv,
     constexpr int LOGE = Log2<E>::v;
     constexpr bool HV = HasValues<V>::value;
     for (int g = threadIdx.x; g < (1 << (tb - LOGE)); g += NT) {
+        const int a = g * (E + 1);  // pad(g << LOGE)
         U r[E];
         VU w[E];
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            r[m] = sk[Pad<U>::at(g * E + m)];
-            if constexpr (HV) w[m] = sv[Pad<VU>::at(g * E + m)];
+            r[m] = sk[a + m];
+            if constexpr (HV) w[m] = sv[a + m];
         }
         reg_sort<K, V, E>(r, w, dm);
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            sk[Pad<U>::at(g * E + m)] = r[m];
-            if constexpr (HV) sv[Pad<VU>::at(g * E + m)] = w[m];
+            sk[a + m] = r[m];
+            if constexpr (HV) sv[a + m] = w[m];
         }
     }
 }
 
-// Half-cleaners on tile bits rem, rem-1, ..., stop, in phases of up to LOGE bits.
-template <class K, class V, int E, int NT>
-__device__ __forceinline__ void half_cleaners(typename K::U* sk, typename V::U* sv, int tb, int rem,
-                                              int stop, typename K::U dm) {
-    constexpr int LOGE = Log2<E>::v;
-    while (rem >= stop) {
-        int q = rem - LOGE + 1;
-        q = q < stop ? stop : q;
-        q = q > tb - LOGE ? tb - LOGE : q;
-        const int low = q > stop ? q : stop;
-        __syncthreads();
-        phase<K, V, E, NT>(sk, sv, tb, q, false, rem - q, rem - low + 1, dm);
-        rem = low - 1;
+// Where a block's tile lives in global memory.  Tile index L = M << c | col (row M of
+// 2^c contiguous elements) is at  start + M * rowstep + col,  plus `flip` in the
+// upper half of the rows in the mirror pass of a stage (its rows pair with the
+// mirrored lower ones).  SORT and MERGE tiles are one contiguous row.
+struct Tile {
+    long long start, rowstep, flip;
+    int c;
+    __device__ __forceinline__ Tile(long long blk, int tb, int mode, int top, int k, int mirror) {
+        if (mode != 2) {
+            start = blk << tb, rowstep = 0, flip = 0, c = tb;
+            return;
+        }
+        c = tb - k;
+        const int midbits = top - k + 1 - c;
+        const long long mmask = (1LL << midbits) - 1, mid = blk & mmask;
+        start = ((blk >> midbits) << (top + 1)) + (mid << c);
+        rowstep = 1LL << (top - k + 1);
+        flip = mirror ? ((mid ^ mmask) - mid) << c : 0;
+    }
+    // The largest global index of the tile (the map increases with L).
+    __device__ __forceinline__ long long last(int tb) const {
+        const long long rows = 1LL << (tb - c);
+        return start + (rows - 1) * rowstep + (rows > 1 ? flip : 0) + (1LL << c) - 1;
+    }
+};
+
+// This thread's elements of the tile: L = threadIdx.x + e * NT, e = 0 .. count-1; in
+// global memory at  b + e * d + (e >> sh) * w  (+ flip in the upper half of the rows).
+// Tiles whose rows hold NT elements or more ("rows"): d = NT and every 2^sh elements
+// start a new row; shorter rows ("strided"): each step of NT covers several rows, d
+// apart, and w = 0.  `run` elements from any multiple of `run` lie d apart.
+template <int NT, int LOGE> struct Walk {
+    long long b, d, w, flip;
+    int sh, half, count, run;
+    bool rows;
+    __device__ __forceinline__ Walk(const Tile& t, int tb) {
+        constexpr int LNT = Log2<NT>::v;
+        const int tid = threadIdx.x;
+        const int T = 1 << tb;
+        count = T > tid ? (T - tid + NT - 1) / NT : 0;
+        half = (T / 2 + NT - 1 - tid) / NT;  // elements with L < T/2
+        flip = t.flip;
+        rows = t.c >= LNT;
+        if (rows) {
+            b = t.start + tid, d = NT, sh = t.c - LNT, w = t.rowstep - (1LL << t.c);
+            run = 1 << sh;
+        } else {
+            b = t.start + (tid & ((1 << t.c) - 1)) + (long long)(tid >> t.c) * t.rowstep;
+            d = (long long)(NT >> t.c) * t.rowstep, sh = 30, w = 0;
+            run = flip ? half : count;
+        }
+    }
+    __device__ __forceinline__ long long at(int e) const {
+        return b + e * d + (long long)(e >> sh) * w + (e >= half ? flip : 0);
+    }
+    // Its shared-memory slot: pad(L), affine in e when E divides NT.
+    __device__ __forceinline__ int spos(int e) const {
+        if constexpr (NT % (1 << LOGE) == 0)
+            return pad<LOGE>(threadIdx.x) + e * (NT + (NT >> LOGE));
+        else
+            return pad<LOGE>(threadIdx.x + e * NT);
+    }
+};
+
+// How a batch of a thread's elements is addressed: IO_ROWS and IO_STRIDED when every
+// batch lies in one run (the tile entirely below n, whole batches): the batch's first
+// index plus u * NT (immediate offsets) or u * d; IO_ANY: each element on its own,
+// with the bounds checks of the virtual padding.
+enum { IO_ANY = 0, IO_ROWS = 1, IO_STRIDED = 2 };
+
+template <int NT, int LOGE, int IO>
+__device__ __forceinline__ long long batch_at(const Walk<NT, LOGE>& wk, long long i0, int e) {
+    if constexpr (IO == IO_ROWS) return i0 + e * NT;
+    else if constexpr (IO == IO_STRIDED) return i0 + e * wk.d;
+    else return wk.at(e);
+}
+
+template <int BATCH, int NT, int LOGE>
+__device__ __forceinline__ int io_kind(const Walk<NT, LOGE>& wk, bool full) {
+    if (!full || wk.count % BATCH || wk.run % BATCH) return IO_ANY;
+    return wk.rows ? IO_ROWS : IO_STRIDED;
+}
+
+template <class K, class V> struct Batch {  // loads in flight per thread
+    // one block per SM: memory-level parallelism comes from each thread's loads
+    static constexpr int N = sizeof(typename K::U) + sizeof(typename V::U) <= 8 ? 16 : 8;
+};
+
+template <class K, class V, int NT, int LOGE, int IO>
+__device__ __forceinline__ void load_tile(const typename K::U* keys, const typename V::U* vals,
+                                          long long n, const Walk<NT, LOGE>& wk,
+                                          typename K::U* sk, typename V::U* sv,
+                                          typename K::U dm) {
+    typedef typename K::U U;
+    typedef typename V::U VU;
+    constexpr bool HV = HasValues<V>::value;
+    constexpr int B = Batch<K, V>::N;
+    for (int e0 = 0; e0 < wk.count; e0 += B) {
+        const long long i0 = IO == IO_ANY ? 0 : wk.at(e0);
+        const U* kp = keys + i0;
+        const VU* vp = vals + (HV ? i0 : 0);
+        U c[B];
+        VU v[B];
+        bool ok[B];
+#pragma unroll
+        for (int u = 0; u < B; ++u) {  // raw loads first: all B in flight
+            const long long i = batch_at<NT, LOGE, IO>(wk, 0, IO == IO_ANY ? e0 + u : u);
+            ok[u] = IO != IO_ANY || (e0 + u < wk.count && i < n);
+            c[u] = ok[u] ? kp[i] : (U)0;
+            if constexpr (HV) v[u] = ok[u] ? vp[i] : (VU)0;
+        }
+#pragma unroll
+        for (int u = 0; u < B; ++u) {
+            if (IO == IO_ANY && e0 + u >= wk.count) continue;
+            sk[wk.spos(e0 + u)] = ok[u] ? (U)(K::total(c[u]) ^ dm) : (U)~(U)0;
+            if constexpr (HV) sv[wk.spos(e0 + u)] = ok[u] ? v[u] : V::value_max();
+        }
     }
 }
 
-struct Map {  // tile index -> global index of this block
-    long long n;
-    int tb, mode, top, k, mirror;
-    long long blk;
-    __device__ __forceinline__ long long at(int L) const {
-        if (mode != 2) return (blk << tb) + L;
-        const int c = tb - k, midbits = top - k + 1 - c;
-        const long long mid = blk & ((1LL << midbits) - 1), outer = blk >> midbits;
-        const int M = L >> c;
-        const long long m2 = (mirror && (M >> (k - 1))) ? (mid ^ ((1LL << midbits) - 1)) : mid;
-        return (outer << (top + 1)) | ((long long)M << (top - k + 1)) | (m2 << c) | (L & ((1 << c) - 1));
+template <class K, class V, int NT, int LOGE, int IO>
+__device__ __forceinline__ void store_tile(typename K::U* keys, typename V::U* vals, long long n,
+                                           const Walk<NT, LOGE>& wk, const typename K::U* sk,
+                                           const typename V::U* sv, typename K::U dm) {
+    typedef typename K::U U;
+    typedef typename V::U VU;
+    constexpr bool HV = HasValues<V>::value;
+    constexpr int B = Batch<K, V>::N;
+    for (int e0 = 0; e0 < wk.count; e0 += B) {
+        const long long i0 = IO == IO_ANY ? 0 : wk.at(e0);
+        U* kp = keys + i0;
+        VU* vp = vals + (HV ? i0 : 0);
+#pragma unroll
+        for (int u = 0; u < B; ++u) {
+            const long long i = batch_at<NT, LOGE, IO>(wk, 0, IO == IO_ANY ? e0 + u : u);
+            if (IO == IO_ANY && (e0 + u >= wk.count || i >= n)) continue;
+            kp[i] = K::untotal((U)(sk[wk.spos(e0 + u)] ^ dm));
+            if constexpr (HV) vp[i] = sv[wk.spos(e0 + u)];
+        }
     }
-};
+}
+
+// The one place a phase is run: the kernel holds three copies of a phase, not one per
+// call site -- without a mirror, with the mirror of a whole window (GROUP, the larger
+// stages of SORT), with the mirror of part of one (the smaller stages of SORT).
+template <class K, class V, int E, int NT>
+__device__ __noinline__ void run_phase(typename K::U* sk, typename V::U* sv, int tb, int q, int mb,
+                                       int jtop, int nsteps, typename K::U dm) {
+    constexpr int LOGE = Log2<E>::v;
+    if (mb < 0) phase<K, V, E, NT, -1>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+    else if (mb == LOGE - 1) phase<K, V, E, NT, LOGE - 1>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+    else phase<K, V, E, NT, -2>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+}
 
 template <class K, class V, int E, int NT, int MINB>
 __global__ void __launch_bounds__(NT, MINB)
@@ -127,73 +261,57 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
-    constexpr bool HV = HasValues<V>::value;
+    constexpr int B = Batch<K, V>::N;
     extern __shared__ __align__(16) unsigned char smem[];
-    const int T = 1 << tb;
     U* sk = reinterpret_cast<U*>(smem);
-    VU* sv = reinterpret_cast<VU*>(smem + ((Pad<U>::at(T) * sizeof(U) + 15) & ~15));
+    VU* sv = reinterpret_cast<VU*>(smem + ((pad<LOGE>(1 << tb) * sizeof(U) + 15) & ~15));
     const U dm = (U)dmask;
-    const Map map{n, tb, mode, top, k, mirror, (long long)blockIdx.x};
-    if (map.at(0) >= n) return;  // all padding (the map is increasing in L)
+    const Tile tile((long long)blockIdx.x, tb, mode, top, k, mirror);
+    if (tile.start >= n) return;  // all padding (the map increases with L)
     keys += blockIdx.y * lane;
-    vals += HV ? blockIdx.y * lane : 0;
-
-    // Load: BATCH loads per thread in flight before any shared-memory store (one block
-    // per SM, so memory-level parallelism comes from each thread's outstanding loads).
-    constexpr int BATCH = sizeof(U) + sizeof(VU) <= 8 ? 16 : 8;
-    for (int L0 = threadIdx.x; L0 < T; L0 += NT * BATCH) {
-        U c[BATCH];
-        VU v[BATCH];
-#pragma unroll
-        for (int u = 0; u < BATCH; ++u) {
-            const int L = L0 + u * NT;
-            const long long i = L < T ? map.at(L) : n;
-            c[u] = (U)~(U)0;
-            v[u] = 0;
-            if constexpr (HV) v[u] = V::value_max();
-            if (i < n) {
-                c[u] = (U)(K::total(keys[i]) ^ dm);
-                if constexpr (HV) v[u] = vals[i];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < BATCH; ++u) {
-            const int L = L0 + u * NT;
-            if (L < T) {
-                sk[Pad<U>::at(L)] = c[u];
-                if constexpr (HV) sv[Pad<VU>::at(L)] = v[u];
-            }
-        }
-    }
+    vals += HasValues<V>::value ? blockIdx.y * lane : 0;
+    const Walk<NT, LOGE> wk(tile, tb);
+    const int io = io_kind<B>(wk, tile.last(tb) < n);
+    if (io == IO_ROWS) load_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_STRIDED) load_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
+    else load_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
     if (mode == 0) {
         __syncthreads();
         phase_sort<K, V, E, NT>(sk, sv, tb, dm);
-        for (int s = LOGE + 1; s <= tb; ++s) {
-            __syncthreads();
-            phase<K, V, E, NT>(sk, sv, tb, s - LOGE, true, 0, LOGE, dm);
-            half_cleaners<K, V, E, NT>(sk, sv, tb, s - LOGE - 1, 0, dm);
+    }
+    // The steps of the pass as a list of segments: a first phase (a mirror step and the
+    // half-cleaners in its window), then half-cleaners from bit `rem` down to `stop` in
+    // phases.  SORT: one segment per stage above LOGE; MERGE and GROUP: one.
+    for (int s = LOGE + 1, last = mode == 0 ? tb : LOGE + 1; s <= last; ++s) {
+        int q = 0, mb = -1, steps = 0, rem, stop = 0;
+        if (mode == 0) {  // the stage's mirror with its steps above bit LOGE, then the rest
+            q = s - LOGE > LOGE ? s - LOGE : LOGE, mb = s - 1 - q, steps = mb + 1, rem = q - 1;
+        } else if (mode == 1) {
+            rem = top;
+        } else {
+            steps = mirror ? (k < LOGE ? k : LOGE) : 0;
+            q = tb - LOGE, mb = LOGE - 1, rem = tb - 1 - steps, stop = tb - k;
         }
-    } else if (mode == 1) {
-        half_cleaners<K, V, E, NT>(sk, sv, tb, top, 0, dm);
-    } else {
-        int rem = tb - 1;
-        if (mirror) {
-            const int steps = k < LOGE ? k : LOGE;
+        if (steps) {
             __syncthreads();
-            phase<K, V, E, NT>(sk, sv, tb, tb - LOGE, true, 0, steps, dm);
-            rem -= steps;
+            run_phase<K, V, E, NT>(sk, sv, tb, q, mb, mb - 1, steps, dm);
         }
-        half_cleaners<K, V, E, NT>(sk, sv, tb, rem, tb - k, dm);
+        while (rem >= stop) {
+            q = 0;
+            if (rem >= LOGE) {
+                q = rem - LOGE + 1 > stop ? rem - LOGE + 1 : stop;
+                q = q < LOGE ? LOGE : q > tb - LOGE ? tb - LOGE : q;
+            }
+            const int low = q > stop ? q : stop;
+            __syncthreads();
+            run_phase<K, V, E, NT>(sk, sv, tb, q, -1, rem - q, rem - low + 1, dm);
+            rem = low - 1;
+        }
     }
     __syncthreads();
-#pragma unroll 4
-    for (int L = threadIdx.x; L < T; L += NT) {
-        const long long i = map.at(L);
-        if (i < n) {
-            keys[i] = K::untotal((U)(sk[Pad<U>::at(L)] ^ dm));
-            if constexpr (HV) vals[i] = sv[Pad<VU>::at(L)];
-        }
-    }
+    if (io == IO_ROWS) store_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_STRIDED) store_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
+    else store_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
 }
 
 // Crossing count of a compare-split: #{i < min(ma, mb) : A[ma-1-i] > B[i]} by binary

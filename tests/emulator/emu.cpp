@@ -16,6 +16,7 @@ inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(threads, blocks)
 #define __shared__
 #define __align__(n) __attribute__((aligned(n)))

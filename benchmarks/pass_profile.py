@@ -1,0 +1,109 @@
+"""Time every pass of one GPU sort: where the local sort's time goes.
+
+    python benchmarks/pass_profile.py [--n 268435456] [--dtype uint32] [--values uint32]
+
+Runs the launch plan of ``distsort.backends.cupy.sort_inplace`` with a CUDA event
+between launches, on fresh random keys (checked against ``cupy.sort`` afterwards), and
+prints each pass (mode, top bit, global steps, blocks, ms) and the sum per mode.  With
+``--runs 0`` it only sorts twice, untimed (under ``ncu``: the second sort's launches
+are the ones to profile).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from distsort.backends import cupy as cpb  # noqa: E402
+from distsort.kernels.loader import get_module  # noqa: E402
+
+MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
+
+
+def launches(keys, values):
+    """``(pass tuple, launch thunk)`` for each pass of a sort of ``keys`` (one lane)."""
+    vdt = None if values is None else values.dtype
+    tile, regs, threads, kmax, smem, minb = cpb._config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, regs, threads, minb)
+    mod.allow_smem(smem)
+    n = keys.size
+    vst = keys if values is None else values
+    for p in cpb.schedule(n, tile, regs.bit_length() - 1, kmax):
+        mode, tb, top, k, mirror, blocks = p
+        args = (keys, vst, np.int64(n), np.int64(n), np.int32(tb), np.int32(mode),
+                np.int32(top), np.int32(k), np.int32(mirror), np.uint64(0))
+        yield p, (lambda a=args, b=blocks: mod.bitonic_pass((b, 1), (threads,), a, shared_mem=smem))
+
+
+def fresh(n, dtype, seed):
+    rs = cupy.random.RandomState(seed)
+    if np.dtype(dtype).kind == "f":
+        return rs.standard_normal(n, dtype=np.float64).astype(dtype)
+    info = np.iinfo(dtype)
+    return rs.randint(0, info.max, size=n, dtype=np.uint64).astype(dtype)
+
+
+def timed_sort(keys, values):
+    rows = []
+    for p, go in launches(keys, values):
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        a.record()
+        go()
+        b.record()
+        rows.append((p, a, b))
+    cupy.cuda.Device().synchronize()
+    return [(p, cupy.cuda.get_elapsed_time(a, b)) for p, a, b in rows]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1 << 28)
+    ap.add_argument("--dtype", default="uint32")
+    ap.add_argument("--values", default=None)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    keys = fresh(a.n, a.dtype, 1)
+    values = None if a.values is None else fresh(a.n, a.values, 2)
+    for _, go in launches(keys, values):  # warm-up (compiles)
+        go()
+    cupy.cuda.Device().synchronize()
+    if a.runs == 0:
+        keys[:] = fresh(a.n, a.dtype, 3)
+        for _, go in launches(keys, values):
+            go()
+        cupy.cuda.Device().synchronize()
+        return
+    best = None
+    for r in range(a.runs):
+        keys = fresh(a.n, a.dtype, 10 + r)
+        ref = cupy.sort(keys)
+        values = None if a.values is None else fresh(a.n, a.values, 20 + r)
+        rows = timed_sort(keys, values)
+        assert bool((keys == ref).all()) or a.dtype.startswith("float") and bool(
+            ((keys == ref) | (cupy.isnan(keys) & cupy.isnan(ref))).all()), "wrong order"
+        total = sum(ms for _, ms in rows)
+        best = rows if best is None or total < sum(ms for _, ms in best) else best
+    per_mode = defaultdict(lambda: [0, 0.0])
+    print(f"{a.dtype}{'+' + a.values if a.values else ''} n={a.n}: {len(best)} passes, "
+          f"{sum(ms for _, ms in best):.2f} ms (best of {a.runs})")
+    for (mode, tb, top, k, mirror, blocks), ms in best:
+        per_mode[MODES[mode]][0] += 1
+        per_mode[MODES[mode]][1] += ms
+        print(f"  {MODES[mode]:5s} tb={tb} top={top:2d} k={k:2d} mirror={mirror} "
+              f"blocks={blocks:7d} {ms:8.3f} ms")
+    for m, (count, ms) in per_mode.items():
+        print(f"  sum {m:5s}: {count:3d} passes {ms:8.3f} ms ({ms / count:.3f} ms each)")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"dtype": a.dtype, "values": a.values, "n": a.n,
+                                            "passes": [[*p, ms] for p, ms in best]}))
+
+
+if __name__ == "__main__":
+    main()
