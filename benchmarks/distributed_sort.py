@@ -181,7 +181,8 @@ def peer_bandwidth(client, nbytes=2**32):
 
 
 def local_sort_seconds(client, n, dtype, runs, cpu=False):
-    """distsort's local sort of one chunk of ``n`` keys on one GPU (CUDA events)."""
+    """distsort's local sort of one chunk of ``n`` keys on one worker: in place on the
+    GPU (CUDA events; a fresh chunk each run, one chunk in memory at a time)."""
     def measure_cpu():
         from distsort.backends import Order
         from distsort.backends import numpy as backend
@@ -190,14 +191,14 @@ def local_sort_seconds(client, n, dtype, runs, cpu=False):
 
     def measure():
         import cupy
-        from distsort.backends import Order
         from distsort.backends import cupy as backend
-        x = make_chunk(1, n, dtype)
         times = []
-        for _ in range(runs + 1):
+        for r in range(runs + 1):
+            x = None
+            x = make_chunk(1 + r, n, dtype)
             start, stop = cupy.cuda.Event(), cupy.cuda.Event()
             start.record()
-            backend.prepare(x, None, Order(), None)
+            backend.sort_inplace(x)
             stop.record()
             stop.synchronize()
             times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
@@ -264,10 +265,10 @@ def run_case(client, n, dtype, args, workers):
                chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data), sent_by_kind=state["kinds"])
+    state.clear()  # the sorted array: room for the reference measurements
     row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3, args.cpu)
     if args.one_chunk and workers == 1:
         row["one_chunk_sort_s"] = one_chunk_sort(client, x, args.runs, args.cpu)
-    state.clear()
     return row
 
 

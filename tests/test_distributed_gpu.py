@@ -4,6 +4,7 @@ Runs on a machine with GPUs, CuPy and dask-cuda (``pytest -m gpu``); skipped els
 Clusters: 1 and 2 GPUs (as many as there are), UCX (NVLink) and TCP.
 """
 import os
+import time
 
 import numpy as np
 import pytest
@@ -135,10 +136,14 @@ def test_out_of_core_one_gpu_spills():
     with local_cuda_cluster(n_workers=1, device_memory_limit="8GB", protocol="tcp",
                             rmm_pool_size=None, memory_limit="220GB") as cluster:
         with distributed.Client(cluster) as c:
-            x = da.random.default_rng(7).random(n, chunks=chunk, dtype=np.float32)
-            x = x.map_blocks(cupy.asarray, meta=cupy.empty(0, np.float32))
+            # made on the GPU (a NumPy input would spend minutes in the random
+            # generator and the host-to-device copies, twice: the checks remake it)
+            rs = da.random.RandomState(7, RandomState=cupy.random.RandomState)
+            x = rs.random_sample(n, chunks=chunk, dtype=np.float32)
+            start = time.perf_counter()
             s = distsort.sort(x, verify=True).persist()
             distributed.wait(s)
+            print(f"sorted and verified in {time.perf_counter() - start:.1f} s", flush=True)
             tiers = c.run(memory_tiers)
             print("memory tiers after the sort:", tiers, flush=True)
             host = sum(t.get("host_buffer", 0) for t in tiers.values())
