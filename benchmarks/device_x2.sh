@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
 # one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh alltests|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh alltests|gputests|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -60,6 +60,22 @@ for stage in "$@"; do
       bash "$0" tests2 > "$OUT/tests2.out" 2>&1
       wait
       tail -12 "$OUT/outofcore.log"; cat "$OUT/tests1.out" "$OUT/tests2.out" | grep -v "^===" ;;
+    gputests)  # the distributed GPU tests: one GPU (GPU 0), two GPUs, out-of-core (GPU 1)
+      T=${TESTS_TIMEOUT:-400}
+      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout $T python3 -m pytest -q -s -p no:cacheprovider \
+        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
+        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
+        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
+      (timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 tests/ \
+        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"; \
+        echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log") &
+      timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 \
+        tests/test_distributed_gpu.py tests/test_deploy.py -k "2gpu or 1gpu-tcp or gpu_workers_with_ucx" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
+      echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
+      wait
+      for f in outofcore gpu_tests_1gpu gpu_tests_2gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
