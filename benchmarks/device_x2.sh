@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
 # one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh alltests|gputests|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh alltests|gputests|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -92,6 +92,19 @@ for stage in "$@"; do
         --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/bench2_64.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -8 ;;
+    big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two, then 160 GB of uint32
+      timeout ${BIG1_TIMEOUT:-60} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 32GiB \
+        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB \
+        --out "$OUT/distributed_sort_1gpu_32.json" 2>&1 | tee "$OUT/big1.log" \
+        | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
+      timeout ${BIG2_TIMEOUT:-90} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 64GiB \
+        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB \
+        --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
+        | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
+      timeout ${LARGEST_TIMEOUT:-100} python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB \
+        --dtypes uint32 --chunks-per-gpu 8 --device-memory-limit 0.9 \
+        --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
+        | grep -vE "^(INFO|distributed\.)" | tail -5 ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort
       timeout ${BENCH1_TIMEOUT:-130} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB 8GiB 32GiB \
         --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \

@@ -28,13 +28,16 @@ def parser(description):
     return p
 
 
-def median_time(fn, runs, warmup, sync=lambda: None):
-    """Median wall time of ``fn()`` over ``runs`` after ``warmup`` runs; ``sync`` before stopping."""
+def median_time(fn, runs, warmup, sync=lambda: None, before=lambda: None):
+    """Median wall time of ``fn()`` over ``runs`` after ``warmup`` runs; ``sync`` before
+    the clock stops, ``before`` (untimed) before it starts."""
     for _ in range(warmup):
+        before()
         fn()
         sync()
     times = []
     for _ in range(runs):
+        before()
         start = time.perf_counter()
         fn()
         sync()
