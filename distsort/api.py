@@ -53,6 +53,8 @@ def _module(meta):
 
 def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
+    from .locality import keep_chunks_in_place  # imports distributed: only when sorting
+    keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     chunks = normalize_chunks(keys.chunks[0])
     if chunks != keys.chunks[0]:
         keys = keys.rechunk((chunks,))

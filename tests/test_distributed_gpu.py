@@ -96,7 +96,7 @@ def test_chunk_counts_and_ragged_chunks(client, count):
         np.testing.assert_array_equal(cupy.asnumpy(a), stable_argsort(x))
 
 
-@pytest.mark.xfail(strict=False, reason="the scheduler may run a merge, or a chunk's prepare, on the other worker and move the chunk (seen on loopback and on 2 H200s); Dask 2026.7 drops layer annotations of arrays, so the graph cannot pin them yet")
+@pytest.mark.xfail(strict=False, reason="before the scheduler plugin of distsort.locality the scheduler sometimes ran a merge on the other worker (seen on 2 H200s over UCX); the plugin has not yet run on GPUs")
 def test_chunks_stay_on_their_workers(client):
     """Each merge runs where the chunk it keeps lives: a worker only receives heads/tails."""
     rng = np.random.default_rng()

@@ -1,0 +1,92 @@
+"""Keep each chunk on the worker that holds it: a scheduler plugin.
+
+A compare-split task (``merge_low`` / ``merge_high``) needs the chunk it keeps and
+the crossing part of its partner; it should run where the chunk is, so that only
+the crossing part travels.  The Dask scheduler picks a worker by the estimated
+time to start -- queued work plus the bytes to fetch over the *measured*
+bandwidth -- so with fast links (NVLink) or a busy worker it often runs the task
+on the partner's worker and moves the whole chunk.  Dask 2026.7 drops layer
+annotations of arrays, so the graph cannot ask for a worker itself.
+
+:class:`KeepChunksInPlace` restricts each such task, as soon as the chunk it keeps
+is computed, to the worker(s) holding that chunk; the restriction is loose, so
+that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
+``argsort``, ``sort_by_key``) registers it on the current ``distributed`` client's
+scheduler once, through :func:`keep_chunks_in_place`.
+"""
+from __future__ import annotations
+
+import warnings
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+PLUGIN_NAME = "distsort-keep-chunks-in-place"
+_registered: dict = {}  # scheduler address -> whether the plugin is there
+
+
+def keeps(dependent_key, key) -> bool:
+    """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
+    a distsort task (prepare, probe, head, tail, compare-split, finish) of the same
+    chunk position."""
+    if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
+        return False
+    if len(dependent_key) != 2 or len(key) != 2 or dependent_key[1] != key[1]:
+        return False
+    return str(dependent_key[0]).startswith("distsort-")
+
+
+class KeepChunksInPlace(SchedulerPlugin):
+    """Restrict the tasks that read a chunk to the worker holding the chunk."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self):
+        self.scheduler = None
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish != "memory" or self.scheduler is None or not isinstance(key, tuple):
+            return
+        ts = self.scheduler.tasks.get(key)
+        if ts is None or not ts.who_has:
+            return
+        where = {ws.address for ws in ts.who_has}
+        for dts in ts.dependents:
+            if dts.state in ("waiting", "released") and keeps(dts.key, key):
+                dts.worker_restrictions = set(where)
+                dts.loose_restrictions = True
+
+
+def keep_chunks_in_place(client=None) -> bool:
+    """Register :class:`KeepChunksInPlace` on the scheduler of ``client`` (default: the
+    current client, if there is one), once per scheduler.  Returns whether it is
+    registered; where it cannot be (the scheduler cannot import distsort, an
+    asynchronous client), warns once and the sort runs without it.
+
+    >>> from distributed import Client                     # doctest: +SKIP
+    >>> keep_chunks_in_place(Client("tcp://scheduler:8786"))  # doctest: +SKIP
+    True
+    """
+    if client is None:
+        try:
+            from distributed import default_client
+            client = default_client()
+        except ValueError:  # no client: the local schedulers need no plugin
+            return False
+    address = getattr(client.scheduler, "address", None)
+    if address not in _registered:
+        _registered[address] = not client.asynchronous and _register(client)
+    return _registered[address]
+
+
+def _register(client):
+    try:
+        client.register_plugin(KeepChunksInPlace(), name=PLUGIN_NAME)
+    except Exception as e:  # noqa: BLE001  (any failure only costs locality)
+        warnings.warn(f"distsort: could not register its scheduler plugin ({e}); chunks "
+                      "may move between workers during the merge", RuntimeWarning,
+                      stacklevel=4)
+        return False
+    return True
