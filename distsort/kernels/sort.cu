@@ -170,6 +170,8 @@ template <int NT, int LOGE> struct Walk {
 // with the bounds checks of the virtual padding.
 enum { IO_ANY = 0, IO_ROWS = 1, IO_STRIDED = 2 };
 
+// Element u of a batch relative to i0, the batch's first (IO_ROWS, IO_STRIDED; the
+// callers pass i0 = 0 and offset the pointers instead), or element e itself (IO_ANY).
 template <int NT, int LOGE, int IO>
 __device__ __forceinline__ long long batch_at(const Walk<NT, LOGE>& wk, long long i0, int e) {
     if constexpr (IO == IO_ROWS) return i0 + e * NT;
@@ -184,7 +186,7 @@ __device__ __forceinline__ int io_kind(const Walk<NT, LOGE>& wk, bool full) {
 }
 
 template <class K, class V> struct Batch {  // loads in flight per thread
-    // one block per SM: memory-level parallelism comes from each thread's loads
+    // one or two blocks per SM: memory-level parallelism comes from each thread's loads
     static constexpr int N = sizeof(typename K::U) + sizeof(typename V::U) <= 8 ? 16 : 8;
 };
 
