@@ -8,8 +8,10 @@ bandwidth -- so with fast links (NVLink) or a busy worker it often runs the task
 on the partner's worker and moves the whole chunk.  Dask 2026.7 drops layer
 annotations of arrays, so the graph cannot ask for a worker itself.
 
-:class:`KeepChunksInPlace` restricts each such task, as soon as the chunk it keeps
-is computed, to the worker(s) holding that chunk; the restriction is loose, so
+:class:`KeepChunksInPlace` restricts every distsort task that reads a chunk (its
+compare-split, and also its probes, head or tail, and the finishing step: on two
+CPU workers restricting the compare-splits alone still moved whole chunks), as
+soon as the chunk is computed, to the worker(s) holding it; the restriction is loose, so
 that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
 ``argsort``, ``sort_by_key``) registers it on the current ``distributed`` client's
 scheduler once, through :func:`keep_chunks_in_place`.
