@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
 # one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh alltests|gputests|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh alltests|gputests|split|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -76,6 +76,18 @@ for stage in "$@"; do
       echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
       wait
       for f in outofcore gpu_tests_1gpu gpu_tests_2gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
+    split)  # the one-GPU tests on GPU 0 while the out-of-core test has GPU 1 to itself
+      T=${TESTS_TIMEOUT:-540}
+      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout $T python3 -m pytest -q -s -p no:cacheprovider \
+        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
+        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
+        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
+      CUDA_VISIBLE_DEVICES=0 timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 tests/ \
+        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
+      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+      wait
+      for f in outofcore gpu_tests_1gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
@@ -92,17 +104,17 @@ for stage in "$@"; do
         --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/bench2_64.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -8 ;;
-    big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two, then 160 GB of uint32
+    big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two (8 GiB chunks), 160 GB
       timeout ${BIG1_TIMEOUT:-60} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 32GiB \
-        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB \
+        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
         --out "$OUT/distributed_sort_1gpu_32.json" 2>&1 | tee "$OUT/big1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
       timeout ${BIG2_TIMEOUT:-90} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 64GiB \
-        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB \
+        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
         --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
-      timeout ${LARGEST_TIMEOUT:-100} python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB \
-        --dtypes uint32 --chunks-per-gpu 8 --device-memory-limit 0.9 \
+      timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
+        --dtypes uint32 --chunks-per-gpu 16 --device-memory-limit 0.9 \
         --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
         | grep -vE "^(INFO|distributed\.)" | tail -5 ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort

@@ -274,7 +274,10 @@ def run_case(client, n, dtype, args, workers):
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data), sent_by_kind=state["kinds"])
     state.clear()  # the sorted array: room for the reference measurements
-    row["local_sort_s"] = local_sort_seconds(client, chunk, dtype, 3, args.cpu)
+    # The floor's local sort: one GPU's whole share in one piece (= a chunk when
+    # --chunks-per-gpu is 1), the least sorting a GPU must do.
+    row["local_sort_s"] = local_sort_seconds(client, chunk * args.chunks_per_gpu, dtype, 3,
+                                             args.cpu)
     if args.one_chunk and workers == 1:
         row["one_chunk_sort_s"] = one_chunk_sort(client, x, args.runs, args.cpu)
     return row

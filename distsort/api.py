@@ -53,18 +53,20 @@ def _module(meta):
 
 def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
-    from .locality import keep_chunks_in_place  # imports distributed: only when sorting
+    from .locality import keep_chunks_in_place, pairs_in_flight  # import distributed
     keep_chunks_in_place()  # on the current distributed client's scheduler, if any
+    window = pairs_in_flight()
     chunks = normalize_chunks(keys.chunks[0])
     if chunks != keys.chunks[0]:
         keys = keys.rechunk((chunks,))
     if values is not None and values.chunks[0] != chunks:
         values = values.rechunk((chunks,))
     backend = get_backend(keys._meta)
-    token = tokenize(keys.name, values.name if values is not None else None, order, positions)
+    token = tokenize(keys.name, values.name if values is not None else None, order, positions,
+                     window)
     graph = SortGraph(token)
     sorted_keys = sort_layers(graph, keys.name, values.name if values is not None else None,
-                              chunks, backend, order, positions)
+                              chunks, backend, order, positions, window)
     sources = [keys] + ([values] if values is not None else [])
     layers, deps = dict(graph.layers), dict(graph.dependencies)
     for src in sources:

@@ -14,14 +14,22 @@ crosses travels between workers:
 * ``tail`` (``lo``'s top ``kb``) and ``head`` (``hi``'s bottom ``kb``), the data
   that crosses;
 * ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
-  scheduler's choice: it may also move a chunk, see ``cluster.bytes_sent_by_kind``).
+  scheduler plugin of ``distsort.locality`` keeps them there).
+
+Left alone, a worker makes the ``tail`` and ``head`` copies of all its pairs while
+it waits for the first crossing part to arrive, and then holds about twice its
+chunks (measured on CPU workers: 16 chunks' worth on a worker of 8).  So the pairs
+of all rounds are put in one sequence (``plan.spread_order`` within a round) and
+only ``window`` consecutive pairs run at once: the ``bound`` of pair ``s`` also
+waits for two tiny ``done`` tasks, one per merge of pair ``s - window``.  A worker
+then holds its chunks plus the copies and outputs of the pairs in the window.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from .plan import plan_network
+from .plan import plan_network, spread_order
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
 PROBES = 1024
@@ -57,8 +65,19 @@ def probe_stride(length):
     return max(1, length // PROBES)
 
 
-def _compare_split(tasks, round_id, token, cur, lo, hi, chunks, backend, order):
-    """Tasks of one compare-split; returns the keys of the new ``lo`` and ``hi``."""
+def done(chunk):
+    """A token that a chunk is computed: what a later pair waits for, without the chunk."""
+    return None
+
+
+def after(gate, func, *args):
+    """``func(*args)``, once the keys in ``gate`` are computed (their values are unused)."""
+    return func(*args)
+
+
+def _compare_split(tasks, round_id, token, cur, lo, hi, chunks, backend, order, gate=()):
+    """Tasks of one compare-split, which starts once the keys of ``gate`` are computed;
+    returns the keys of the new ``lo`` and ``hi``."""
     def key(kind, i):
         return (f"distsort-r{round_id:02d}-{kind}-{token}", i)
 
@@ -66,34 +85,59 @@ def _compare_split(tasks, round_id, token, cur, lo, hi, chunks, backend, order):
     limit = min(chunks[lo], chunks[hi])
     tasks[key("probe-top", lo)] = (backend.probe, cur[lo], stride, True, order)
     tasks[key("probe-bottom", hi)] = (backend.probe, cur[hi], stride, False, order)
-    tasks[key("bound", lo)] = (backend.crossing_bound, key("probe-top", lo),
-                               key("probe-bottom", hi), stride, limit, order)
+    bound = (backend.crossing_bound, key("probe-top", lo), key("probe-bottom", hi),
+             stride, limit, order)
+    tasks[key("bound", lo)] = (after, list(gate), *bound) if gate else bound
     tasks[key("tail", lo)] = (backend.tail, cur[lo], key("bound", lo))
     tasks[key("head", hi)] = (backend.head, cur[hi], key("bound", lo))
-    tasks[key("low", lo)] = (backend.merge_low, cur[lo], key("head", hi), order)
-    tasks[key("high", hi)] = (backend.merge_high, cur[hi], key("tail", lo), order)
+    # A merge also waits for its own chunk's copy (made on the same worker), so that
+    # the chunk it replaces is freed when it ends.
+    tasks[key("low", lo)] = (after, [key("tail", lo)], backend.merge_low, cur[lo],
+                             key("head", hi), order)
+    tasks[key("high", hi)] = (after, [key("head", hi)], backend.merge_high, cur[hi],
+                              key("tail", lo), order)
     return key("low", lo), key("high", hi)
 
 
-def network_layers(graph, chunk_keys, chunks, backend, order):
-    """Add one layer per round of the network; returns the keys of the sorted chunks."""
+def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
+    """Add one layer per round of the network; returns the keys of the sorted chunks.
+
+    At most ``window`` pairs (None: no limit) are between their ``bound`` and their
+    merges at once."""
     cur = list(chunk_keys)
-    for round_id, rnd in enumerate(plan_network(len(chunks))):
+    rounds = plan_network(len(chunks))
+    total = sum(len(r.pairs) for r in rounds)
+    tokens = []  # per pair of the sequence: its done tokens, if a later pair waits
+    for round_id, rnd in enumerate(rounds):
         tasks = {}
-        for lo, hi in rnd.pairs:
+        for lo, hi in spread_order(rnd.pairs, len(chunks)):
+            s = len(tokens)
+            gate = tokens[s - window] if window and s >= window else ()
             cur[lo], cur[hi] = _compare_split(
-                tasks, round_id, graph.token, cur, lo, hi, chunks, backend, order)
+                tasks, round_id, graph.token, cur, lo, hi, chunks, backend, order, gate)
+            late = window and s + window < total  # a later pair waits for this one
+            tokens.append(_done_tokens(tasks, round_id, graph.token, cur, lo, hi) if late
+                          else ())
         # A round reads chunks that any earlier round (or the prepare layer) made.
         graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
     return cur
 
 
-def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions):
+def _done_tokens(tasks, round_id, token, cur, lo, hi):
+    keys = [(f"distsort-r{round_id:02d}-done-{token}", i) for i in (lo, hi)]
+    for k in keys:
+        tasks[k] = (done, cur[k[1]])
+    return keys
+
+
+def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
+                window=None):
     """Prepare (copy and sort) every chunk, then run the network.
 
     ``keys_name`` and ``values_name`` (or None) name the input arrays, whose
     1-D chunking ``chunks`` must be regular (``distsort.plan.is_regular``).
-    ``positions`` makes the values the positions ``0 .. n-1``.
+    ``positions`` makes the values the positions ``0 .. n-1``; ``window`` limits the
+    pairs in flight (``network_layers``).
     Returns the keys of the sorted chunks, in backend form.
     """
     tasks = {}
@@ -106,7 +150,7 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
     deps = {keys_name} | ({values_name} if values_name else set())
     graph.add("prepare", tasks, deps)
     keys = [("distsort-prepare-" + graph.token, i) for i in range(len(chunks))]
-    return network_layers(graph, keys, chunks, backend, order)
+    return network_layers(graph, keys, chunks, backend, order, window)
 
 
 def finish_layer(graph, out_name, sorted_keys, func, *args):

@@ -15,6 +15,9 @@ soon as the chunk is computed, to the worker(s) holding it; the restriction is l
 that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
 ``argsort``, ``sort_by_key``) registers it on the current ``distributed`` client's
 scheduler once, through :func:`keep_chunks_in_place`.
+
+:func:`pairs_in_flight` sizes the window of compare-splits that may run at once
+(``distsort.graph``), which bounds what a worker holds beyond its own chunks.
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ import warnings
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 PLUGIN_NAME = "distsort-keep-chunks-in-place"
+#: Pairs in flight per worker: one merging while the next one's crossing part travels.
+PAIRS_PER_WORKER = 2
 _registered: dict = {}  # scheduler address -> whether the plugin is there
 
 
@@ -61,6 +66,34 @@ class KeepChunksInPlace(SchedulerPlugin):
                 dts.loose_restrictions = True
 
 
+def _current_client(client=None):
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+        return default_client()
+    except ValueError:  # no client: Dask's local schedulers
+        return None
+
+
+def pairs_in_flight(client=None, per_worker=PAIRS_PER_WORKER) -> int:
+    """How many compare-split pairs may run at once: ``per_worker`` per worker of
+    ``client`` (default: the current client), or per CPU core without a client.
+
+    >>> pairs_in_flight(per_worker=2) >= 2
+    True
+    """
+    import os
+    client = _current_client(client)
+    workers = 0
+    if client is not None and not client.asynchronous:
+        try:
+            workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        except Exception:  # noqa: BLE001  (no answer: size it as for one worker)
+            workers = 1
+    return per_worker * max(1, workers or (os.cpu_count() if client is None else 1))
+
+
 def keep_chunks_in_place(client=None) -> bool:
     """Register :class:`KeepChunksInPlace` on the scheduler of ``client`` (default: the
     current client, if there is one), once per scheduler.  Returns whether it is
@@ -71,12 +104,9 @@ def keep_chunks_in_place(client=None) -> bool:
     >>> keep_chunks_in_place(Client("tcp://scheduler:8786"))  # doctest: +SKIP
     True
     """
-    if client is None:
-        try:
-            from distributed import default_client
-            client = default_client()
-        except ValueError:  # no client: the local schedulers need no plugin
-            return False
+    client = _current_client(client)
+    if client is None:  # the local schedulers need no plugin
+        return False
     address = getattr(client.scheduler, "address", None)
     if address not in _registered:
         _registered[address] = not client.asynchronous and _register(client)

@@ -73,6 +73,19 @@ def plan_network(c: int) -> tuple[Round, ...]:
     return tuple(rounds)
 
 
+def spread_order(pairs, c: int) -> tuple[tuple[int, int], ...]:
+    """The pairs of a round in the order the merge lets them start: by the bit-reversed
+    index of the lower chunk, so that consecutive pairs belong to different workers
+    whether the chunks were dealt out round robin or in contiguous blocks (the graph
+    lets only a window of consecutive pairs run at once).
+
+    >>> spread_order(((0, 4), (1, 5), (2, 6), (3, 7)), 8)
+    ((0, 4), (2, 6), (1, 5), (3, 7))
+    """
+    bits = max(1, padded_count(c).bit_length() - 1)
+    return tuple(sorted(pairs, key=lambda p: int(f"{p[0]:0{bits}b}"[::-1], 2)))
+
+
 def round_count(c: int) -> int:
     """Rounds a full network on ``padded_count(c)`` chunks has: ``L (L + 1) / 2``."""
     levels = padded_count(c).bit_length() - 1

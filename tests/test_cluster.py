@@ -14,6 +14,8 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort import cluster as cl  # noqa: E402
 from distsort import locality  # noqa: E402
+from distsort.graph import round_task_kind  # noqa: E402
+from distsort.plan import plan_network  # noqa: E402
 from arrays import assert_only_crossing_parts_travel  # noqa: E402
 
 
@@ -79,6 +81,84 @@ def test_chunks_stay_on_their_workers(cluster_client):
             assert_only_crossing_parts_travel(sent, workers=2)
             assert np.array_equal(s.compute(), np.sort(x))
     assert cluster_client.run_on_scheduler(_has_plugin)
+
+
+class _PairsInFlight(distributed.SchedulerPlugin):
+    """Counts compare-split pairs between their ``bound`` and both their merges."""
+
+    name = "test-pairs-in-flight"
+
+    def __init__(self, partner):
+        self.partner = partner  # (round, hi) -> lo
+        self.started, self.merged, self.most = set(), {}, 0
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        kind = round_task_kind(key)
+        if kind is None:
+            return
+        rnd = int(str(key[0])[len("distsort-r"):][:2])
+        if kind == "bound" and finish == "processing":
+            self.started.add((rnd, key[1]))
+        elif kind in ("low", "high") and finish == "memory":
+            pair = (rnd, key[1] if kind == "low" else self.partner[rnd, key[1]])
+            self.merged[pair] = self.merged.get(pair, 0) + 1
+        done = sum(1 for v in self.merged.values() if v == 2)
+        self.most = max(self.most, len(self.started) - done)
+
+
+class _Held(distributed.WorkerPlugin):
+    """The most bytes of distinct NumPy buffers a worker held (views counted once),
+    leaving out the persisted input."""
+
+    name = "test-held"
+
+    def __init__(self, skip):
+        self.skip, self.most = skip, 0  # the input's keys and the futures they alias
+
+    def setup(self, worker):
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs):
+        seen = {}
+        for k, v in self.worker.data.items():
+            if not str(k[0] if isinstance(k, tuple) else k).startswith(self.skip):
+                for a in v if isinstance(v, tuple) else (v,):
+                    while isinstance(a.base, np.ndarray):
+                        a = a.base
+                    seen[id(a)] = a.nbytes
+        self.most = max(self.most, sum(seen.values()))
+
+
+def _most_held(dask_worker=None):
+    return dask_worker.plugins["test-held"].most
+
+
+def test_pairs_in_flight_and_memory_stay_bounded(cluster_client):
+    """16 chunks on 2 workers: at most ``pairs_in_flight()`` (2 per worker) pairs between
+    their bound and their merges (without the window a round's 8 pairs start at once),
+    and no worker holds more than its 8 chunks plus 3 per pair it has in flight."""
+    n, c = 2**20, 16
+    workers = sorted(cluster_client.scheduler_info()["workers"])
+    parts = [cluster_client.submit(np.random.default_rng(i).standard_normal, n,
+                                   workers=[workers[i % 2]], pure=False) for i in range(c)]
+    partner = {(r, hi): lo for r, rnd in enumerate(plan_network(c))
+               for lo, hi in rnd.pairs}
+    with cluster_client.as_current():
+        x = da.concatenate([da.from_delayed(f, (n,), dtype=float) for f in parts]).persist()
+        distributed.wait(x)
+        cluster_client.register_plugin(_PairsInFlight(partner))
+        cluster_client.register_plugin(_Held((x.name, "standard_normal")))
+        window = locality.pairs_in_flight()
+        s = distsort.sort(x).persist()
+        distributed.wait(s)
+        held = cluster_client.run(_most_held)  # before a compute gathers the chunks
+        assert np.array_equal(s.compute(), np.sort(x.compute()))
+    assert window == 4
+    most = cluster_client.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins["test-pairs-in-flight"].most)
+    assert 2 <= most <= window
+    for most in held.values():
+        assert most <= (c // 2 + 3 * window // 2) * n * 8, most / (n * 8)
 
 
 def _has_plugin(dask_scheduler=None):

@@ -171,6 +171,8 @@ def merge_low(a, b_head, order):
     if k == 0:
         return a
     n = length(a)
+    if k == n:  # every element crosses: the head is the new chunk, no merge
+        return _slice(b_head, 0, k)
     return _v_merge(a, _slice(b_head, 0, k), n - k, order.descending)
 
 
@@ -180,6 +182,8 @@ def merge_high(b, a_tail, order):
     if k == 0:
         return b
     n = length(a_tail)
+    if k == length(b):
+        return _slice(a_tail, n - k, n)
     return _v_merge(_slice(a_tail, n - k, n), _slice(b, k, length(b)), k, order.descending)
 
 
