@@ -96,9 +96,10 @@ def test_chunk_counts_and_ragged_chunks(client, count):
         np.testing.assert_array_equal(cupy.asnumpy(a), stable_argsort(x))
 
 
-@pytest.mark.xfail(strict=False, reason="before the scheduler plugin of distsort.locality the scheduler sometimes ran a merge on the other worker (seen on 2 H200s over UCX); the plugin has not yet run on GPUs")
 def test_chunks_stay_on_their_workers(client):
-    """Each merge runs where the chunk it keeps lives: a worker only receives heads/tails."""
+    """Each merge runs where the chunk it keeps lives: a worker only receives heads/tails
+    (before the scheduler plugin of ``distsort.locality``, 2 H200s over UCX sometimes ran
+    a merge on the other worker and moved the whole chunk)."""
     rng = np.random.default_rng()
     n, count = 1 << 22, 4
     x = random_keys(rng, n, "uint32")
