@@ -100,14 +100,16 @@ for stage in "$@"; do
         --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_2gpu.json" 2>&1 | tee "$OUT/bench2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
-    big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two (8 GiB chunks), 160 GB
+    big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two (8 GiB chunks), 160 GB;
+          # the spill threshold at 0.9 of the GPU: the persisted input and the sort's own
+          # copy (2 x 34 GB) and the pairs in flight stay below it, at 0.65 they spilled
       timeout ${BIG1_TIMEOUT:-60} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 32GiB \
         --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
-        --out "$OUT/distributed_sort_1gpu_32.json" 2>&1 | tee "$OUT/big1.log" \
+        --device-memory-limit 0.9 --out "$OUT/distributed_sort_1gpu_32.json" 2>&1 | tee "$OUT/big1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
       timeout ${BIG2_TIMEOUT:-90} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 64GiB \
         --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
-        --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
+        --device-memory-limit 0.9 --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
       timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
         --dtypes uint32 --chunks-per-gpu 16 --device-memory-limit 0.9 \

@@ -273,7 +273,8 @@ def run_case(client, n, dtype, args, workers):
                chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data), sent_by_kind=state["kinds"])
-    state.clear()  # the sorted array: room for the reference measurements
+    release(client, state)  # the sorted array: room for the reference measurements
+    state.clear()
     # The floor's local sort: one GPU's whole share in one piece (= a chunk when
     # --chunks-per-gpu is 1), the least sorting a GPU must do.
     row["local_sort_s"] = local_sort_seconds(client, chunk * args.chunks_per_gpu, dtype, 3,

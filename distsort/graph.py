@@ -6,22 +6,24 @@ same array gives the same graph, and each round of the network is a layer of its
 own (``distsort-round03-<token>``): the dashboard and performance reports show
 the time per round.
 
-One compare-split of chunks ``lo < hi`` is seven small tasks, so that only what
-crosses travels between workers:
+Each chunk, as soon as it is made (sorted by ``prepare`` or by a merge), gets an
+``edges`` task: a sample of its top and bottom elements, taken while the chunk is
+still in device memory (out of core, any later read of a chunk may first copy it
+back from the host).  One compare-split of chunks ``lo < hi`` is then four tasks,
+so that only what crosses travels between workers:
 
-* ``probe-top`` of ``lo`` and ``probe-bottom`` of ``hi``: a sample of each chunk;
-* ``bound``: an upper bound ``kb`` on the crossing count, from the samples;
+* ``bound``: an upper bound ``kb`` on the crossing count, from the edges;
 * ``tail`` (``lo``'s top ``kb``) and ``head`` (``hi``'s bottom ``kb``), the data
   that crosses;
 * ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
   scheduler plugin of ``distsort.locality`` keeps them there).
 
 Left alone, a worker makes the ``tail`` and ``head`` copies of all its pairs while
-it waits for the first crossing part to arrive, and then holds about twice its
-chunks (measured on CPU workers: 16 chunks' worth on a worker of 8).  So the pairs
-of all rounds are put in one sequence (``plan.spread_order`` within a round) and
-only ``window`` consecutive pairs run at once: the ``bound`` of pair ``s`` also
-waits for two tiny ``done`` tasks, one per merge of pair ``s - window``.  A worker
+it waits for the first crossing part to arrive, and holds more than its chunks
+(on two CPU workers with 8 chunks each: 8 pairs in flight and up to 13 chunks'
+worth).  So the pairs of all rounds are put in one sequence (``plan.spread_order``
+within a round) and only ``window`` consecutive pairs run at once: the ``bound`` of
+pair ``s`` also waits for the edges of pair ``s - window``'s new chunks.  A worker
 then holds its chunks plus the copies and outputs of the pairs in the window.
 """
 from __future__ import annotations
@@ -65,38 +67,55 @@ def probe_stride(length):
     return max(1, length // PROBES)
 
 
-def done(chunk):
-    """A token that a chunk is computed: what a later pair waits for, without the chunk."""
-    return None
-
-
 def after(gate, func, *args):
     """``func(*args)``, once the keys in ``gate`` are computed (their values are unused)."""
     return func(*args)
 
 
-def _compare_split(tasks, round_id, token, cur, lo, hi, chunks, backend, order, gate=()):
-    """Tasks of one compare-split, which starts once the keys of ``gate`` are computed;
-    returns the keys of the new ``lo`` and ``hi``."""
-    def key(kind, i):
-        return (f"distsort-r{round_id:02d}-{kind}-{token}", i)
+def edges(probe, chunk, stride, order):
+    """``(top, bottom)`` samples of a chunk: every ``stride``-th element from each end."""
+    return probe(chunk, stride, True, order), probe(chunk, stride, False, order)
 
-    stride = probe_stride(chunks[lo])
-    limit = min(chunks[lo], chunks[hi])
-    tasks[key("probe-top", lo)] = (backend.probe, cur[lo], stride, True, order)
-    tasks[key("probe-bottom", hi)] = (backend.probe, cur[hi], stride, False, order)
-    bound = (backend.crossing_bound, key("probe-top", lo), key("probe-bottom", hi),
-             stride, limit, order)
-    tasks[key("bound", lo)] = (after, list(gate), *bound) if gate else bound
-    tasks[key("tail", lo)] = (backend.tail, cur[lo], key("bound", lo))
-    tasks[key("head", hi)] = (backend.head, cur[hi], key("bound", lo))
-    # A merge also waits for its own chunk's copy (made on the same worker), so that
-    # the chunk it replaces is freed when it ends.
-    tasks[key("low", lo)] = (after, [key("tail", lo)], backend.merge_low, cur[lo],
-                             key("head", hi), order)
-    tasks[key("high", hi)] = (after, [key("head", hi)], backend.merge_high, cur[hi],
-                              key("tail", lo), order)
-    return key("low", lo), key("high", hi)
+
+def bound(crossing_bound, lo_edges, hi_edges, stride, limit, order, gate=None):
+    """The crossing bound of a pair from its chunks' edges (``gate``: keys waited for)."""
+    return crossing_bound(lo_edges[0], hi_edges[1], stride, limit, order)
+
+
+class _Network:
+    """The tasks of the rounds, built pair by pair in the order of the sequence."""
+
+    def __init__(self, graph, chunk_keys, chunks, backend, order):
+        self.graph, self.chunks, self.backend, self.order = graph, chunks, backend, order
+        self.cur = list(chunk_keys)
+        self.stride = probe_stride(chunks[0])  # a lower chunk is never the short last one
+        self.edges = {}  # chunk key -> key of its edges
+
+    def key(self, round_id, kind, i):
+        return (f"distsort-r{round_id:02d}-{kind}-{self.graph.token}", i)
+
+    def add_edges(self, tasks, name, i):
+        k = (name, i)
+        tasks[k] = (edges, self.backend.probe, self.cur[i], self.stride, self.order)
+        self.edges[self.cur[i]] = k
+        return k
+
+    def compare_split(self, tasks, round_id, lo, hi, gate):
+        """The tasks of one compare-split; ``gate``: keys its bound waits for."""
+        b, key, cur = self.backend, (lambda kind, i: self.key(round_id, kind, i)), self.cur
+        limit = min(self.chunks[lo], self.chunks[hi])
+        tasks[key("bound", lo)] = (bound, b.crossing_bound, self.edges[cur[lo]],
+                                   self.edges[cur[hi]], self.stride, limit, self.order,
+                                   list(gate))
+        tasks[key("tail", lo)] = (b.tail, cur[lo], key("bound", lo))
+        tasks[key("head", hi)] = (b.head, cur[hi], key("bound", lo))
+        # A merge also waits for its own chunk's copy (made on the same worker), so that
+        # the chunk it replaces is freed when it ends.
+        tasks[key("low", lo)] = (after, [key("tail", lo)], b.merge_low, cur[lo],
+                                 key("head", hi), self.order)
+        tasks[key("high", hi)] = (after, [key("head", hi)], b.merge_high, cur[hi],
+                                  key("tail", lo), self.order)
+        cur[lo], cur[hi] = key("low", lo), key("high", hi)
 
 
 def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
@@ -104,30 +123,27 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
 
     At most ``window`` pairs (None: no limit) are between their ``bound`` and their
     merges at once."""
-    cur = list(chunk_keys)
+    net = _Network(graph, chunk_keys, chunks, backend, order)
     rounds = plan_network(len(chunks))
+    if rounds:
+        tasks = {}
+        for i in range(len(chunks)):
+            net.add_edges(tasks, f"distsort-edges-{graph.token}", i)
+        graph.add("edges", tasks, set(graph.layers))
     total = sum(len(r.pairs) for r in rounds)
-    tokens = []  # per pair of the sequence: its done tokens, if a later pair waits
+    made = []  # per pair of the sequence: the edges of its new chunks
     for round_id, rnd in enumerate(rounds):
         tasks = {}
         for lo, hi in spread_order(rnd.pairs, len(chunks)):
-            s = len(tokens)
-            gate = tokens[s - window] if window and s >= window else ()
-            cur[lo], cur[hi] = _compare_split(
-                tasks, round_id, graph.token, cur, lo, hi, chunks, backend, order, gate)
-            late = window and s + window < total  # a later pair waits for this one
-            tokens.append(_done_tokens(tasks, round_id, graph.token, cur, lo, hi) if late
-                          else ())
+            s = len(made)
+            net.compare_split(tasks, round_id, lo, hi,
+                              made[s - window] if window and s >= window else ())
+            later = round_id + 1 < len(rounds) or (window and s + window < total)
+            made.append([net.add_edges(tasks, net.key(round_id, "edges", 0)[0], i)
+                         for i in (lo, hi)] if later else [])
         # A round reads chunks that any earlier round (or the prepare layer) made.
         graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
-    return cur
-
-
-def _done_tokens(tasks, round_id, token, cur, lo, hi):
-    keys = [(f"distsort-r{round_id:02d}-done-{token}", i) for i in (lo, hi)]
-    for k in keys:
-        tasks[k] = (done, cur[k[1]])
-    return keys
+    return net.cur
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,

@@ -169,7 +169,7 @@ def test_keeps_reads_the_chunk_position():
     """Which tasks the plugin restricts: distsort's tasks of the same chunk position."""
     chunk = ("distsort-r02-low-abc", 3)
     assert locality.keeps(("distsort-r03-high-abc", 3), chunk)
-    assert locality.keeps(("distsort-r03-probe-top-abc", 3), chunk)
+    assert locality.keeps(("distsort-r02-edges-abc", 3), chunk)
     assert locality.keeps(("distsort-prepare-abc", 3), ("array-xyz", 3))
     assert not locality.keeps(("distsort-r03-low-abc", 2), chunk)  # the partner's
     assert not locality.keeps(("other-task", 3), chunk)

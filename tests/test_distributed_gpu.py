@@ -21,6 +21,8 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort.cluster import (bytes_sent_by_kind, diff_sent, local_cuda_cluster,  # noqa: E402
                               ucx_available)
+from distsort.graph import round_task_kind  # noqa: E402
+from distsort.plan import plan_network  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -124,19 +126,39 @@ def memory_tiers(dask_worker):
     return tiers
 
 
+class RoundLog(distributed.SchedulerPlugin):
+    """Prints when each round's merges are all done (the scheduler runs in this process)."""
+
+    def __init__(self, chunks):
+        self.left = {f"r{r:02d}": 2 * len(rnd.pairs)
+                     for r, rnd in enumerate(plan_network(chunks))}
+        self.t0 = time.perf_counter()
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "memory" and round_task_kind(key) in ("low", "high"):
+            r = str(key[0]).split("-")[1]
+            self.left[r] -= 1
+            if not self.left[r]:
+                print(f"  {r} merged at {time.perf_counter() - self.t0:.1f} s", flush=True)
+
+
 @pytest.mark.skipif(not os.environ.get("DISTSORT_BIG"), reason="set DISTSORT_BIG=1 (32 GB)")
 def test_out_of_core_one_gpu_spills():
     """32 GiB of float32 on one GPU worker whose chunks may use ~8 GB: the rest spills.
 
     ``verify=True`` checks on the worker that the result is sorted and a permutation
-    of the input before any chunk of it can be read.
+    of the input before any chunk of it can be read.  1 GiB chunks: at 4 GiB a merge
+    (its chunk, the crossing part, the output) outgrows the 8 GB and every task reads
+    its chunks back from the host (26x the data per sort, on CPU workers with the same
+    proportions), at 1 GiB about one read per chunk and round (15x, over 15 rounds).
     """
     if gpu_count() < 1:
         pytest.skip("needs a GPU")
-    n, chunk = 8 * 2**30, 2**30  # 32 GiB in 8 chunks of 4 GiB: 6 rounds
+    n, chunk = 8 * 2**30, 2**28  # 32 GiB in 32 chunks of 1 GiB: 15 rounds
     with local_cuda_cluster(n_workers=1, device_memory_limit="8GB", protocol="tcp",
-                            rmm_pool_size=None, memory_limit="220GB") as cluster:
+                            rmm_pool_size=None, memory_limit="100GB") as cluster:
         with distributed.Client(cluster) as c:
+            c.register_plugin(RoundLog(n // chunk))
             # made on the GPU (a NumPy input would spend minutes in the random
             # generator and the host-to-device copies, twice: the checks remake it)
             rs = da.random.RandomState(7, RandomState=cupy.random.RandomState)
