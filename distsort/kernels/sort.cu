@@ -299,10 +299,10 @@ __device__ __forceinline__ void store_tile(typename K::U* keys, typename V::U* v
 #endif
 template <int LOGE, int TB> struct Static {
     // MERGE phases of a 2^TB tile, the window at `rem` and those after it.
-    static constexpr int count(int rem = TB - 1) {
+    static __host__ __device__ constexpr int count(int rem = TB - 1) {
         return rem < 0 ? 0 : 1 + count(window(rem, 0, TB, LOGE).low - 1);
     }
-    static constexpr unsigned mask() { return ((1u << count()) - 1) | (1u << 31); }
+    static __host__ __device__ constexpr unsigned mask() { return ((1u << count()) - 1) | (1u << 31); }
 };
 
 // MERGE phase `ID` of a 2^TB tile (its window at bit REM) if it is the phase asked for,
