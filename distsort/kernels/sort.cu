@@ -290,8 +290,9 @@ __device__ __forceinline__ void store_tile(typename K::U* keys, typename V::U* v
 // The phases with compile-time windows: those of a MERGE pass on a tile of 2^TB (the
 // tuned tile: half-cleaners on bits TB-1 .. 0) and the mirror phase of a whole window at
 // q = TB - LOGE (every GROUP pass with the mirror and k >= LOGE, the last stage of
-// SORT).  The GROUP passes of kmax steps use the same windows as MERGE, and so do the
-// phases at q = 0 that end every SORT stage.  Every other phase runs the run-time
+// SORT).  The GROUP passes of kmax steps use the same windows as MERGE (with the tables'
+// 128-byte rows, for 4- and 8-byte elements), and so do the phases at q = 0 that end
+// every SORT stage.  Every other phase runs the run-time
 // copies.  DISTSORT_STATIC_PHASE(id) lets the CPU emulation record which ones ran
 // (id: the MERGE phase's index, 31 for the mirror phase); it is empty on the GPU.
 #ifndef DISTSORT_STATIC_PHASE
