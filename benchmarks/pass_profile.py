@@ -30,7 +30,7 @@ def launches(keys, values):
     """``(pass tuple, launch thunk)`` for each pass of a sort of ``keys`` (one lane)."""
     vdt = None if values is None else values.dtype
     tile, regs, threads, kmax, smem, minb = cpb._config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads, minb)
+    mod = get_module(keys.dtype, vdt, regs, threads, minb, tile)
     mod.allow_smem(smem)
     n = keys.size
     vst = keys if values is None else values

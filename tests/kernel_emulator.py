@@ -32,19 +32,19 @@ def available():
 
 
 @functools.lru_cache(maxsize=None)
-def build(key_dtype, value_dtype, regs, threads):
+def build(key_dtype, value_dtype, regs, threads, tile):
     """The compiled emulator of one kernel instantiation (cached on disk by source hash)."""
     kt = scalar_type(key_dtype)
     vt = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
     sources = b"".join(p.read_bytes() for p in sorted(KERNELS.glob("*.cu*"))) + EMU.read_bytes()
-    tag = hashlib.sha1(sources + f"{kt}{vt}{regs}{threads}".encode()).hexdigest()[:16]
+    tag = hashlib.sha1(sources + f"{kt}{vt}{regs}{threads}/{tile}".encode()).hexdigest()[:16]
     lib = Path(tempfile.gettempdir()) / "distsort-emu" / f"{tag}.so"
     if not lib.exists():
         lib.parent.mkdir(exist_ok=True)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
                         "-w", f"-I{KERNELS}", f"-DKT={kt}", f"-DVT={vt}", f"-DE_={regs}",
-                        f"-DNT_={threads}", str(EMU), "-o", str(tmp)], check=True)
+                        f"-DNT_={threads}", f"-DTB_={tile}", str(EMU), "-o", str(tmp)], check=True)
         os.replace(tmp, lib)
     so = ctypes.CDLL(str(lib))
     ll, ull, p = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p
@@ -52,6 +52,8 @@ def build(key_dtype, value_dtype, regs, threads):
                             ctypes.c_int, ctypes.c_int, ull, ll, ll, ll]
     so.emu_crossing.argtypes = [p, p, ll, p, p, ll, ull]
     so.emu_crossing.restype = ll
+    so.emu_static_hits.restype = ctypes.c_uint
+    so.emu_static_all.restype = ctypes.c_uint
     return so
 
 
@@ -70,7 +72,7 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False)
     n = keys.size // lanes
     vdt = None if values is None else values.dtype
     cfg = passes.config(tab, keys.dtype.itemsize, 0 if vdt is None else vdt.itemsize)
-    so = build(keys.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads)
+    so = build(keys.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
     plan = passes.schedule(n, cfg.tile, cfg.regs.bit_length() - 1, cfg.kmax, merge)
@@ -87,9 +89,19 @@ def crossing_count(tab, a, av, b, bv, descending):
         return 0
     vdt = None if av is None else av.dtype
     cfg = passes.config(tab, a.dtype.itemsize, 0 if vdt is None else vdt.itemsize)
-    so = build(a.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads)
+    so = build(a.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
     a, b = _storage(a), _storage(b)
     av = a if av is None else _storage(av)
     bv = b if bv is None else _storage(bv)
     return so.emu_crossing(a.ctypes.data, av.ctypes.data, a.size, b.ctypes.data,
                            bv.ctypes.data, b.size, _mask(a.dtype, descending))
+
+
+def static_phases(tab, key_dtype, value_dtype=None):
+    """``(ran, all)``: bit masks of the kernel's compile-time phases (``Static`` in
+    ``sort.cu``) that ran since the last call under ``tab``, and of all of them."""
+    vs = 0 if value_dtype is None else np.dtype(value_dtype).itemsize
+    cfg = passes.config(tab, np.dtype(key_dtype).itemsize, vs)
+    so = build(np.dtype(key_dtype).str, None if value_dtype is None else np.dtype(value_dtype).str,
+               cfg.regs, cfg.threads, cfg.tile)
+    return so.emu_static_hits(), so.emu_static_all()

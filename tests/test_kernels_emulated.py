@@ -67,6 +67,46 @@ def test_long_arrays(dtype, vdtype):
             np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
 
 
+#: Hopper's tuning (tuning.py) with 32 threads instead of 256: the same tiles and E, hence
+#: the same compile-time phases as the GPU's kernels (uint32: 2^14 tiles, E=32;
+#: uint32+uint32: 2^13, E=16), at a thread count the emulator runs quickly.
+HOPPER_SHAPE = {"smem": 113 * 1024, "threads": 32, "regs": [32, 16, 8], "row_bytes": 128,
+                "min_blocks": 2}
+
+
+@pytest.mark.parametrize("tuning,dtype,vdtype,extra", [
+    ("small", "uint32", None, 3), ("small", "float64", "int64", 0),
+    ("wide", "uint32", None, 5), ("wide", "int16", "float16", 0),
+    ("wide", "float32", "uint32", 5),
+    ("hopper", "uint32", None, 0), ("hopper", "uint32", "uint32", 0)])
+def test_static_phases(tuning, dtype, vdtype, extra):
+    """Every phase compiled with a compile-time window (``Static`` in sort.cu: the MERGE
+    phases of the tuned tile and the whole-window mirror) runs, and the sort is right.
+    2^(tile+1) keys: a SORT pass of full tiles (its last stage is the mirror phase), a
+    GROUP pass and a MERGE pass on the tuned tile; ``extra`` more bits of size add GROUP
+    passes of up to log2 E steps (the mirror phase with all of its steps, then the
+    MERGE windows), and a ragged end where the size is odd."""
+    tab = HOPPER_SHAPE if tuning == "hopper" else TUNINGS[tuning]
+    vs = 0 if vdtype is None else np.dtype(vdtype).itemsize
+    cfg = emu.passes.config(tab, np.dtype(dtype).itemsize, vs)
+    rng = np.random.default_rng(11)
+    order = Order(False, vdtype is not None)
+    emu.static_phases(tab, dtype, vdtype)  # forget earlier tests' phases
+    for n in [2 ** (cfg.tile + 1 + extra), 2 ** (cfg.tile + 1 + extra) - 7]:
+        keys = _keys(rng, n, dtype)
+        values = None if vdtype is None else random_keys(rng, n, vdtype, special_fraction=0.1,
+                                                          duplicates=True)
+        gk = keys.copy()
+        gv = None if values is None else values.copy()
+        emu.sort_inplace(tab, gk, gv)
+        rk, rv = kernel_reference(keys, values, order)
+        np.testing.assert_array_equal(bits(gk), bits(rk), err_msg=f"n={n}")
+        if values is not None:
+            np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
+    ran, every = emu.static_phases(tab, dtype, vdtype)
+    assert ran == every, f"compile-time phases that never ran: {every & ~ran:#x}"
+
+
 KV_PAIRS = [("float32", "int64"), ("int16", "float16"), ("float64", "bool"),
             ("uint8", "float64"), ("float16", "uint32"), ("uint32", "uint32")]
 

@@ -61,7 +61,7 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
     n = total // lanes
     vdt = None if values is None else values.dtype
     tile, regs, threads, kmax, smem, minb = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads, minb)
+    mod = get_module(keys.dtype, vdt, regs, threads, minb, tile)
     mod.allow_smem(smem)
     dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
     kst = _storage(keys).ravel()
@@ -133,7 +133,7 @@ def crossing_count(a_top, b_bottom, descending):
     keys = ka
     vdt = None if va is None else va.dtype
     tile, regs, threads, _, _, minb = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads, minb)
+    mod = get_module(keys.dtype, vdt, regs, threads, minb, tile)
     out = cupy.empty(1, dtype=np.int64)
     ka, kb = _storage(ka), _storage(kb)
     va = ka if vdt is None else _storage(va)

@@ -25,14 +25,15 @@ def scalar_type(dtype) -> str:
 
 class Module:
     """The compiled kernels of one (key dtype, value dtype or None, E, threads, blocks
-    per SM that the register budget must allow)."""
+    per SM that the register budget must allow, log2 of the tuned tile: the phases of
+    its MERGE passes are compiled with compile-time windows)."""
 
-    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks):
+    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile):
         import cupy
 
         k = scalar_type(key_dtype)
         v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
-        self.pass_name = f"bitonic_pass<{k},{v},{regs},{threads},{min_blocks}>"
+        self.pass_name = f"bitonic_pass<{k},{v},{regs},{threads},{min_blocks},{tile}>"
         self.cross_name = f"crossing_count<{k},{v}>"
         source = (HERE / "sort.cu").read_text()
         self.module = cupy.RawModule(
@@ -50,14 +51,14 @@ class Module:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device, key, value, regs, threads, min_blocks):
-    return Module(key, value, regs, threads, min_blocks)
+def _module(device, key, value, regs, threads, min_blocks, tile):
+    return Module(key, value, regs, threads, min_blocks, tile)
 
 
-def get_module(key_dtype, value_dtype, regs, threads, min_blocks=1):
+def get_module(key_dtype, value_dtype, regs, threads, min_blocks, tile):
     """The module for these dtypes on the current device (compiled once, then cached)."""
     import cupy
 
     value = None if value_dtype is None else np.dtype(value_dtype).str
     return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, regs, threads,
-                   min_blocks)
+                   min_blocks, tile)

@@ -25,6 +25,35 @@
 // 32 different banks.
 template <int LOGE> __device__ __forceinline__ int pad(int i) { return i + (i >> LOGE); }
 
+// Which phase covers the half-cleaners from bit `rem` down to `stop` of a tile of 2^tb
+// (rem >= stop): the largest window of log2 E bits at q = 0 or q >= LOGE (the padding
+// then stays affine) and q <= tb - LOGE, holding bits rem .. low.  The kernel's loop
+// below and the compile-time phases (`Static`) take their windows from here.
+struct Window {
+    int q, j, s, low;  // window at bit q; half-cleaners on register bits j .. j-s+1
+};
+__host__ __device__ constexpr Window window(int rem, int stop, int tb, int loge) {
+    int q = 0;
+    if (rem >= loge) {
+        q = rem - loge + 1 > stop ? rem - loge + 1 : stop;
+        q = q < loge ? loge : q > tb - loge ? tb - loge : q;
+    }
+    const int low = q > stop ? q : stop;
+    return Window{q, rem - q, rem - low + 1, low};
+}
+
+// Half-cleaners on register bits J, J-1, ..., J-S+1 at compile time: straight-line
+// code, so the compiler renames registers from one step to the next instead of moving
+// every minimum back into its register (a run-time loop over `half_clean_rt` must).
+template <class K, class V, int E, int J, int S>
+__device__ __forceinline__ void half_clean_seq(typename K::U* r, typename V::U* w,
+                                               typename K::U dm) {
+    if constexpr (S > 0) {
+        half_clean<K, V, E, J>(r, w, dm);
+        half_clean_seq<K, V, E, J - 1, S - 1>(r, w, dm);
+    }
+}
+
 // One phase: every group of E elements at tile index
 //   hi << (q + LOGE) | m << q | x,     m = 0 .. E-1 in registers,
 // where the registers with bit `mb` set take x ^ (2^q - 1) instead of x (mb >= 0: the
@@ -33,14 +62,19 @@ template <int LOGE> __device__ __forceinline__ int pad(int i) { return i + (i >>
 // all, the mirror included.  q is 0 or >= LOGE: the padding then adds, per register,
 // m * step to the group's base (no shifts or ORs per element).  MB is mb when known
 // at compile time (-1: no mirror), or -2 (mb at run time: a select per element).
-template <class K, class V, int E, int NT, int MB>
+// Q, J, S >= 0: q, jtop and nsteps known at compile time (`Static`): the E addresses
+// are one base plus immediate offsets and the steps are straight-line code; -1: at
+// run time (one multiply-add per address, a switch and register moves per step).
+template <class K, class V, int E, int NT, int MB, int Q = -1, int J = -1, int S = -1>
 __device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int tb, int q, int mb,
                                       int jtop, int nsteps, typename K::U dm) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
     constexpr bool HV = HasValues<V>::value;
-    if constexpr (MB != -2) mb = MB;
+    constexpr bool CT = Q >= 0 && J >= 0 && S >= 0;
+    if constexpr (CT) q = Q;
+    else if constexpr (MB != -2) mb = MB;
     const int groups = 1 << (tb - LOGE);
     const int qmask = (1 << q) - 1;
     const int step = q == 0 ? 1 : (1 << q) + (1 << (q - LOGE));
@@ -59,13 +93,22 @@ __device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int 
             r[m] = sk[at(m)];
             if constexpr (HV) w[m] = sv[at(m)];
         }
-        int j = jtop, s = nsteps;
-        if (mb >= 0) {
-            mirror_rt<K, V, E>(mb + 1, r, w, dm);
-            j = mb - 1;
-            s -= 1;
+        if constexpr (CT) {
+            if constexpr (MB >= 0) {
+                mirror<K, V, E, MB + 1>(r, w, dm);
+                half_clean_seq<K, V, E, MB - 1, S - 1>(r, w, dm);
+            } else {
+                half_clean_seq<K, V, E, J, S>(r, w, dm);
+            }
+        } else {
+            int j = jtop, s = nsteps;
+            if (mb >= 0) {
+                mirror_rt<K, V, E>(mb + 1, r, w, dm);
+                j = mb - 1;
+                s -= 1;
+            }
+            for (; s > 0; --s, --j) half_clean_rt<K, V, E>(j, r, w, dm);
         }
-        for (; s > 0; --s, --j) half_clean_rt<K, V, E>(j, r, w, dm);
 #pragma unroll
         for (int m = 0; m < E; ++m) {
             sk[at(m)] = r[m];
@@ -244,19 +287,69 @@ __device__ __forceinline__ void store_tile(typename K::U* keys, typename V::U* v
     }
 }
 
-// The one place a phase is run: the kernel holds three copies of a phase, not one per
-// call site -- without a mirror, with the mirror of a whole window (GROUP, the larger
-// stages of SORT), with the mirror of part of one (the smaller stages of SORT).
-template <class K, class V, int E, int NT>
+// The phases with compile-time windows: those of a MERGE pass on a tile of 2^TB (the
+// tuned tile: half-cleaners on bits TB-1 .. 0) and the mirror phase of a whole window at
+// q = TB - LOGE (every GROUP pass with the mirror and k >= LOGE, the last stage of
+// SORT).  The GROUP passes of kmax steps use the same windows as MERGE (with the tables'
+// 128-byte rows, for 4- and 8-byte elements), and so do the phases at q = 0 that end
+// every SORT stage.  Every other phase runs the run-time
+// copies.  DISTSORT_STATIC_PHASE(id) lets the CPU emulation record which ones ran
+// (id: the MERGE phase's index, 31 for the mirror phase); it is empty on the GPU.
+#ifndef DISTSORT_STATIC_PHASE
+#define DISTSORT_STATIC_PHASE(id)
+#endif
+template <int LOGE, int TB> struct Static {
+    // MERGE phases of a 2^TB tile, the window at `rem` and those after it.
+    static __host__ __device__ constexpr int count(int rem = TB - 1) {
+        return rem < 0 ? 0 : 1 + count(window(rem, 0, TB, LOGE).low - 1);
+    }
+    static __host__ __device__ constexpr unsigned mask() { return ((1u << count()) - 1) | (1u << 31); }
+};
+
+// MERGE phase `ID` of a 2^TB tile (its window at bit REM) if it is the phase asked for,
+// else the next one; false when none is.
+template <class K, class V, int E, int NT, int TB, int REM = TB - 1, int ID = 0>
+__device__ __forceinline__ bool static_merge(typename K::U* sk, typename V::U* sv, int tb, int q,
+                                             int jtop, int nsteps, typename K::U dm) {
+    constexpr int LOGE = Log2<E>::v;
+    if constexpr (REM < 0) {
+        return false;
+    } else {
+        constexpr Window W = window(REM, 0, TB, LOGE);
+        if (q == W.q && jtop == W.j && nsteps == W.s) {
+            DISTSORT_STATIC_PHASE(ID);
+            phase<K, V, E, NT, -1, W.q, W.j, W.s>(sk, sv, tb, q, -1, jtop, nsteps, dm);
+            return true;
+        }
+        return static_merge<K, V, E, NT, TB, W.low - 1, ID + 1>(sk, sv, tb, q, jtop, nsteps, dm);
+    }
+}
+
+// The one place a phase is run: the kernel holds one copy of each compile-time phase
+// above and three run-time copies -- without a mirror, with the mirror of a whole
+// window (GROUP, the larger stages of SORT), with the mirror of part of one (the
+// smaller stages of SORT) -- not one per call site.  The choice is uniform per block.
+template <class K, class V, int E, int NT, int TB>
 __device__ __noinline__ void run_phase(typename K::U* sk, typename V::U* sv, int tb, int q, int mb,
                                        int jtop, int nsteps, typename K::U dm) {
     constexpr int LOGE = Log2<E>::v;
-    if (mb < 0) phase<K, V, E, NT, -1>(sk, sv, tb, q, mb, jtop, nsteps, dm);
-    else if (mb == LOGE - 1) phase<K, V, E, NT, LOGE - 1>(sk, sv, tb, q, mb, jtop, nsteps, dm);
-    else phase<K, V, E, NT, -2>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+    if (mb < 0) {
+        if (!static_merge<K, V, E, NT, TB>(sk, sv, tb, q, jtop, nsteps, dm))
+            phase<K, V, E, NT, -1>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+    } else if (mb == LOGE - 1) {
+        if (q == TB - LOGE && nsteps == LOGE) {
+            DISTSORT_STATIC_PHASE(31);
+            phase<K, V, E, NT, LOGE - 1, TB - LOGE, LOGE - 2, LOGE>(sk, sv, tb, q, mb, jtop,
+                                                                     nsteps, dm);
+        } else {
+            phase<K, V, E, NT, LOGE - 1>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+        }
+    } else {
+        phase<K, V, E, NT, -2>(sk, sv, tb, q, mb, jtop, nsteps, dm);
+    }
 }
 
-template <class K, class V, int E, int NT, int MINB>
+template <class K, class V, int E, int NT, int MINB, int TB>
 __global__ void __launch_bounds__(NT, MINB)
 bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
              int mode, int top, int k, int mirror, u64_t dmask) {
@@ -296,18 +389,13 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
         }
         if (steps) {
             __syncthreads();
-            run_phase<K, V, E, NT>(sk, sv, tb, q, mb, mb - 1, steps, dm);
+            run_phase<K, V, E, NT, TB>(sk, sv, tb, q, mb, mb - 1, steps, dm);
         }
         while (rem >= stop) {
-            q = 0;
-            if (rem >= LOGE) {
-                q = rem - LOGE + 1 > stop ? rem - LOGE + 1 : stop;
-                q = q < LOGE ? LOGE : q > tb - LOGE ? tb - LOGE : q;
-            }
-            const int low = q > stop ? q : stop;
+            const Window w = window(rem, stop, tb, LOGE);
             __syncthreads();
-            run_phase<K, V, E, NT>(sk, sv, tb, q, -1, rem - q, rem - low + 1, dm);
-            rem = low - 1;
+            run_phase<K, V, E, NT, TB>(sk, sv, tb, w.q, -1, w.j, w.s, dm);
+            rem = w.low - 1;
         }
     }
     __syncthreads();

@@ -3,7 +3,10 @@
 // __syncthreads; blocks run one after another (the same threads, a barrier between
 // blocks) and share one static buffer as their shared memory.  The kernels use no warp-level operations, so this is the CUDA
 // execution model they rely on.  Built by tests/kernel_emulator.py with -DKT, -DVT,
-// -DE_, -DNT_ naming one instantiation.
+// -DE_, -DNT_, -DTB_ naming one instantiation.  `emu_static_hits` says which of the
+// kernel's compile-time phases (`Static` in sort.cu) have run, so that the tests can
+// check that each one did.
+#include <atomic>
 #include <barrier>
 #include <thread>
 #include <vector>
@@ -21,6 +24,8 @@ inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 #define __shared__
 #define __align__(n) __attribute__((aligned(n)))
 alignas(16) unsigned char smem[1 << 20];
+static std::atomic<unsigned> emu_hits{0};
+#define DISTSORT_STATIC_PHASE(id) emu_hits.fetch_or(1u << (id), std::memory_order_relaxed)
 
 #include "sort.cu"
 
@@ -41,7 +46,7 @@ extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int
                 for (long long bx = 0; bx < gx; ++bx) {
                     blockIdx.x = (unsigned)bx;
                     blockIdx.y = (unsigned)by;
-                    bitonic_pass<KT, VT, E_, NT_, 1>((KU*)keys, (VU*)vals, n, lane, tb, mode,
+                    bitonic_pass<KT, VT, E_, NT_, 1, TB_>((KU*)keys, (VU*)vals, n, lane, tb, mode,
                                                       top, k, mirror, dmask);
                     emu_barrier->arrive_and_wait();  // the next block reuses the shared memory
                 }
@@ -56,3 +61,8 @@ extern "C" long long emu_crossing(void* a, void* av, long long ma, void* b, void
     crossing_count<KT, VT>((KU*)a, (VU*)av, ma, (KU*)b, (VU*)bv, mb, dmask, &out);
     return out;
 }
+
+// Bit i: MERGE phase i of a 2^TB_ tile ran (since the last call); bit 31: the
+// whole-window mirror phase.  `emu_static_all`: the bits of every compile-time phase.
+extern "C" unsigned emu_static_hits() { return emu_hits.exchange(0); }
+extern "C" unsigned emu_static_all() { return Static<Log2<E_>::v, TB_>::mask(); }
