@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
 # one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh alltests|gputests|split|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh alltests|gputests|split|mixed|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -88,6 +88,26 @@ for stage in "$@"; do
       echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
       wait
       for f in outofcore gpu_tests_1gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
+    mixed)  # GPU 1: the out-of-core test; GPU 0 meanwhile: backend tests, local sort, merge tests
+      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout ${OOC_TIMEOUT:-450} python3 -m pytest -q -s \
+        -p no:cacheprovider tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
+        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
+        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
+      export CUDA_VISIBLE_DEVICES=0
+      timeout 220 python3 -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py \
+        > "$OUT/cupy_backend_tests.log" 2>&1
+      echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log"
+      timeout 100 python3 benchmarks/local_sort.py --quick --out "$OUT" > "$OUT/local.log" 2>&1
+      timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_distributed_gpu.py \
+        -k "1gpu-ucx and not out_of_core" 2>&1 | grep -vE "^(INFO|distributed\.|WARNING)" \
+        > "$OUT/gpu_tests_1gpu.log"
+      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+      unset CUDA_VISIBLE_DEVICES
+      wait
+      for f in cupy_backend_tests gpu_tests_1gpu outofcore; do echo "== $f"
+        grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified| merged at" "$OUT/$f.log" | tail -20
+        tail -2 "$OUT/$f.log"; done
+      tail -12 "$OUT/local.log" ;;
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
