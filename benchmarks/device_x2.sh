@@ -131,7 +131,7 @@ for stage in "$@"; do
         --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
         --device-memory-limit 0.9 --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
-      timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
+      [ -n "${SKIP_LARGEST:-}" ] || timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
         --dtypes uint32 --chunks-per-gpu 16 --device-memory-limit 0.9 \
         --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
         | grep -vE "^(INFO|distributed\.)" | tail -5 ;;

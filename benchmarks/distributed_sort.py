@@ -58,14 +58,16 @@ def empty_like_chunks(dtype, cpu):
 
 
 def placed_input(client, n, dtype, chunks_per_gpu, seed, cpu=False):
-    """A persisted Dask array of CuPy chunks, spread evenly over the workers."""
+    """A persisted Dask array of CuPy chunks, spread evenly over the workers in
+    contiguous blocks: the early rounds of the network pair nearby chunks, so they stay
+    on one GPU (dealt round robin, 8 chunks on 2 GPUs crossed in 5 of 6 rounds)."""
     import dask.array as da
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     count = len(workers) * chunks_per_gpu
     step = -(-n // count)
     sizes = [min(step, n - i * step) for i in range(count)]
     futures = [client.submit(make_chunk, seed + i, size, dtype, cpu,
-                             workers=[workers[i % len(workers)]], pure=False)
+                             workers=[workers[i * len(workers) // count]], pure=False)
                for i, size in enumerate(sizes)]
     arrays = [da.from_delayed(f, (size,), dtype=dtype, meta=empty_like_chunks(dtype, cpu))
               for f, size in zip(futures, sizes)]

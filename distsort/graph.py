@@ -57,7 +57,7 @@ _ROUND_TASK = re.compile(r"^distsort-r\d+-([a-z]+)")
 
 
 def round_task_kind(key):
-    """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"probe"``, ...),
+    """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"edges"``, ...),
     from its key; None for keys of other tasks."""
     m = _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
     return m.group(1) if m else None
@@ -94,8 +94,10 @@ class _Network:
     def key(self, round_id, kind, i):
         return (f"distsort-r{round_id:02d}-{kind}-{self.graph.token}", i)
 
-    def add_edges(self, tasks, name, i):
-        k = (name, i)
+    def add_edges(self, tasks, round_id, i):
+        """The edges task of chunk ``i`` as it is now (``round_id`` None: the first)."""
+        k = ((f"distsort-edges-{self.graph.token}", i) if round_id is None
+             else self.key(round_id, "edges", i))
         tasks[k] = (edges, self.backend.probe, self.cur[i], self.stride, self.order)
         self.edges[self.cur[i]] = k
         return k
@@ -128,7 +130,7 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
     if rounds:
         tasks = {}
         for i in range(len(chunks)):
-            net.add_edges(tasks, f"distsort-edges-{graph.token}", i)
+            net.add_edges(tasks, None, i)
         graph.add("edges", tasks, set(graph.layers))
     total = sum(len(r.pairs) for r in rounds)
     made = []  # per pair of the sequence: the edges of its new chunks
@@ -139,8 +141,8 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
             net.compare_split(tasks, round_id, lo, hi,
                               made[s - window] if window and s >= window else ())
             later = round_id + 1 < len(rounds) or (window and s + window < total)
-            made.append([net.add_edges(tasks, net.key(round_id, "edges", 0)[0], i)
-                         for i in (lo, hi)] if later else [])
+            made.append([net.add_edges(tasks, round_id, i) for i in (lo, hi)] if later
+                        else [])
         # A round reads chunks that any earlier round (or the prepare layer) made.
         graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
     return net.cur
