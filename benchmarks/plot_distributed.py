@@ -4,7 +4,8 @@
 
 Left: wall time of every (dtype, bytes) case on 2 GPUs, beside its floor, the same
 sort of half the bytes on 1 GPU (weak scaling), and rechunk + ``cupy.sort`` where it
-was timed.  Right: time per round of each 2-GPU case.  Rows of later files replace
+was timed.  Right: the span of each layer (first start to last end; layers overlap) of each
+2-GPU case.  Rows of later files replace
 rows of earlier ones for the same (gpus, dtype, bytes, chunks).
 """
 from __future__ import annotations
@@ -14,13 +15,14 @@ import json
 from pathlib import Path
 
 
-def load_rows(paths):
+def load_rows(paths, drop=()):
     rows = {}
     for path in paths:
         data = json.loads(Path(path).read_text())
         for row in data["rows"] if isinstance(data, dict) else data:
-            if "seconds" in row:  # the largest-array case has no timed runs
-                rows[row["gpus"], row["dtype"], row["bytes"], row["chunks"]] = row
+            key = (row.get("gpus"), row.get("dtype"), row.get("bytes"), row.get("chunks"))
+            if "seconds" in row and f"{key[0]}:{key[1]}:{key[2]}:{key[3]}" not in drop:
+                rows[key] = row  # (the largest-array case has no timed runs)
     return list(rows.values())
 
 
@@ -59,18 +61,17 @@ def plot(rows, path, title):
     left.set_ylabel("seconds (persisted input to persisted output)")
     left.legend(fontsize=8)
     left.set_title("wall time")
-    bottom = [0.0] * len(two)
     names = sorted({k for r in two for k in r.get("rounds", {})})
-    for name in names:
-        vals = [r.get("rounds", {}).get(name, 0.0) for r in two]
-        right.bar(range(len(two)), vals, bottom=bottom, label=name)
-        bottom = [b + v for b, v in zip(bottom, vals)]
+    width = 0.8 / max(1, len(names))
+    for j, name in enumerate(names):  # side by side: the layers' spans overlap in time
+        right.bar([i + (j - len(names) / 2) * width for i in range(len(two))],
+                  [r.get("rounds", {}).get(name, 0.0) for r in two], width, label=name)
     right.set_xticks(range(len(two)), [_label(r) for r in two], fontsize=8)
     # GPU work is asynchronous: a layer's kernels are counted in the task that next
     # waits for them (a probe reads its samples back), often of the next layer.
     right.set_ylabel("seconds per layer (task stream: first start to last end)")
     right.legend(fontsize=7, ncol=2)
-    right.set_title("time per round (2 GPUs)")
+    right.set_title("span of each layer (2 GPUs)")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -82,8 +83,10 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="PNG path; the combined rows go beside it as .json")
     p.add_argument("--title", default="distsort on 2 GPUs")
     p.add_argument("--meta", default="{}", help="JSON object of fields for the combined file")
+    p.add_argument("--drop", action="append", default=[], metavar="GPUS:DTYPE:BYTES:CHUNKS",
+                   help="leave this row out (e.g. a superseded measurement)")
     args = p.parse_args(argv)
-    rows = weak_scaling(load_rows(args.files))
+    rows = weak_scaling(load_rows(args.files, set(args.drop)))
     plot(rows, args.out, args.title)
     combined = {**json.loads(args.meta), "sources": args.files, "rows": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(combined, indent=1))
