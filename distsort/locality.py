@@ -21,6 +21,7 @@ scheduler once, through :func:`keep_chunks_in_place`.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -83,7 +84,6 @@ def pairs_in_flight(client=None, per_worker=PAIRS_PER_WORKER) -> int:
     >>> pairs_in_flight(per_worker=2) >= 2
     True
     """
-    import os
     client = _current_client(client)
     workers = 0
     if client is not None and not client.asynchronous:

@@ -140,6 +140,10 @@ def pair_cases(draw):
     (keys, seed) = draw(keys_strategy(max_size=600))
     rng = np.random.default_rng(seed + 1)
     split = draw(st.integers(len(keys) // 2, len(keys))) if len(keys) else 0
+    if draw(st.booleans()):  # lo holds the largest keys: every element of hi crosses
+        split = draw(st.sampled_from([split, (len(keys) + 1) // 2]))  # equal: all of lo
+        ordered = np.sort(keys, kind="stable")
+        keys = np.concatenate([ordered[len(keys) - split:], ordered[:len(keys) - split]])
     kind = draw(st.sampled_from(["keys", "positions", "values"]))
     order = Order(descending=draw(st.booleans()), keyed=kind != "keys")
     values = None
