@@ -53,6 +53,18 @@ __device__ __forceinline__ void half_clean(typename K::U* r, typename V::U* w, t
         if (!(m & (1 << J))) Cmp<K, V>::cx(r[m], r[m | (1 << J)], w[m], w[m | (1 << J)], dm);
 }
 
+// Half-cleaners on register bits J, J-1, ..., J-S+1 at compile time: straight-line
+// code, so the compiler renames registers from one step to the next instead of moving
+// every minimum back into its register (a run-time loop over `half_clean_rt` must).
+template <class K, class V, int E, int J, int S>
+__device__ __forceinline__ void half_clean_seq(typename K::U* r, typename V::U* w,
+                                               typename K::U dm) {
+    if constexpr (S > 0) {
+        half_clean<K, V, E, J>(r, w, dm);
+        half_clean_seq<K, V, E, J - 1, S - 1>(r, w, dm);
+    }
+}
+
 // Half-cleaner on a run-time register bit j (a switch onto compile-time bits).
 template <class K, class V, int E>
 __device__ __forceinline__ void half_clean_rt(int j, typename K::U* r, typename V::U* w,
@@ -99,11 +111,7 @@ __device__ __forceinline__ void mirror_rt(int S, typename K::U* r, typename V::U
 template <class K, class V, int E, int S>
 __device__ __forceinline__ void reg_stage(typename K::U* r, typename V::U* w, typename K::U dm) {
     mirror<K, V, E, S>(r, w, dm);
-    if constexpr (S >= 2) half_clean<K, V, E, S - 2>(r, w, dm);
-    if constexpr (S >= 3) half_clean<K, V, E, S - 3>(r, w, dm);
-    if constexpr (S >= 4) half_clean<K, V, E, S - 4>(r, w, dm);
-    if constexpr (S >= 5) half_clean<K, V, E, S - 5>(r, w, dm);
-    if constexpr (S >= 6) half_clean<K, V, E, S - 6>(r, w, dm);
+    half_clean_seq<K, V, E, S - 2, S - 1>(r, w, dm);
 }
 
 // Sort E registers completely (stages 1..log2 E).

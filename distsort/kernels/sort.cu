@@ -42,18 +42,6 @@ __host__ __device__ constexpr Window window(int rem, int stop, int tb, int loge)
     return Window{q, rem - q, rem - low + 1, low};
 }
 
-// Half-cleaners on register bits J, J-1, ..., J-S+1 at compile time: straight-line
-// code, so the compiler renames registers from one step to the next instead of moving
-// every minimum back into its register (a run-time loop over `half_clean_rt` must).
-template <class K, class V, int E, int J, int S>
-__device__ __forceinline__ void half_clean_seq(typename K::U* r, typename V::U* w,
-                                               typename K::U dm) {
-    if constexpr (S > 0) {
-        half_clean<K, V, E, J>(r, w, dm);
-        half_clean_seq<K, V, E, J - 1, S - 1>(r, w, dm);
-    }
-}
-
 // One phase: every group of E elements at tile index
 //   hi << (q + LOGE) | m << q | x,     m = 0 .. E-1 in registers,
 // where the registers with bit `mb` set take x ^ (2^q - 1) instead of x (mb >= 0: the
@@ -213,12 +201,12 @@ template <int NT, int LOGE> struct Walk {
 // with the bounds checks of the virtual padding.
 enum { IO_ANY = 0, IO_ROWS = 1, IO_STRIDED = 2 };
 
-// Element u of a batch relative to i0, the batch's first (IO_ROWS, IO_STRIDED; the
-// callers pass i0 = 0 and offset the pointers instead), or element e itself (IO_ANY).
+// Element u of a batch relative to the batch's first (IO_ROWS, IO_STRIDED: the callers
+// offset the pointers to it), or element e itself (IO_ANY).
 template <int NT, int LOGE, int IO>
-__device__ __forceinline__ long long batch_at(const Walk<NT, LOGE>& wk, long long i0, int e) {
-    if constexpr (IO == IO_ROWS) return i0 + e * NT;
-    else if constexpr (IO == IO_STRIDED) return i0 + e * wk.d;
+__device__ __forceinline__ long long batch_at(const Walk<NT, LOGE>& wk, int e) {
+    if constexpr (IO == IO_ROWS) return (long long)e * NT;
+    else if constexpr (IO == IO_STRIDED) return e * wk.d;
     else return wk.at(e);
 }
 
@@ -251,7 +239,7 @@ __device__ __forceinline__ void load_tile(const typename K::U* keys, const typen
         bool ok[B];
 #pragma unroll
         for (int u = 0; u < B; ++u) {  // raw loads first: all B in flight
-            const long long i = batch_at<NT, LOGE, IO>(wk, 0, IO == IO_ANY ? e0 + u : u);
+            const long long i = batch_at<NT, LOGE, IO>(wk, IO == IO_ANY ? e0 + u : u);
             ok[u] = IO != IO_ANY || (e0 + u < wk.count && i < n);
             c[u] = ok[u] ? kp[i] : (U)0;
             if constexpr (HV) v[u] = ok[u] ? vp[i] : (VU)0;
@@ -279,7 +267,7 @@ __device__ __forceinline__ void store_tile(typename K::U* keys, typename V::U* v
         VU* vp = vals + (HV ? i0 : 0);
 #pragma unroll
         for (int u = 0; u < B; ++u) {
-            const long long i = batch_at<NT, LOGE, IO>(wk, 0, IO == IO_ANY ? e0 + u : u);
+            const long long i = batch_at<NT, LOGE, IO>(wk, IO == IO_ANY ? e0 + u : u);
             if (IO == IO_ANY && (e0 + u >= wk.count || i >= n)) continue;
             kp[i] = K::untotal((U)(sk[wk.spos(e0 + u)] ^ dm));
             if constexpr (HV) vp[i] = sv[wk.spos(e0 + u)];
