@@ -77,8 +77,8 @@ def edges(probe, chunk, stride, order):
     return probe(chunk, stride, True, order), probe(chunk, stride, False, order)
 
 
-def bound(crossing_bound, lo_edges, hi_edges, stride, limit, order, gate=None):
-    """The crossing bound of a pair from its chunks' edges (``gate``: keys waited for)."""
+def bound(crossing_bound, lo_edges, hi_edges, stride, limit, order):
+    """The crossing bound of a pair from its chunks' edges."""
     return crossing_bound(lo_edges[0], hi_edges[1], stride, limit, order)
 
 
@@ -106,9 +106,9 @@ class _Network:
         """The tasks of one compare-split; ``gate``: keys its bound waits for."""
         b, key, cur = self.backend, (lambda kind, i: self.key(round_id, kind, i)), self.cur
         limit = min(self.chunks[lo], self.chunks[hi])
-        tasks[key("bound", lo)] = (bound, b.crossing_bound, self.edges[cur[lo]],
-                                   self.edges[cur[hi]], self.stride, limit, self.order,
-                                   list(gate))
+        tasks[key("bound", lo)] = (after, list(gate), bound, b.crossing_bound,
+                                   self.edges[cur[lo]], self.edges[cur[hi]], self.stride,
+                                   limit, self.order)
         tasks[key("tail", lo)] = (b.tail, cur[lo], key("bound", lo))
         tasks[key("head", hi)] = (b.head, cur[hi], key("bound", lo))
         # A merge also waits for its own chunk's copy (made on the same worker), so that
