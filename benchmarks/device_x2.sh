@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
-# takes bench2 + bench1 + largest, another tests2 + deploy; tests1 and outofcore need
-# one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh alltests|gputests|split|mixed|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+# takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
+# need one GPU only (the kind nvidia-h200 does):
+#   bash benchmarks/device_x2.sh split|mixed|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -18,6 +18,12 @@ export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHON=python3
 export DASK_DISTRIBUTED__LOGGING__DISTRIBUTED=warning
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv | tee "$OUT/gpus.txt"
 nvidia-smi topo -m >> "$OUT/gpus.txt" 2>&1
+outofcore_test() {  # TIMEOUT: the 32 GiB out-of-core test, its log in $OUT/outofcore.log
+  DISTSORT_BIG=1 timeout "$1" python3 -m pytest -q -s -p no:cacheprovider \
+    tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
+    | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"
+  echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log"
+}
 make_deploy_input() {  # 16 GiB of float32 in a .npy, written in 1 GiB pieces
   mkdir -p /tmp/deploy
   python3 - /tmp/deploy/in.npy <<'PY'
@@ -50,38 +56,9 @@ for stage in "$@"; do
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
       echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
       tail -25 "$OUT/gpu_tests_2gpu.log" ;;
-    alltests)  # tests1, tests2 and outofcore (on GPU 1) at once; the deploy input meanwhile
-      make_deploy_input > "$OUT/deploy_input.log" 2>&1 &
-      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout 290 python3 -m pytest -q -s -p no:cacheprovider \
-        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
-        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
-        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
-      bash "$0" tests1 > "$OUT/tests1.out" 2>&1 &
-      bash "$0" tests2 > "$OUT/tests2.out" 2>&1
-      wait
-      tail -12 "$OUT/outofcore.log"; cat "$OUT/tests1.out" "$OUT/tests2.out" | grep -v "^===" ;;
-    gputests)  # the distributed GPU tests: one GPU (GPU 0), two GPUs, out-of-core (GPU 1)
-      T=${TESTS_TIMEOUT:-400}
-      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout $T python3 -m pytest -q -s -p no:cacheprovider \
-        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
-        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
-        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
-      (timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 tests/ \
-        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
-        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"; \
-        echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log") &
-      timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 \
-        tests/test_distributed_gpu.py tests/test_deploy.py -k "2gpu or 1gpu-tcp or gpu_workers_with_ucx" 2>&1 \
-        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_2gpu.log"
-      echo "two-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_2gpu.log"
-      wait
-      for f in outofcore gpu_tests_1gpu gpu_tests_2gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     split)  # the one-GPU tests on GPU 0 while the out-of-core test has GPU 1 to itself
       T=${TESTS_TIMEOUT:-540}
-      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout $T python3 -m pytest -q -s -p no:cacheprovider \
-        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
-        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
-        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
+      CUDA_VISIBLE_DEVICES=1 outofcore_test $T &
       CUDA_VISIBLE_DEVICES=0 timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 tests/ \
         --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
@@ -89,10 +66,7 @@ for stage in "$@"; do
       wait
       for f in outofcore gpu_tests_1gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     mixed)  # GPU 1: the out-of-core test; GPU 0 meanwhile: backend tests, local sort, merge tests
-      (CUDA_VISIBLE_DEVICES=1 DISTSORT_BIG=1 timeout ${OOC_TIMEOUT:-450} python3 -m pytest -q -s \
-        -p no:cacheprovider tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
-        | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"; \
-        echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log") &
+      CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-450} &
       export CUDA_VISIBLE_DEVICES=0
       timeout 220 python3 -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py \
         > "$OUT/cupy_backend_tests.log" 2>&1
@@ -112,9 +86,7 @@ for stage in "$@"; do
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
     outofcore)
-      DISTSORT_BIG=1 timeout 400 python3 -m pytest -q -s -p no:cacheprovider \
-        tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills 2>&1 \
-        | tee "$OUT/outofcore.log" | grep -vE "^(INFO|distributed\.)" | tail -15 ;;
+      outofcore_test ${OOC_TIMEOUT:-450}; tail -20 "$OUT/outofcore.log" ;;
     bench2)  # two GPUs, one chunk per GPU (64 GiB: the stage big)
       timeout ${BENCH2_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 4GiB 16GiB \
         --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
@@ -131,19 +103,17 @@ for stage in "$@"; do
         --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
         --device-memory-limit 0.9 --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
-      [ -n "${SKIP_LARGEST:-}" ] || timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
-        --dtypes uint32 --chunks-per-gpu 16 --device-memory-limit 0.9 \
-        --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
-        | grep -vE "^(INFO|distributed\.)" | tail -5 ;;
+      [ -n "${SKIP_LARGEST:-}" ] || bash "$0" largest ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort (32 GiB: big)
       timeout ${BENCH1_TIMEOUT:-130} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB 8GiB \
         --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_1gpu.json" 2>&1 | tee "$OUT/bench1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
-    largest)
-      timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest 160GB --dtypes uint32 \
-        --chunks-per-gpu 8 --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
-        | grep -vE "^(INFO|distributed\.)" | tail -10 ;;
+    largest)  # 160 GB of uint32 made on the two GPUs, 16 chunks of 5 GB per GPU
+      timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
+        --dtypes uint32 --chunks-per-gpu 16 --device-memory-limit 0.9 \
+        --out "$OUT/largest_sort.json" 2>&1 | tee "$OUT/largest.log" \
+        | grep -vE "^(INFO|distributed\.)" | tail -5 ;;
     shared)
       for w in 2 4; do
         python3 benchmarks/distributed_sort.py --gpus 2 --workers-per-gpu $w \
