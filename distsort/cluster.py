@@ -254,7 +254,7 @@ def bytes_sent_by_kind(client) -> dict:
     >>> before = bytes_sent_by_kind(client)  # doctest: +SKIP
     >>> s = distsort.sort(x).persist()  # doctest: +SKIP
     >>> diff_sent(before, bytes_sent_by_kind(client))  # doctest: +SKIP
-    {'head': 1073741824, 'tail': 1073741824, 'probe': 16400, ...}
+    {'head': 1073741824, 'tail': 1073741824, 'edges': 16400, ...}
     """
     total = {}
     for sent in client.run(_sent_by_kind).values():

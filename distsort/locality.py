@@ -9,7 +9,7 @@ on the partner's worker and moves the whole chunk.  Dask 2026.7 drops layer
 annotations of arrays, so the graph cannot ask for a worker itself.
 
 :class:`KeepChunksInPlace` restricts every distsort task that reads a chunk (its
-compare-split, and also its probes, head or tail, and the finishing step: on two
+compare-split, and also its edges, head or tail, and the finishing step: on two
 CPU workers restricting the compare-splits alone still moved whole chunks), as
 soon as the chunk is computed, to the worker(s) holding it; the restriction is loose, so
 that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
@@ -34,7 +34,7 @@ _registered: dict = {}  # scheduler address -> whether the plugin is there
 
 def keeps(dependent_key, key) -> bool:
     """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
-    a distsort task (prepare, probe, head, tail, compare-split, finish) of the same
+    a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
     chunk position."""
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False
