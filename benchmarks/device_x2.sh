@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|big|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
@@ -85,6 +85,54 @@ for stage in "$@"; do
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
+    passes)  # issue 3: the time of every pass of the three target sorts (2^28) on GPU 0,
+             # and uint32 under other row widths of the GROUP passes (ROWS="64 256")
+      export CUDA_VISIBLE_DEVICES=0
+      for spec in uint32 float64 "uint32 --values uint32"; do
+        timeout 60 python3 benchmarks/pass_profile.py --dtype $spec \
+          --json "$OUT/passes_${spec// /_}.json" 2>&1 | grep -E "passes|sum"; done
+      for rb in ${ROWS:-}; do echo "row_bytes $rb"
+        DISTSORT_TUNING="{\"row_bytes\": $rb}" timeout 60 python3 benchmarks/pass_profile.py \
+          --dtype uint32 2>&1 | grep -E "passes|sum"; done
+      unset CUDA_VISIBLE_DEVICES ;;
+    final)  # one call for a kernel change and the one-GPU tests: GPU 1 runs the out-of-core
+            # test and the backend tests; GPU 0 times every pass, runs local_sort.py
+            # --quick, then every other one-GPU GPU test
+      CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-500} &
+      (CUDA_VISIBLE_DEVICES=1 timeout 280 python3 -m pytest -q -p no:cacheprovider \
+        tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
+        echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
+      bash "$0" passes
+      CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
+        > "$OUT/local.log" 2>&1
+      CUDA_VISIBLE_DEVICES=0 timeout ${TESTS_TIMEOUT:-380} python3 -m pytest -q -m gpu -p no:cacheprovider \
+        --durations=10 tests/ --ignore=tests/test_cupy_backend.py \
+        -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
+        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
+      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+      wait
+      for f in cupy_backend_tests gpu_tests_1gpu outofcore; do echo "== $f"
+        grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | tail -8
+        tail -2 "$OUT/$f.log"; done
+      tail -8 "$OUT/local.log" ;;
+    kernels)  # issue 3 on a kernel change: the backend tests on GPU 1 while GPU 0 times
+              # every pass (stage passes) and runs local_sort.py --quick
+      (CUDA_VISIBLE_DEVICES=1 timeout 280 python3 -m pytest -q -p no:cacheprovider \
+        tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
+        echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
+      bash "$0" passes
+      CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
+        > "$OUT/local.log" 2>&1
+      wait
+      grep -E "^(FAILED|ERROR)" "$OUT/cupy_backend_tests.log" | head; tail -2 "$OUT/cupy_backend_tests.log"
+      tail -8 "$OUT/local.log" ;;
+    big2)  # the 64 GiB two-GPU row alone (BIG_DTYPES), with the protocols UCX picked
+      UCX_PROTO_INFO=y timeout ${BIG2_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 \
+        --sizes 64GiB --dtypes ${BIG_DTYPES:-uint64} --runs ${RUNS:-2} --warmup 1 \
+        --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 --device-memory-limit 0.9 \
+        --out "$OUT/distributed_sort_2gpu_64.json" > "$OUT/big2.log" 2>&1
+      grep -E "GPU .*GiB:|^ +2 " "$OUT/big2.log" | cut -c1-1500
+      grep -E "cuda_ipc|cuda_copy|rndv" "$OUT/big2.log" | sort | uniq -c | sort -rn | head -12 ;;
     outofcore)
       outofcore_test ${OOC_TIMEOUT:-450}; tail -20 "$OUT/outofcore.log" ;;
     bench2)  # two GPUs, one chunk per GPU (64 GiB: the stage big)
@@ -93,15 +141,17 @@ for stage in "$@"; do
         --out "$OUT/distributed_sort_2gpu.json" 2>&1 | tee "$OUT/bench2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
     big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two (8 GiB chunks), 160 GB;
-          # the spill threshold at 0.9 of the GPU: the persisted input and the sort's own
-          # copy (2 x 34 GB) and the pairs in flight stay below it, at 0.65 they spilled
+          # the spill threshold at 0.9 of the GPU (BIG_LIMIT): the persisted input and the
+          # sort's own copy (2 x 34 GB) and the pairs in flight stay below it, at 0.65 they
+          # spilled; at 0.9 a first timed run of uint64 at 64 GiB sometimes still spilled
+          # 32 GiB (the rows' spill counters say when), hence BIG_LIMIT=0.95 there
       timeout ${BIG1_TIMEOUT:-60} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 32GiB \
-        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
-        --device-memory-limit 0.9 --out "$OUT/distributed_sort_1gpu_32.json" 2>&1 | tee "$OUT/big1.log" \
+        --dtypes ${BIG_DTYPES:-float32} --runs ${RUNS:-1} --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
+        --device-memory-limit ${BIG_LIMIT:-0.9} --out "$OUT/distributed_sort_1gpu_32.json" 2>&1 | tee "$OUT/big1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
       timeout ${BIG2_TIMEOUT:-90} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 64GiB \
-        --dtypes ${BIG_DTYPES:-float32} --runs 1 --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
-        --device-memory-limit 0.9 --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
+        --dtypes ${BIG_DTYPES:-float32} --runs ${RUNS:-1} --warmup 1 --max-bytes-per-gpu 32GiB --chunks-per-gpu 4 \
+        --device-memory-limit ${BIG_LIMIT:-0.9} --out "$OUT/distributed_sort_2gpu_64.json" 2>&1 | tee "$OUT/big2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
       [ -n "${SKIP_LARGEST:-}" ] || bash "$0" largest ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort (32 GiB: big)

@@ -22,6 +22,7 @@ import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
 from distsort.cluster import bytes_sent_by_kind, diff_sent
+from distsort.graph import round_task_kind
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 
@@ -101,6 +102,55 @@ def round_times(task_stream):
             spans[stage][0] = min(spans[stage][0], ss["start"])
             spans[stage][1] = max(spans[stage][1], ss["stop"])
     return {k: round(v[1] - v[0], 4) for k, v in sorted(spans.items())}
+
+
+def task_times(task_stream):
+    """Per task kind of the network (``head``, ``low``, ...): seconds computing, seconds
+    receiving its inputs from other workers, and the longest single transfer (with the
+    bytes sent by kind, a host-staged transfer stands out): where a round's time went."""
+    out = defaultdict(lambda: {"compute_s": 0.0, "transfer_s": 0.0, "longest_transfer_s": 0.0})
+    for t in task_stream:
+        kind = round_task_kind(t["key"])
+        if kind is None:
+            continue
+        row = out[kind]
+        for ss in t["startstops"]:
+            span = ss["stop"] - ss["start"]
+            if ss["action"] == "compute":
+                row["compute_s"] += span
+            elif ss["action"] == "transfer":
+                row["transfer_s"] += span
+                row["longest_transfer_s"] = max(row["longest_transfer_s"], span)
+    return {k: {a: round(b, 4) for a, b in v.items()} for k, v in sorted(out.items())}
+
+
+def count_spills(dask_worker):
+    """Count bytes dask-cuda moves device -> host and back on this worker (from now on);
+    ``spill_counts`` reads them.  Nothing to count where the worker's data is not a
+    device/host buffer (CPU workers, JIT unspill)."""
+    buf = getattr(dask_worker.data, "device_buffer", None)
+    if not hasattr(buf, "fast_to_slow_callbacks"):
+        return False
+    if hasattr(dask_worker, "_distsort_spills"):  # counting already
+        return True
+    counts = dask_worker._distsort_spills = {"to_host": 0, "from_host": 0}
+    from dask.sizeof import sizeof
+
+    def out(key, value):
+        counts["to_host"] += sizeof(value)
+
+    def back(key, value):
+        counts["from_host"] += sizeof(value)
+
+    buf.fast_to_slow_callbacks.append(out)
+    buf.slow_to_fast_callbacks.append(back)
+    return True
+
+
+def spill_counts(client):
+    """Bytes spilled to host and read back, summed over workers (since ``count_spills``)."""
+    per = client.run(lambda dask_worker: dict(getattr(dask_worker, "_distsort_spills", {})))
+    return {k: sum(c.get(k, 0) for c in per.values()) for k in ("to_host", "from_host")}
 
 
 #: Elements per slice of the checks: their temporaries stay small (512 MiB at most)
@@ -237,7 +287,7 @@ def release(client, state):
         return
     keys = {str(k) for k in s.__dask_keys__()}
     del s
-    while client.run_on_scheduler(_known, keys=keys):
+    while client.run_on_scheduler(_known, keys=keys) or any(client.run(_held, keys=keys).values()):
         time.sleep(0.01)
 
 
@@ -245,10 +295,17 @@ def _known(keys, dask_scheduler=None):
     return any(str(k) in keys for k in dask_scheduler.tasks)
 
 
+def _held(keys, dask_worker=None):
+    """Whether the worker still holds any of ``keys`` (it frees them after the scheduler
+    forgets them: a next run started before then holds two results at once)."""
+    return any(str(k) in keys for k in dask_worker.data)
+
+
 def run_case(client, n, dtype, args, workers):
     import distributed
 
     import distsort
+    client.run(count_spills)
     x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, n % 9973, args.cpu)
     distributed.wait(x)
     state = {}
@@ -257,24 +314,30 @@ def run_case(client, n, dtype, args, workers):
         state["s"] = distsort.sort(x).persist()
         distributed.wait(state["s"])
 
+    spilled_before = spill_counts(client)
     seconds, times = median_time(run, args.runs, args.warmup,
                                  lambda: sync_workers(client, args.cpu),
                                  lambda: release(client, state))
+    spilled_timed = {k: v - spilled_before[k] for k, v in spill_counts(client).items()}
     # The bytes moved are read around one more, untimed run: reading the workers'
     # counters and logs takes round trips that the timed runs should not include.
     release(client, state)
     before, kinds = moved_bytes(client), bytes_sent_by_kind(client)
+    spilled = spill_counts(client)
     with distributed.get_task_stream(client) as ts:
         run()
         sync_workers(client, args.cpu)
     state["moved"] = moved_bytes(client) - before
     state["kinds"] = diff_sent(kinds, bytes_sent_by_kind(client))
+    spilled = {k: v - spilled[k] for k, v in spill_counts(client).items()}
     check_sorted(client, state["s"], x)
     chunk = -(-n // (workers * args.chunks_per_gpu))
     row = dict(dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,
                chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
-               rounds=round_times(ts.data), sent_by_kind=state["kinds"])
+               rounds=round_times(ts.data), sent_by_kind=state["kinds"],
+               tasks=task_times(ts.data), spilled=spilled,
+               spilled_in_timed_runs=spilled_timed)
     release(client, state)  # the sorted array: room for the reference measurements
     state.clear()
     # The floor's local sort: one GPU's whole share in one piece (= a chunk when
@@ -396,7 +459,9 @@ def main(argv=None):
                 # Saved as we go: a run stopped at its time limit keeps its rows.
                 save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
                 print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
-                      f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']}",
+                      f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']} "
+                      f"runs {[round(t, 3) for t in row['runs']]} tasks {row['tasks']} "
+                      f"spilled {row['spilled']} (timed runs: {row['spilled_in_timed_runs']})",
                       flush=True)
     finish(rows, bandwidth, args)
 

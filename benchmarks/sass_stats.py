@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from distsort.backends import passes, tuning  # noqa: E402
 from distsort.kernels.loader import HERE as KERNELS, scalar_type  # noqa: E402
 
-PAIRS = [("uint32", None), ("uint32", "uint32")]
+PAIRS = [("uint32", None), ("uint32", "uint32"), ("float64", None)]
 
 
 def instantiation(key, value, cfg, with_tile=True):

@@ -54,6 +54,7 @@ def build(key_dtype, value_dtype, regs, threads, tile):
     so.emu_crossing.restype = ll
     so.emu_static_hits.restype = ctypes.c_uint
     so.emu_static_all.restype = ctypes.c_uint
+    so.emu_io_hits.restype = ctypes.c_uint
     return so
 
 
@@ -105,3 +106,13 @@ def static_phases(tab, key_dtype, value_dtype=None):
     so = build(np.dtype(key_dtype).str, None if value_dtype is None else np.dtype(value_dtype).str,
                cfg.regs, cfg.threads, cfg.tile)
     return so.emu_static_hits(), so.emu_static_all()
+
+
+def io_kinds(tab, key_dtype, value_dtype=None):
+    """Bit mask of the ways of addressing global memory (``IO_*`` in ``sort.cu``: bit 0
+    IO_ANY, 1 IO_ROWS, 2 IO_STRIDED, 3 IO_SHORT) that blocks used since the last call."""
+    vs = 0 if value_dtype is None else np.dtype(value_dtype).itemsize
+    cfg = passes.config(tab, np.dtype(key_dtype).itemsize, vs)
+    so = build(np.dtype(key_dtype).str, None if value_dtype is None else np.dtype(value_dtype).str,
+               cfg.regs, cfg.threads, cfg.tile)
+    return so.emu_io_hits()

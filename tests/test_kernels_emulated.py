@@ -47,14 +47,18 @@ def test_keys(dtype, order, tuning):
         np.testing.assert_array_equal(bits(got), bits(ref), err_msg=f"n={n}")
 
 
-@pytest.mark.parametrize("dtype,vdtype", [("uint32", None), ("float32", "uint32"),
-                                           ("int16", None)])
-def test_long_arrays(dtype, vdtype):
+@pytest.mark.parametrize("dtype,vdtype,ways", [
+    ("uint32", None, 0b1111), ("float32", "uint32", 0b1111),
+    ("int16", None, 0b1011)])  # 2-byte rows of 32 bytes are never shorter than 16 threads
+def test_long_arrays(dtype, vdtype, ways):
     """Sizes whose GROUP passes have rows shorter than a block's threads (whole tiles
-    read in strided batches) and longer (batches along a row), with and without the
-    mirror, and a ragged end (per-element bounds checks)."""
+    read in strided batches), longer than a batch of each thread's elements (batches
+    along a row) and in between (batches of several rows), with and without the
+    mirror, and a ragged end (per-element bounds checks): the ways of addressing
+    global memory (``IO_*`` in sort.cu, bit i for IO kind i) in ``ways`` run."""
     rng = np.random.default_rng(7)
     order = Order(False, vdtype is not None)
+    emu.io_kinds(TUNINGS["wide"], dtype, vdtype)  # forget earlier tests' blocks
     for n in [2**17, 2**16 + 5]:
         keys = _keys(rng, n, dtype)
         values = None if vdtype is None else rng.integers(0, 2**32, n).astype(vdtype)
@@ -65,6 +69,8 @@ def test_long_arrays(dtype, vdtype):
         np.testing.assert_array_equal(bits(gk), bits(rk), err_msg=f"n={n}")
         if values is not None:
             np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
+    ran = emu.io_kinds(TUNINGS["wide"], dtype, vdtype)
+    assert ran == ways, f"ways of addressing that ran: {ran:#06b}, expected {ways:#06b}"
 
 
 #: Hopper's tuning (tuning.py) with 32 threads instead of 256: the same tiles and E, hence

@@ -195,25 +195,37 @@ template <int NT, int LOGE> struct Walk {
     }
 };
 
-// How a batch of a thread's elements is addressed: IO_ROWS and IO_STRIDED when every
-// batch lies in one run (the tile entirely below n, whole batches): the batch's first
-// index plus u * NT (immediate offsets) or u * d; IO_ANY: each element on its own,
-// with the bounds checks of the virtual padding.
-enum { IO_ANY = 0, IO_ROWS = 1, IO_STRIDED = 2 };
+// How a batch of a thread's elements is addressed, the tile entirely below n and the
+// batches whole: IO_ROWS and IO_STRIDED when every batch lies in one run: the batch's
+// first index plus u * NT (immediate offsets) or u * d; IO_SHORT when a batch spans
+// several whole rows of fewer than BATCH * NT elements (GROUP passes of 3 to 6 steps
+// on Hopper's tiles): plus u * NT and a row step every 2^sh elements.  IO_ANY: each
+// element on its own, with the bounds checks of the virtual padding (about twice
+// the time of the others per pass on an H200).
+enum { IO_ANY = 0, IO_ROWS = 1, IO_STRIDED = 2, IO_SHORT = 3 };
 
-// Element u of a batch relative to the batch's first (IO_ROWS, IO_STRIDED: the callers
-// offset the pointers to it), or element e itself (IO_ANY).
+// Element u of a batch relative to the batch's first (IO_ROWS, IO_STRIDED, IO_SHORT:
+// the callers offset the pointers to it), or element e itself (IO_ANY).
 template <int NT, int LOGE, int IO>
 __device__ __forceinline__ long long batch_at(const Walk<NT, LOGE>& wk, int e) {
     if constexpr (IO == IO_ROWS) return (long long)e * NT;
     else if constexpr (IO == IO_STRIDED) return e * wk.d;
+    else if constexpr (IO == IO_SHORT) return (long long)e * NT + (e >> wk.sh) * wk.w;
     else return wk.at(e);
 }
 
+#ifndef DISTSORT_IO_KIND
+#define DISTSORT_IO_KIND(io)
+#endif
 template <int BATCH, int NT, int LOGE>
 __device__ __forceinline__ int io_kind(const Walk<NT, LOGE>& wk, bool full) {
-    if (!full || wk.count % BATCH || wk.run % BATCH) return IO_ANY;
-    return wk.rows ? IO_ROWS : IO_STRIDED;
+    if (!full || wk.count % BATCH) return IO_ANY;
+    if (wk.run % BATCH == 0) return wk.rows ? IO_ROWS : IO_STRIDED;
+    // Whole rows per batch (batches start on a row), and no batch straddles the
+    // mirror's flip at element `half`.
+    if (wk.rows && BATCH % wk.run == 0 && (wk.flip == 0 || wk.half % BATCH == 0))
+        return IO_SHORT;
+    return IO_ANY;
 }
 
 template <class K, class V> struct Batch {  // loads in flight per thread
@@ -291,7 +303,11 @@ template <int LOGE, int TB> struct Static {
     static __host__ __device__ constexpr int count(int rem = TB - 1) {
         return rem < 0 ? 0 : 1 + count(window(rem, 0, TB, LOGE).low - 1);
     }
-    static __host__ __device__ constexpr unsigned mask() { return ((1u << count()) - 1) | (1u << 31); }
+    // Bits of `count()` MERGE phases, 30: the first MERGE phase from global memory
+    // (`merge_first_phase`), 31: the whole-window mirror.
+    static __host__ __device__ constexpr unsigned mask() {
+        return ((1u << count()) - 1) | (1u << 30) | (1u << 31);
+    }
 };
 
 // MERGE phase `ID` of a 2^TB tile (its window at bit REM) if it is the phase asked for,
@@ -337,6 +353,46 @@ __device__ __noinline__ void run_phase(typename K::U* sk, typename V::U* sv, int
     }
 }
 
+// The first phase of a MERGE pass over a whole tile of 2^TB elements, its E registers
+// loaded straight from global memory instead of through shared memory: its window sits
+// at q = TB - log2 E, so register m of group g holds tile element  m << q | g,  and a
+// warp's loads of one m are 32 consecutive elements (coalesced).  It saves a shared-
+// memory round trip and a barrier per pass, and each thread has E loads in flight.
+// Only for tiles entirely below n (no virtual padding).  DISTSORT_DIRECT_PHASE() lets the
+// CPU emulation record that it ran.
+#ifndef DISTSORT_DIRECT_PHASE
+#define DISTSORT_DIRECT_PHASE()
+#endif
+template <class K, class V, int E, int NT, int TB>
+__device__ __noinline__ void merge_first_phase(const typename K::U* keys, const typename V::U* vals,
+                                               typename K::U* sk, typename V::U* sv,
+                                               typename K::U dm) {
+    typedef typename K::U U;
+    typedef typename V::U VU;
+    constexpr int LOGE = Log2<E>::v;
+    constexpr bool HV = HasValues<V>::value;
+    constexpr Window W = window(TB - 1, 0, TB, LOGE);
+    static_assert(W.q + LOGE == TB && W.q > 0, "the first MERGE window spans the tile's top bits");
+    constexpr int step = (1 << W.q) + (1 << (W.q - LOGE));
+    DISTSORT_DIRECT_PHASE();
+    for (int g = threadIdx.x; g < (1 << W.q); g += NT) {
+        U r[E];
+        VU w[E];
+#pragma unroll
+        for (int m = 0; m < E; ++m) {
+            r[m] = (U)(K::total(keys[(m << W.q) + g]) ^ dm);
+            if constexpr (HV) w[m] = vals[(m << W.q) + g];
+        }
+        half_clean_seq<K, V, E, W.j, W.s>(r, w, dm);
+        const int a = pad<LOGE>(g);
+#pragma unroll
+        for (int m = 0; m < E; ++m) {
+            sk[a + m * step] = r[m];
+            if constexpr (HV) sv[a + m * step] = w[m];
+        }
+    }
+}
+
 template <class K, class V, int E, int NT, int MINB, int TB>
 __global__ void __launch_bounds__(NT, MINB)
 bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
@@ -354,9 +410,17 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     keys += blockIdx.y * lane;
     vals += HasValues<V>::value ? blockIdx.y * lane : 0;
     const Walk<NT, LOGE> wk(tile, tb);
-    const int io = io_kind<B>(wk, tile.last(tb) < n);
-    if (io == IO_ROWS) load_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
+    const bool full = tile.last(tb) < n;
+    const int io = io_kind<B>(wk, full);
+    DISTSORT_IO_KIND(io);
+    // A whole MERGE tile of the tuned size: its first phase loads from global memory.
+    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full;
+    if (direct)
+        merge_first_phase<K, V, E, NT, TB>(keys + tile.start,
+                                           vals + (HasValues<V>::value ? tile.start : 0), sk, sv, dm);
+    else if (io == IO_ROWS) load_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
     else if (io == IO_STRIDED) load_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_SHORT) load_tile<K, V, NT, LOGE, IO_SHORT>(keys, vals, n, wk, sk, sv, dm);
     else load_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
     if (mode == 0) {
         __syncthreads();
@@ -370,7 +434,7 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
         if (mode == 0) {  // the stage's mirror with its steps above bit LOGE, then the rest
             q = s - LOGE > LOGE ? s - LOGE : LOGE, mb = s - 1 - q, steps = mb + 1, rem = q - 1;
         } else if (mode == 1) {
-            rem = top;
+            rem = direct ? window(top, 0, tb, LOGE).low - 1 : top;
         } else {
             steps = mirror ? (k < LOGE ? k : LOGE) : 0;
             q = tb - LOGE, mb = LOGE - 1, rem = tb - 1 - steps, stop = tb - k;
@@ -389,6 +453,7 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     __syncthreads();
     if (io == IO_ROWS) store_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
     else if (io == IO_STRIDED) store_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_SHORT) store_tile<K, V, NT, LOGE, IO_SHORT>(keys, vals, n, wk, sk, sv, dm);
     else store_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
 }
 

@@ -4,8 +4,8 @@
 // blocks) and share one static buffer as their shared memory.  The kernels use no warp-level operations, so this is the CUDA
 // execution model they rely on.  Built by tests/kernel_emulator.py with -DKT, -DVT,
 // -DE_, -DNT_, -DTB_ naming one instantiation.  `emu_static_hits` says which of the
-// kernel's compile-time phases (`Static` in sort.cu) have run, so that the tests can
-// check that each one did.
+// kernel's compile-time phases (`Static` in sort.cu) have run, and `emu_io_hits` which
+// ways of addressing global memory (IO_*), so that the tests can check that each one did.
 #include <atomic>
 #include <barrier>
 #include <thread>
@@ -26,6 +26,9 @@ inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 alignas(16) unsigned char smem[1 << 20];
 static std::atomic<unsigned> emu_hits{0};
 #define DISTSORT_STATIC_PHASE(id) emu_hits.fetch_or(1u << (id), std::memory_order_relaxed)
+#define DISTSORT_DIRECT_PHASE() DISTSORT_STATIC_PHASE(30)
+static std::atomic<unsigned> emu_io{0};
+#define DISTSORT_IO_KIND(io) emu_io.fetch_or(1u << (io), std::memory_order_relaxed)
 
 #include "sort.cu"
 
@@ -62,7 +65,12 @@ extern "C" long long emu_crossing(void* a, void* av, long long ma, void* b, void
     return out;
 }
 
-// Bit i: MERGE phase i of a 2^TB_ tile ran (since the last call); bit 31: the
-// whole-window mirror phase.  `emu_static_all`: the bits of every compile-time phase.
+// Bit i: MERGE phase i of a 2^TB_ tile ran (since the last call); bit 30: the first
+// MERGE phase from global memory; bit 31: the whole-window mirror phase.
+// `emu_static_all`: the bits of every compile-time phase.
 extern "C" unsigned emu_static_hits() { return emu_hits.exchange(0); }
 extern "C" unsigned emu_static_all() { return Static<Log2<E_>::v, TB_>::mask(); }
+
+// Bit i: a block addressed its tile's global memory in the way IO_* = i of sort.cu
+// (since the last call).
+extern "C" unsigned emu_io_hits() { return emu_io.exchange(0); }
