@@ -24,6 +24,18 @@ outofcore_test() {  # TIMEOUT: the 32 GiB out-of-core test, its log in $OUT/outo
     | grep -vE "^(INFO|distributed\.)" > "$OUT/outofcore.log"
   echo "outofcore rc=${PIPESTATUS[0]}" >> "$OUT/outofcore.log"
 }
+backend_tests() {  # GPU TIMEOUT [PYTEST ARGS]: tests/test_cupy_backend.py, log and rc in
+                   # $OUT/cupy_backend_tests.log
+  local gpu=$1 limit=$2; shift 2
+  CUDA_VISIBLE_DEVICES=$gpu timeout "$limit" python3 -m pytest -q -p no:cacheprovider "$@" \
+    tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1
+  echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log"
+}
+time_kernels() {  # GPU 0: every pass of the target sorts (stage passes), then local_sort.py --quick
+  bash "$0" passes
+  CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
+    > "$OUT/local.log" 2>&1
+}
 make_deploy_input() {  # 16 GiB of float32 in a .npy, written in 1 GiB pieces
   mkdir -p /tmp/deploy
   python3 - /tmp/deploy/in.npy <<'PY'
@@ -41,9 +53,7 @@ for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
     tests1)  # one GPU: the backend tests, and every other GPU test that needs one GPU
-      (timeout 290 python3 -m pytest -q -p no:cacheprovider --durations=15 \
-        tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
-        echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
+      backend_tests 0 290 --durations=15 &
       timeout 290 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/ \
         --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx" 2>&1 \
         | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
@@ -67,10 +77,8 @@ for stage in "$@"; do
       for f in outofcore gpu_tests_1gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     mixed)  # GPU 1: the out-of-core test; GPU 0 meanwhile: backend tests, local sort, merge tests
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-450} &
+      backend_tests 0 220
       export CUDA_VISIBLE_DEVICES=0
-      timeout 220 python3 -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py \
-        > "$OUT/cupy_backend_tests.log" 2>&1
-      echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log"
       timeout 100 python3 benchmarks/local_sort.py --quick --out "$OUT" > "$OUT/local.log" 2>&1
       timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_distributed_gpu.py \
         -k "1gpu-ucx and not out_of_core" 2>&1 | grep -vE "^(INFO|distributed\.|WARNING)" \
@@ -99,12 +107,8 @@ for stage in "$@"; do
             # test and the backend tests; GPU 0 times every pass, runs local_sort.py
             # --quick, then every other one-GPU GPU test
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-500} &
-      (CUDA_VISIBLE_DEVICES=1 timeout 280 python3 -m pytest -q -p no:cacheprovider \
-        tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
-        echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
-      bash "$0" passes
-      CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
-        > "$OUT/local.log" 2>&1
+      backend_tests 1 280 &
+      time_kernels
       CUDA_VISIBLE_DEVICES=0 timeout ${TESTS_TIMEOUT:-380} python3 -m pytest -q -m gpu -p no:cacheprovider \
         --durations=10 tests/ --ignore=tests/test_cupy_backend.py \
         -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
@@ -117,12 +121,8 @@ for stage in "$@"; do
       tail -8 "$OUT/local.log" ;;
     kernels)  # issue 3 on a kernel change: the backend tests on GPU 1 while GPU 0 times
               # every pass (stage passes) and runs local_sort.py --quick
-      (CUDA_VISIBLE_DEVICES=1 timeout 280 python3 -m pytest -q -p no:cacheprovider \
-        tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1; \
-        echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log") &
-      bash "$0" passes
-      CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
-        > "$OUT/local.log" 2>&1
+      backend_tests 1 280 &
+      time_kernels
       wait
       grep -E "^(FAILED|ERROR)" "$OUT/cupy_backend_tests.log" | head; tail -2 "$OUT/cupy_backend_tests.log"
       tail -8 "$OUT/local.log" ;;
