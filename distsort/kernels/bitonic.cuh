@@ -5,14 +5,40 @@
 #pragma once
 #include "order.cuh"
 
+// lo, hi = min and max of 64-bit codes a and b.  Written as min and max in C++, nvcc
+// compares the codes twice (a < b for one, a > b for the other: 4 ISETP + 4 SEL per
+// comparator, and the 64-bit sorts are bound by that ALU work); one predicate for
+// the four selects: 2 + 4.  The CPU emulation compiles the plain form.
+__device__ __forceinline__ void minmax64(u64_t a, u64_t b, u64_t& lo, u64_t& hi) {
+#ifdef __CUDA_ARCH__
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 al, ah, bl, bh, ll, lh, hl, hh;\n\t"
+        "setp.lt.u64 p, %2, %3;\n\t"
+        "mov.b64 {al, ah}, %2;\n\tmov.b64 {bl, bh}, %3;\n\t"
+        "selp.b32 ll, al, bl, p;\n\tselp.b32 lh, ah, bh, p;\n\t"
+        "selp.b32 hl, bl, al, p;\n\tselp.b32 hh, bh, ah, p;\n\t"
+        "mov.b64 %0, {ll, lh};\n\tmov.b64 %1, {hl, hh};\n\t}"
+        : "=l"(lo), "=l"(hi) : "l"(a), "l"(b));
+#else
+    lo = a < b ? a : b;
+    hi = a < b ? b : a;
+#endif
+}
+
 template <class K, class V> struct Cmp {
     typedef typename K::U U;
     typedef typename V::U VU;
+    // Integer keys and values of at most 4 bytes: the key order is the code order and
+    // ties go by the value's code, so one 64-bit compare of (key code, value code)
+    // decides (2 ISETP instead of a compare, an equality test and a second compare).
+    static constexpr bool PACKED = HasValues<V>::value && K::KIND != KIND_FLOAT &&
+                                   V::KIND != KIND_FLOAT && sizeof(U) <= 4 && sizeof(VU) <= 4;
     // Compare-exchange of a (lower index) and b.  Keys-only: codes are a bijection,
     // so min/max is exact.  Keyed: swap only when strictly greater, so the +inf
     // padding (the largest element) never moves.
     static __device__ __forceinline__ void cx(U& a, U& b, VU& va, VU& vb, U dm) {
-        if constexpr (!HasValues<V>::value) {
+        if constexpr (!HasValues<V>::value && sizeof(U) == 8) {
+            minmax64(b, a, a, b);
+        } else if constexpr (!HasValues<V>::value) {
             U lo = b < a ? b : a;
             U hi = b < a ? a : b;
             a = lo;
@@ -30,6 +56,8 @@ template <class K, class V> struct Cmp {
     static __device__ __forceinline__ bool gt(U a, U b, VU va, VU vb, U dm) {
         if constexpr (!HasValues<V>::value) {
             return a > b;
+        } else if constexpr (PACKED) {  // canonical codes are the total codes here
+            return ((u64_t)a << 32 | V::value_code(va)) > ((u64_t)b << 32 | V::value_code(vb));
         } else {
             const U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
             const U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
