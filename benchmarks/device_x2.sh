@@ -3,7 +3,8 @@
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
 #   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
-# RUNS=1 times one run per case after the warm-up (default 2).
+# RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
+# narrow bench1 and bench2.
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -136,8 +137,8 @@ for stage in "$@"; do
     outofcore)
       outofcore_test ${OOC_TIMEOUT:-450}; tail -20 "$OUT/outofcore.log" ;;
     bench2)  # two GPUs, one chunk per GPU (64 GiB: the stage big)
-      timeout ${BENCH2_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 4GiB 16GiB \
-        --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
+      timeout ${BENCH2_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --sizes ${SIZES2:-4GiB 16GiB} \
+        --dtypes ${DTYPES:-float32 uint64} --runs ${RUNS:-2} --warmup 1 --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_2gpu.json" 2>&1 | tee "$OUT/bench2.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
     big)  # the largest cases alone: 32 GiB on one GPU, 64 GiB on two (8 GiB chunks), 160 GB;
@@ -155,8 +156,8 @@ for stage in "$@"; do
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -5
       [ -n "${SKIP_LARGEST:-}" ] || bash "$0" largest ;;
     bench1)  # one GPU: the reference for weak scaling, and rechunk + cupy.sort (32 GiB: big)
-      timeout ${BENCH1_TIMEOUT:-130} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB 8GiB \
-        --dtypes float32 uint64 --runs ${RUNS:-2} --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
+      timeout ${BENCH1_TIMEOUT:-130} python3 benchmarks/distributed_sort.py --gpus 1 --sizes ${SIZES1:-2GiB 8GiB} \
+        --dtypes ${DTYPES:-float32 uint64} --runs ${RUNS:-2} --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_1gpu.json" 2>&1 | tee "$OUT/bench1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
     largest)  # 160 GB of uint32 made on the two GPUs, 16 chunks of 5 GB per GPU

@@ -12,9 +12,12 @@ still in device memory (out of core, any later read of a chunk may first copy it
 back from the host).  One compare-split of chunks ``lo < hi`` is then four tasks,
 so that only what crosses travels between workers:
 
-* ``bound``: an upper bound ``kb`` on the crossing count, from the edges;
 * ``tail`` (``lo``'s top ``kb``) and ``head`` (``hi``'s bottom ``kb``), the data
-  that crosses;
+  that crosses, where ``kb`` is an upper bound on the crossing count from the two
+  chunks' edges; each side computes the same ``kb`` itself (a few microseconds)
+  rather than wait for a task of its own: every task on the way from a chunk to its
+  merge costs a round trip through the scheduler, milliseconds that a small sort
+  on GPUs notices;
 * ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
   scheduler plugin of ``distsort.locality`` keeps them there).
 
@@ -22,8 +25,8 @@ Left alone, a worker makes the ``tail`` and ``head`` copies of all its pairs whi
 it waits for the first crossing part to arrive, and holds more than its chunks
 (on two CPU workers with 8 chunks each: 8 pairs in flight and up to 13 chunks'
 worth).  So the pairs of all rounds are put in one sequence (``plan.spread_order``
-within a round) and only ``window`` consecutive pairs run at once: the ``bound`` of
-pair ``s`` also waits for the edges of pair ``s - window``'s new chunks.  A worker
+within a round) and only ``window`` consecutive pairs run at once: the ``tail`` and
+``head`` of pair ``s`` also wait for the edges of pair ``s - window``'s new chunks.  A worker
 then holds its chunks plus the copies and outputs of the pairs in the window.
 """
 from __future__ import annotations
@@ -77,9 +80,10 @@ def edges(probe, chunk, stride, order):
     return probe(chunk, stride, True, order), probe(chunk, stride, False, order)
 
 
-def bound(crossing_bound, lo_edges, hi_edges, stride, limit, order):
-    """The crossing bound of a pair from its chunks' edges."""
-    return crossing_bound(lo_edges[0], hi_edges[1], stride, limit, order)
+def crossing_part(part, chunk, crossing_bound, lo_edges, hi_edges, stride, limit, order):
+    """``part(chunk, kb)`` (the backend's ``head`` or ``tail``), ``kb`` the crossing bound
+    of the pair from its chunks' edges."""
+    return part(chunk, crossing_bound(lo_edges[0], hi_edges[1], stride, limit, order))
 
 
 class _Network:
@@ -103,14 +107,13 @@ class _Network:
         return k
 
     def compare_split(self, tasks, round_id, lo, hi, gate):
-        """The tasks of one compare-split; ``gate``: keys its bound waits for."""
+        """The tasks of one compare-split; ``gate``: keys its tail and head wait for."""
         b, key, cur = self.backend, (lambda kind, i: self.key(round_id, kind, i)), self.cur
         limit = min(self.chunks[lo], self.chunks[hi])
-        tasks[key("bound", lo)] = (after, list(gate), bound, b.crossing_bound,
-                                   self.edges[cur[lo]], self.edges[cur[hi]], self.stride,
-                                   limit, self.order)
-        tasks[key("tail", lo)] = (b.tail, cur[lo], key("bound", lo))
-        tasks[key("head", hi)] = (b.head, cur[hi], key("bound", lo))
+        bound = (b.crossing_bound, self.edges[cur[lo]], self.edges[cur[hi]], self.stride,
+                 limit, self.order)
+        tasks[key("tail", lo)] = (after, list(gate), crossing_part, b.tail, cur[lo], *bound)
+        tasks[key("head", hi)] = (after, list(gate), crossing_part, b.head, cur[hi], *bound)
         # A merge also waits for its own chunk's copy (made on the same worker), so that
         # the chunk it replaces is freed when it ends.
         tasks[key("low", lo)] = (after, [key("tail", lo)], b.merge_low, cur[lo],
@@ -123,8 +126,8 @@ class _Network:
 def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
     """Add one layer per round of the network; returns the keys of the sorted chunks.
 
-    At most ``window`` pairs (None: no limit) are between their ``bound`` and their
-    merges at once."""
+    At most ``window`` pairs (None: no limit) are between their ``tail`` and ``head``
+    and their merges at once."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
     rounds = plan_network(len(chunks))
     if rounds:

@@ -84,7 +84,7 @@ def test_chunks_stay_on_their_workers(cluster_client):
 
 
 class _PairsInFlight(distributed.SchedulerPlugin):
-    """Counts compare-split pairs between their ``bound`` and both their merges."""
+    """Counts compare-split pairs between their ``tail`` and both their merges."""
 
     name = "test-pairs-in-flight"
 
@@ -97,7 +97,7 @@ class _PairsInFlight(distributed.SchedulerPlugin):
         if kind is None:
             return
         rnd = int(str(key[0])[len("distsort-r"):][:2])
-        if kind == "bound" and finish == "processing":
+        if kind == "tail" and finish == "processing":
             self.started.add((rnd, key[1]))
         elif kind in ("low", "high") and finish == "memory":
             pair = (rnd, key[1] if kind == "low" else self.partner[rnd, key[1]])
@@ -135,7 +135,7 @@ def _most_held(dask_worker=None):
 
 def test_pairs_in_flight_and_memory_stay_bounded(cluster_client):
     """16 chunks on 2 workers: at most ``pairs_in_flight()`` (2 per worker) pairs between
-    their bound and their merges (without the window a round's 8 pairs start at once),
+    their tail and their merges (without the window a round's 8 pairs start at once),
     and no worker holds more than its 8 chunks plus 3 per pair it has in flight."""
     n, c = 2**20, 16
     workers = sorted(cluster_client.scheduler_info()["workers"])
