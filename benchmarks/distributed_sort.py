@@ -124,6 +124,27 @@ def task_times(task_stream):
     return {k: {a: round(b, 4) for a, b in v.items()} for k, v in sorted(out.items())}
 
 
+def timeline(task_stream, most=64):
+    """``[stage or kind, worker, action, start, stop]`` of every distsort task's
+    transfers and computations, seconds from the first start (None when there are more
+    than ``most`` tasks): the scheduler's round trips between tasks show as gaps."""
+    rows = []
+    for t in task_stream:
+        key = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
+        parts = str(key).split("-")
+        if len(parts) < 3 or parts[0] != "distsort":
+            continue
+        name = round_task_kind(t["key"]) or parts[1]
+        rows += [[name, t["worker"], ss["action"], ss["start"], ss["stop"]]
+                 for ss in t["startstops"]]
+    if not rows or len(rows) > most:
+        return None
+    t0 = min(r[3] for r in rows)
+    workers = sorted({r[1] for r in rows})
+    return sorted([n, workers.index(w), a, round(b - t0, 4), round(e - t0, 4)]
+                  for n, w, a, b, e in rows)
+
+
 def count_spills(dask_worker):
     """Count bytes dask-cuda moves device -> host and back on this worker (from now on);
     ``spill_counts`` reads them.  Nothing to count where the worker's data is not a
@@ -336,7 +357,7 @@ def run_case(client, n, dtype, args, workers):
                chunks=workers * args.chunks_per_gpu, seconds=seconds, runs=times,
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data), sent_by_kind=state["kinds"],
-               tasks=task_times(ts.data), spilled=spilled,
+               tasks=task_times(ts.data), timeline=timeline(ts.data), spilled=spilled,
                spilled_in_timed_runs=spilled_timed)
     release(client, state)  # the sorted array: room for the reference measurements
     state.clear()
