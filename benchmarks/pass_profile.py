@@ -20,7 +20,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import cupy as cpb  # noqa: E402
+from distsort.backends import cupy as cpb, passes  # noqa: E402
 from distsort.kernels.loader import get_module  # noqa: E402
 
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
@@ -29,12 +29,13 @@ MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 def launches(keys, values):
     """``(pass tuple, launch thunk)`` for each pass of a sort of ``keys`` (one lane)."""
     vdt = None if values is None else values.dtype
-    tile, regs, threads, kmax, smem, minb = cpb._config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads, minb, tile)
-    mod.allow_smem(smem)
+    cfg = cpb._config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile)
+    mod.allow_smem(cfg.smem)
     n = keys.size
     vst = keys if values is None else values
-    for p in cpb.schedule(n, tile, regs.bit_length() - 1, kmax):
+    threads, smem = cfg.threads, cfg.smem
+    for p in passes.plan(cfg, n):
         mode, tb, top, k, mirror, blocks = p
         args = (keys, vst, np.int64(n), np.int64(n), np.int32(tb), np.int32(mode),
                 np.int32(top), np.int32(k), np.int32(mirror), np.uint64(0))

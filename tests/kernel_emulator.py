@@ -76,8 +76,7 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False)
     so = build(keys.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
-    plan = passes.schedule(n, cfg.tile, cfg.regs.bit_length() - 1, cfg.kmax, merge)
-    for mode, tb, top, k, mirror, blocks in plan:
+    for mode, tb, top, k, mirror, blocks in passes.plan(cfg, n, merge):
         rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, tb, mode, top, k, mirror,
                          _mask(keys.dtype, descending), blocks, lanes, cfg.smem)
         assert rc == 0, "shared memory of the emulator too small for this tile"

@@ -43,8 +43,7 @@ def _config(key_dtype, value_dtype):
 
 def pass_count(n, key_dtype, value_dtype=None, merge=False):
     """Passes over global memory of a sort of ``n`` keys (each reads and writes them once)."""
-    tile, regs, _, kmax, _, _ = _config(key_dtype, value_dtype)
-    return len(schedule(n, tile, regs.bit_length() - 1, kmax, merge))
+    return len(passes.plan(_config(key_dtype, value_dtype), n, merge))
 
 
 def _storage(a):
@@ -60,21 +59,21 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
         return keys, values
     n = total // lanes
     vdt = None if values is None else values.dtype
-    tile, regs, threads, kmax, smem, minb = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads, minb, tile)
-    mod.allow_smem(smem)
+    cfg = _config(keys.dtype, vdt)
+    mod = get_module(keys.dtype, vdt, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile)
+    mod.allow_smem(cfg.smem)
     dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
     kst = _storage(keys).ravel()
     vst = kst if values is None else _storage(values).ravel()
-    for mode, tb, top, k, mirror, blocks in schedule(n, tile, regs.bit_length() - 1, kmax, merge):
+    for mode, tb, top, k, mirror, blocks in passes.plan(cfg, n, merge):
         for first in range(0, lanes, 65535):
             count = min(65535, lanes - first)
             off = first * n
             mod.bitonic_pass(
-                (blocks, count), (threads,),
+                (blocks, count), (cfg.threads,),
                 (kst[off:], vst[off:] if values is not None else kst, np.int64(n), np.int64(n),
                  np.int32(tb), np.int32(mode), np.int32(top), np.int32(k), np.int32(mirror), dm),
-                shared_mem=smem)
+                shared_mem=cfg.smem)
     return keys, values
 
 

@@ -65,3 +65,9 @@ def schedule(n, tile, loge, kmax, merge=False):
             hi, mirror = hi - k, 0
         passes.append((1, tb, hi, 0, 0, tiles))
     return passes
+
+
+def plan(cfg: Config, n, merge=False):
+    """``schedule`` of ``n`` elements under the block shape ``cfg`` (what the GPU
+    launcher, the CPU emulation and the pass profiler all run)."""
+    return schedule(n, cfg.tile, cfg.regs.bit_length() - 1, cfg.kmax, merge)
