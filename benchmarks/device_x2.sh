@@ -32,6 +32,15 @@ backend_tests() {  # GPU TIMEOUT [PYTEST ARGS]: tests/test_cupy_backend.py, log 
     tests/test_cupy_backend.py > "$OUT/cupy_backend_tests.log" 2>&1
   echo "cupy backend tests rc=$?" >> "$OUT/cupy_backend_tests.log"
 }
+one_gpu_tests() {  # GPU TIMEOUT [PYTEST ARGS]: every GPU test that needs one GPU but the
+                   # backend and out-of-core ones, log and rc in $OUT/gpu_tests_1gpu.log
+  local gpu=$1 limit=$2; shift 2
+  CUDA_VISIBLE_DEVICES=$gpu timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider "$@" \
+    tests/ --ignore=tests/test_cupy_backend.py \
+    -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
+    | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
+  echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+}
 time_kernels() {  # GPU 0: every pass of the target sorts (stage passes), then local_sort.py --quick
   bash "$0" passes
   CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
@@ -55,10 +64,7 @@ for stage in "$@"; do
   case $stage in
     tests1)  # one GPU: the backend tests, and every other GPU test that needs one GPU
       backend_tests 0 290 --durations=15 &
-      timeout 290 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests/ \
-        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx" 2>&1 \
-        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
-      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+      one_gpu_tests 0 290 --durations=15
       wait
       tail -25 "$OUT/gpu_tests_1gpu.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
     tests2)  # two GPUs: the cluster tests on 2 GPUs, and dask cuda workers from deploy/
@@ -70,10 +76,7 @@ for stage in "$@"; do
     split)  # the one-GPU tests on GPU 0 while the out-of-core test has GPU 1 to itself
       T=${TESTS_TIMEOUT:-540}
       CUDA_VISIBLE_DEVICES=1 outofcore_test $T &
-      CUDA_VISIBLE_DEVICES=0 timeout $T python3 -m pytest -q -m gpu -p no:cacheprovider --durations=10 tests/ \
-        --ignore=tests/test_cupy_backend.py -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
-        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
-      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+      one_gpu_tests 0 $T --durations=10
       wait
       for f in outofcore gpu_tests_1gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     mixed)  # GPU 1: the out-of-core test; GPU 0 meanwhile: backend tests, local sort, merge tests
@@ -110,11 +113,7 @@ for stage in "$@"; do
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-500} &
       backend_tests 1 280 &
       time_kernels
-      CUDA_VISIBLE_DEVICES=0 timeout ${TESTS_TIMEOUT:-380} python3 -m pytest -q -m gpu -p no:cacheprovider \
-        --durations=10 tests/ --ignore=tests/test_cupy_backend.py \
-        -k "not 2gpu and not 1gpu-tcp and not gpu_workers_with_ucx and not out_of_core" 2>&1 \
-        | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
-      echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
+      one_gpu_tests 0 ${TESTS_TIMEOUT:-380} --durations=10
       wait
       for f in cupy_backend_tests gpu_tests_1gpu outofcore; do echo "== $f"
         grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | tail -8

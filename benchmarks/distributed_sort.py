@@ -89,15 +89,20 @@ def moved_bytes(client):
     return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
 
 
+def _stage(key):
+    """The layer of a distsort task (``prepare``, ``edges``, ``r03``, ``sort``), from
+    ``("distsort-<stage>-...", i)``; None for other keys."""
+    parts = str(key[0] if isinstance(key, tuple) else key).split("-")
+    return parts[1] if len(parts) >= 3 and parts[0] == "distsort" else None
+
+
 def round_times(task_stream):
     """Seconds per stage: first start to last stop of each round's (and prepare's) tasks."""
     spans = defaultdict(lambda: [np.inf, -np.inf])
     for t in task_stream:
-        key = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
-        parts = str(key).split("-")
-        if len(parts) < 3 or parts[0] != "distsort":
+        stage = _stage(t["key"])
+        if stage is None:
             continue
-        stage = parts[1]
         for ss in t["startstops"]:
             spans[stage][0] = min(spans[stage][0], ss["start"])
             spans[stage][1] = max(spans[stage][1], ss["stop"])
@@ -130,11 +135,10 @@ def timeline(task_stream, most=64):
     than ``most`` tasks): the scheduler's round trips between tasks show as gaps."""
     rows = []
     for t in task_stream:
-        key = t["key"][0] if isinstance(t["key"], tuple) else t["key"]
-        parts = str(key).split("-")
-        if len(parts) < 3 or parts[0] != "distsort":
+        stage = _stage(t["key"])
+        if stage is None:
             continue
-        name = round_task_kind(t["key"]) or parts[1]
+        name = round_task_kind(t["key"]) or stage
         rows += [[name, t["worker"], ss["action"], ss["start"], ss["stop"]]
                  for ss in t["startstops"]]
     if not rows or len(rows) > most:

@@ -21,7 +21,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from distsort.backends import cupy as cpb, passes  # noqa: E402
-from distsort.kernels.loader import get_module  # noqa: E402
 
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
@@ -29,8 +28,7 @@ MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 def launches(keys, values):
     """``(pass tuple, launch thunk)`` for each pass of a sort of ``keys`` (one lane)."""
     vdt = None if values is None else values.dtype
-    cfg = cpb._config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile)
+    cfg, mod = cpb._kernels(keys.dtype, vdt)
     mod.allow_smem(cfg.smem)
     n = keys.size
     vst = keys if values is None else values

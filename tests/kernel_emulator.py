@@ -66,14 +66,19 @@ def _mask(dtype, descending):
     return (1 << (8 * np.dtype(dtype).itemsize)) - 1 if descending else 0
 
 
+def _instance(tab, key_dtype, value_dtype):
+    """``(block shape, compiled emulator)`` of these dtypes under the tuning table ``tab``."""
+    kdt, vdt = np.dtype(key_dtype), None if value_dtype is None else np.dtype(value_dtype)
+    cfg = passes.config(tab, kdt.itemsize, 0 if vdt is None else vdt.itemsize)
+    return cfg, build(kdt.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
+
+
 def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False):
     """``cupy.sort_inplace`` on NumPy arrays under the tuning table ``tab``."""
     if keys.size == 0 or lanes == 0:
         return keys, values
     n = keys.size // lanes
-    vdt = None if values is None else values.dtype
-    cfg = passes.config(tab, keys.dtype.itemsize, 0 if vdt is None else vdt.itemsize)
-    so = build(keys.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
+    cfg, so = _instance(tab, keys.dtype, None if values is None else values.dtype)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
     for mode, tb, top, k, mirror, blocks in passes.plan(cfg, n, merge):
@@ -87,9 +92,7 @@ def crossing_count(tab, a, av, b, bv, descending):
     """The kernel's crossing count of sorted ``a`` (top) and ``b`` (bottom)."""
     if a.size == 0 or b.size == 0:
         return 0
-    vdt = None if av is None else av.dtype
-    cfg = passes.config(tab, a.dtype.itemsize, 0 if vdt is None else vdt.itemsize)
-    so = build(a.dtype.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
+    _, so = _instance(tab, a.dtype, None if av is None else av.dtype)
     a, b = _storage(a), _storage(b)
     av = a if av is None else _storage(av)
     bv = b if bv is None else _storage(bv)
@@ -100,18 +103,12 @@ def crossing_count(tab, a, av, b, bv, descending):
 def static_phases(tab, key_dtype, value_dtype=None):
     """``(ran, all)``: bit masks of the kernel's compile-time phases (``Static`` in
     ``sort.cu``) that ran since the last call under ``tab``, and of all of them."""
-    vs = 0 if value_dtype is None else np.dtype(value_dtype).itemsize
-    cfg = passes.config(tab, np.dtype(key_dtype).itemsize, vs)
-    so = build(np.dtype(key_dtype).str, None if value_dtype is None else np.dtype(value_dtype).str,
-               cfg.regs, cfg.threads, cfg.tile)
+    _, so = _instance(tab, key_dtype, value_dtype)
     return so.emu_static_hits(), so.emu_static_all()
 
 
 def io_kinds(tab, key_dtype, value_dtype=None):
     """Bit mask of the ways of addressing global memory (``IO_*`` in ``sort.cu``: bit 0
     IO_ANY, 1 IO_ROWS, 2 IO_STRIDED, 3 IO_SHORT) that blocks used since the last call."""
-    vs = 0 if value_dtype is None else np.dtype(value_dtype).itemsize
-    cfg = passes.config(tab, np.dtype(key_dtype).itemsize, vs)
-    so = build(np.dtype(key_dtype).str, None if value_dtype is None else np.dtype(value_dtype).str,
-               cfg.regs, cfg.threads, cfg.tile)
+    _, so = _instance(tab, key_dtype, value_dtype)
     return so.emu_io_hits()

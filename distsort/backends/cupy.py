@@ -41,6 +41,18 @@ def _config(key_dtype, value_dtype):
     return passes.config(tuning.table(int(major[:-1])), np.dtype(key_dtype).itemsize, vs)
 
 
+def _kernels(key_dtype, value_dtype):
+    """``(block shape, compiled module)`` for these dtypes on this device."""
+    cfg = _config(key_dtype, value_dtype)
+    return cfg, get_module(key_dtype, value_dtype, cfg.regs, cfg.threads, cfg.min_blocks,
+                           cfg.tile)
+
+
+def _dmask(dtype, descending):
+    """The kernels' descending mask: codes XOR all ones reverse the order."""
+    return np.uint64((1 << (8 * np.dtype(dtype).itemsize)) - 1 if descending else 0)
+
+
 def pass_count(n, key_dtype, value_dtype=None, merge=False):
     """Passes over global memory of a sort of ``n`` keys (each reads and writes them once)."""
     return len(passes.plan(_config(key_dtype, value_dtype), n, merge))
@@ -59,10 +71,9 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
         return keys, values
     n = total // lanes
     vdt = None if values is None else values.dtype
-    cfg = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile)
+    cfg, mod = _kernels(keys.dtype, vdt)
     mod.allow_smem(cfg.smem)
-    dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
+    dm = _dmask(keys.dtype, descending)
     kst = _storage(keys).ravel()
     vst = kst if values is None else _storage(values).ravel()
     for mode, tb, top, k, mirror, blocks in passes.plan(cfg, n, merge):
@@ -129,16 +140,14 @@ def crossing_count(a_top, b_bottom, descending):
     ma, mb = ka.size, kb.size
     if ma == 0 or mb == 0:
         return 0
-    keys = ka
-    vdt = None if va is None else va.dtype
-    tile, regs, threads, _, _, minb = _config(keys.dtype, vdt)
-    mod = get_module(keys.dtype, vdt, regs, threads, minb, tile)
+    kdt, vdt = ka.dtype, None if va is None else va.dtype
+    _, mod = _kernels(kdt, vdt)
     out = cupy.empty(1, dtype=np.int64)
     ka, kb = _storage(ka), _storage(kb)
     va = ka if vdt is None else _storage(va)
     vb = kb if vdt is None else _storage(vb)
-    dm = np.uint64((1 << (8 * keys.dtype.itemsize)) - 1 if descending else 0)
-    mod.crossing_count((1,), (1,), (ka, va, np.int64(ma), kb, vb, np.int64(mb), dm, out))
+    mod.crossing_count((1,), (1,),
+                       (ka, va, np.int64(ma), kb, vb, np.int64(mb), _dmask(kdt, descending), out))
     return int(out.get()[0])
 
 
