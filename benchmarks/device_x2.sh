@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
 # narrow bench1 and bench2.
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
@@ -97,6 +97,17 @@ for stage in "$@"; do
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
+    transfer)  # issue 4: Dask worker-to-worker transfers of CuPy arrays over UCX, under
+               # the UCX settings of TRANSFER_VARIANTS (benchmarks/transfer.py)
+      ucx_info=$(find /tmp/site -name ucx_info -type f | head -1)
+      [ -n "$ucx_info" ] && "$ucx_info" -f 2>/dev/null | grep -iE "CUDA_IPC|RNDV_SCHEME|RNDV_FRAG|RNDV_PIPELINE" \
+        > "$OUT/ucx_info.txt"
+      for v in ${TRANSFER_VARIANTS:-default UCX_RNDV_SCHEME=put_zcopy UCX_PROTO_ENABLE=n}; do
+        label=${v//[=]/-}
+        extra=(); [ "$v" = default ] || extra=("$v")
+        env ${extra[@]+"${extra[@]}"} TRANSFER_LABEL="$label" timeout ${TRANSFER_TIMEOUT:-150} python3 benchmarks/transfer.py \
+          --out "$OUT" > "$OUT/transfer_$label.log" 2>&1
+        grep -vE "^(INFO|distributed|WARNING|\[)" "$OUT/transfer_$label.log" | tail -7; done ;;
     passes)  # issue 3: the time of every pass of the three target sorts (2^28) on GPU 0,
              # and uint32 under other row widths of the GROUP passes (ROWS="64 256")
       export CUDA_VISIBLE_DEVICES=0

@@ -34,10 +34,10 @@ def launches(keys, values):
     vst = keys if values is None else values
     threads, smem = cfg.threads, cfg.smem
     for p in passes.plan(cfg, n):
-        mode, tb, top, k, mirror, blocks = p
-        args = (keys, vst, np.int64(n), np.int64(n), np.int32(tb), np.int32(mode),
-                np.int32(top), np.int32(k), np.int32(mirror), np.uint64(0))
-        yield p, (lambda a=args, b=blocks: mod.bitonic_pass((b, 1), (threads,), a, shared_mem=smem))
+        args = (keys, vst, np.int64(n), np.int64(n), *(np.int32(a) for a in p.args()),
+                np.uint64(0))
+        yield p, (lambda a=args, b=p.blocks: mod.bitonic_pass((b, 1), (threads,), a,
+                                                              shared_mem=smem))
 
 
 def fresh(n, dtype, seed):
@@ -92,11 +92,12 @@ def main():
     per_mode = defaultdict(lambda: [0, 0.0])
     print(f"{a.dtype}{'+' + a.values if a.values else ''} n={a.n}: {len(best)} passes, "
           f"{sum(ms for _, ms in best):.2f} ms (best of {a.runs})")
-    for (mode, tb, top, k, mirror, blocks), ms in best:
-        per_mode[MODES[mode]][0] += 1
-        per_mode[MODES[mode]][1] += ms
-        print(f"  {MODES[mode]:5s} tb={tb} top={top:2d} k={k:2d} mirror={mirror} "
-              f"blocks={blocks:7d} {ms:8.3f} ms")
+    for p, ms in best:
+        name = "ENDS" if p.pre else MODES[p.mode]  # a GROUP pass that ends a stage first
+        per_mode[name][0] += 1
+        per_mode[name][1] += ms
+        print(f"  {name:5s} tb={p.tb} top={p.top:2d} k={p.k:2d} mirror={p.mirror} "
+              f"pre={p.pre:2d} blocks={p.blocks:7d} {ms:8.3f} ms")
     for m, (count, ms) in per_mode.items():
         print(f"  sum {m:5s}: {count:3d} passes {ms:8.3f} ms ({ms / count:.3f} ms each)")
     if a.json:

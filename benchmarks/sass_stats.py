@@ -44,7 +44,7 @@ def instantiation(key, value, cfg, with_tile=True):
     if with_tile:  # v6 on: the tuned tile is a template parameter
         targs += f", {cfg.tile}"
     return (f"template __global__ void bitonic_pass<{targs}>({ku}*, {vu}*, long long, "
-            "long long, int, int, int, int, int, u64_t);\n")
+            "long long, int, int, int, int, int, int, u64_t);\n")
 
 
 def op(text):

@@ -48,8 +48,7 @@ def build(key_dtype, value_dtype, regs, threads, tile):
         os.replace(tmp, lib)
     so = ctypes.CDLL(str(lib))
     ll, ull, p = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p
-    so.emu_pass.argtypes = [p, p, ll, ll, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                            ctypes.c_int, ctypes.c_int, ull, ll, ll, ll]
+    so.emu_pass.argtypes = [p, p, ll, ll] + [ctypes.c_int] * 6 + [ull, ll, ll, ll]
     so.emu_crossing.argtypes = [p, p, ll, p, p, ll, ull]
     so.emu_crossing.restype = ll
     so.emu_static_hits.restype = ctypes.c_uint
@@ -81,9 +80,9 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False)
     cfg, so = _instance(tab, keys.dtype, None if values is None else values.dtype)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
-    for mode, tb, top, k, mirror, blocks in passes.plan(cfg, n, merge):
-        rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, tb, mode, top, k, mirror,
-                         _mask(keys.dtype, descending), blocks, lanes, cfg.smem)
+    for p in passes.plan(cfg, n, merge):
+        rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(),
+                         _mask(keys.dtype, descending), p.blocks, lanes, cfg.smem)
         assert rc == 0, "shared memory of the emulator too small for this tile"
     return keys, values
 

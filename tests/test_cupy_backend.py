@@ -197,14 +197,6 @@ def test_sort_blocks(order, keyed):
                 np.testing.assert_array_equal(gv.get(), rv)
 
 
-def test_schedule_pass_count():
-    """The pass count of the schedule: 1 + sum over stages above the tile."""
-    tile, loge, kmax = 15, 5, 10
-    passes = cpb.schedule(2**28, tile, loge, kmax)
-    expected = 1 + sum(1 + -(-(s - tile) // kmax) for s in range(tile + 1, 29))
-    assert len(passes) == expected == 30
-
-
 def test_no_allocation():
     """Sorting in place allocates nothing from the memory pool."""
     x = cupy.asarray(_keys(np.random.default_rng(0), 2**22 + 3, "uint32"))

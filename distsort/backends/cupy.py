@@ -76,14 +76,15 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
     dm = _dmask(keys.dtype, descending)
     kst = _storage(keys).ravel()
     vst = kst if values is None else _storage(values).ravel()
-    for mode, tb, top, k, mirror, blocks in passes.plan(cfg, n, merge):
+    for p in passes.plan(cfg, n, merge):
+        ints = tuple(np.int32(a) for a in p.args())
         for first in range(0, lanes, 65535):
             count = min(65535, lanes - first)
             off = first * n
             mod.bitonic_pass(
-                (blocks, count), (cfg.threads,),
+                (p.blocks, count), (cfg.threads,),
                 (kst[off:], vst[off:] if values is not None else kst, np.int64(n), np.int64(n),
-                 np.int32(tb), np.int32(mode), np.int32(top), np.int32(k), np.int32(mirror), dm),
+                 *ints, dm),
                 shared_mem=cfg.smem)
     return keys, values
 

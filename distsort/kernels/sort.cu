@@ -15,6 +15,9 @@
 //             strides 2^top .. 2^(top-k+1) (the group bits), each row 2^(tb-k)
 //             contiguous elements (coalesced), and runs the k steps of those bits;
 //             with `mirror` the first is the stage's mirror step (stage 2^(top+1)).
+//             With `pre` > 0 it first ends the previous stage: half-cleaners on the
+//             row bits pre-1 .. 0 (each row is a contiguous run of the array), so a
+//             stage's last steps and the next stage's first share one pass.
 // Virtual padding: positions >= n load as the largest element and are never
 // stored; every comparator puts the smaller element low, so the padding never moves
 // and no padding memory exists.  Lanes (batched sorts) are blockIdx.y.
@@ -353,6 +356,19 @@ __device__ __noinline__ void run_phase(typename K::U* sk, typename V::U* sv, int
     }
 }
 
+// Half-cleaners on tile bits rem .. stop, in phases (nothing when rem < stop).
+template <class K, class V, int E, int NT, int TB>
+__device__ __forceinline__ void half_cleaners(typename K::U* sk, typename V::U* sv, int tb,
+                                              int rem, int stop, typename K::U dm) {
+    constexpr int LOGE = Log2<E>::v;
+    while (rem >= stop) {
+        const Window w = window(rem, stop, tb, LOGE);
+        __syncthreads();
+        run_phase<K, V, E, NT, TB>(sk, sv, tb, w.q, -1, w.j, w.s, dm);
+        rem = w.low - 1;
+    }
+}
+
 // The first phase of a MERGE pass over a whole tile of 2^TB elements, its E registers
 // loaded straight from global memory instead of through shared memory: its window sits
 // at q = TB - log2 E, so register m of group g holds tile element  m << q | g,  and a
@@ -396,7 +412,7 @@ __device__ __noinline__ void merge_first_phase(const typename K::U* keys, const 
 template <class K, class V, int E, int NT, int MINB, int TB>
 __global__ void __launch_bounds__(NT, MINB)
 bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
-             int mode, int top, int k, int mirror, u64_t dmask) {
+             int mode, int top, int k, int mirror, int pre, u64_t dmask) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
@@ -426,6 +442,7 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
         __syncthreads();
         phase_sort<K, V, E, NT>(sk, sv, tb, dm);
     }
+    if (mode == 2 && pre > 0) half_cleaners<K, V, E, NT, TB>(sk, sv, tb, pre - 1, 0, dm);
     // The steps of the pass as a list of segments: a first phase (a mirror step and the
     // half-cleaners in its window), then half-cleaners from bit `rem` down to `stop` in
     // phases.  SORT: one segment per stage above LOGE; MERGE and GROUP: one.
@@ -443,12 +460,7 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
             __syncthreads();
             run_phase<K, V, E, NT, TB>(sk, sv, tb, q, mb, mb - 1, steps, dm);
         }
-        while (rem >= stop) {
-            const Window w = window(rem, stop, tb, LOGE);
-            __syncthreads();
-            run_phase<K, V, E, NT, TB>(sk, sv, tb, w.q, -1, w.j, w.s, dm);
-            rem = w.low - 1;
-        }
+        half_cleaners<K, V, E, NT, TB>(sk, sv, tb, rem, stop, dm);
     }
     __syncthreads();
     if (io == IO_ROWS) store_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);

@@ -36,7 +36,7 @@ typedef typename KT::U KU;
 typedef typename VT::U VU;
 
 extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int tb, int mode,
-                        int top, int k, int mirror, unsigned long long dmask, long long gx,
+                        int top, int k, int mirror, int pre, unsigned long long dmask, long long gx,
                         long long gy, long long smem_bytes) {
     if (smem_bytes > (long long)sizeof(smem)) return 1;
     std::barrier<> bar(NT_);
@@ -50,7 +50,7 @@ extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int
                     blockIdx.x = (unsigned)bx;
                     blockIdx.y = (unsigned)by;
                     bitonic_pass<KT, VT, E_, NT_, 1, TB_>((KU*)keys, (VU*)vals, n, lane, tb, mode,
-                                                      top, k, mirror, dmask);
+                                                      top, k, mirror, pre, dmask);
                     emu_barrier->arrive_and_wait();  // the next block reuses the shared memory
                 }
         });

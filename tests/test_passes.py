@@ -1,0 +1,67 @@
+"""The launch plan of the GPU sort (``distsort.backends.passes``), on integers alone."""
+import pytest
+
+from distsort.backends import passes, tuning
+
+
+def network(p, merge=False):
+    """The steps of the bitonic network on 2^p elements, in order: ``("mirror", bit)``
+    (the first step of the stage of blocks 2^(bit+1)) or ``("half", bit)``."""
+    if merge:
+        return [("half", b) for b in range(p - 1, -1, -1)]
+    return [(("mirror" if b == s - 1 else "half"), b) for s in range(1, p + 1)
+            for b in range(s - 1, -1, -1)]
+
+
+def steps(ps):
+    """The steps the passes run, from what ``sort.cu`` says each mode does."""
+    out = []
+    for q in ps:
+        if q.mode == passes.SORT:
+            out += network(q.tb)
+        elif q.mode == passes.MERGE:
+            out += [("half", b) for b in range(q.top, -1, -1)]
+        else:
+            out += [("half", b) for b in range(q.pre - 1, -1, -1)]
+            out += [("mirror" if q.mirror and i == 0 else "half", q.top - i) for i in range(q.k)]
+    return out
+
+
+SHAPES = [(6, 2, 3), (8, 3, 5), (13, 4, 9), (13, 4, 8), (14, 5, 9), (10, 3, 7), (9, 2, 1)]
+
+
+@pytest.mark.parametrize("tile,loge,kmax", SHAPES)
+def test_schedule_runs_the_network(tile, loge, kmax):
+    """Every size's passes run exactly the steps of the network on the padded length,
+    each within what one block holds: a GROUP pass's rows of c = tb - k bits lie
+    below its row bits, hold its ``pre`` steps and are at least the coalesced
+    ``tile - kmax`` bits; a MERGE pass stays inside its tile."""
+    for n in [2, 3, 17, 2**tile - 1, 2**tile + 1, 3 * 2**(tile + 2), 2**(tile + 9) + 5,
+              2**(tile + 17)]:
+        p = max((n - 1).bit_length(), loge)
+        for merge in (False, True):
+            ps = passes.schedule(n, tile, loge, kmax, merge)
+            # A SORT pass sorts whole tiles: lengths below one pad to the tile.
+            assert steps(ps) == network(max(p, 0 if merge else ps[0].tb), merge), (n, merge)
+            for q in ps:
+                assert q.tb <= max(tile, 2 * loge)
+                if q.mode == passes.GROUP:
+                    c = q.tb - q.k
+                    assert 1 <= q.k <= kmax and q.pre <= c <= q.top - q.k + 1
+                    assert c >= tile - kmax
+                elif q.mode == passes.MERGE:
+                    assert q.top < q.tb
+
+
+@pytest.mark.parametrize("key,value,count,before", [
+    (4, 0, 27, 34), (8, 0, 30, 37), (4, 4, 31, 38)])
+def test_hopper_pass_counts(key, value, count, before):
+    """2^28 elements on Hopper's block shapes: a stage's end and the next stage's start
+    share a pass (``before``: one MERGE pass per stage, the counts of the v9 kernels)."""
+    cfg = passes.config(tuning.TABLES[9], key, value)
+    assert len(passes.plan(cfg, 2**28)) == count
+    per_stage = 1 + sum(1 + -(-(s - cfg.tile) // cfg.kmax) for s in range(cfg.tile + 1, 29))
+    assert per_stage == before
+    # A bitonic merge is one stage: its passes are as before.
+    merge = passes.plan(cfg, 2**29, merge=True)
+    assert len(merge) == 1 + -(-(29 - cfg.tile) // cfg.kmax)
