@@ -6,7 +6,6 @@ of the kernels in the tests runs the same plan.
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 from . import tuning
@@ -60,80 +59,17 @@ class Pass(NamedTuple):
         return self.tb, self.mode, self.top, self.k, self.mirror, self.pre
 
 
-def _window(rem, stop, tb, loge):
-    """``window`` of ``sort.cu``: ``((q, jtop, nsteps), low)`` of the phase at bit ``rem``."""
-    q = 0
-    if rem >= loge:
-        q = min(max(max(rem - loge + 1, stop), loge), tb - loge)
-    low = max(q, stop)
-    return (q, rem - q, rem - low + 1), low
-
-
-def _phases(rem, stop, tb, loge):
-    """The windows of the half-cleaners on bits ``rem .. stop`` (``half_cleaners``)."""
-    out = []
-    while rem >= stop:
-        w, low = _window(rem, stop, tb, loge)
-        out.append(w)
-        rem = low - 1
-    return out
-
-
-def compiled(q: Pass, loge):
-    """Whether every phase of a GROUP or MERGE pass on the tuned tile ``q.tb`` is one the
-    kernel compiles with a fixed window (``Static`` in ``sort.cu``: the MERGE windows of
-    the tile and the mirror of a whole window), the fast kind."""
-    tb = q.tb
-    fixed = set(_phases(tb - 1, 0, tb, loge))
-    if q.mode == MERGE:
-        return set(_phases(q.top, 0, tb, loge)) <= fixed
-    steps = min(q.k, loge) if q.mirror else 0
-    if q.mirror and steps < loge:
-        return False
-    return set(_phases(q.pre - 1, 0, tb, loge) + _phases(tb - 1 - steps, tb - q.k, tb, loge)) \
-        <= fixed
-
-
-@functools.lru_cache(maxsize=None)
-def _stages(p, tb, loge, kmax, low, merge):
-    """The passes after the SORT pass, as ``(mode, top, k, mirror, pre)``: the fewest, and
-    of those the most ``compiled`` ones (a search over the states ``(s, h)``: stage 2^s
-    has its bits h .. 0 left)."""
-    @functools.lru_cache(maxsize=None)
-    def best(s, h):
-        if s > p:
-            return (0, 0), ()
-        options = []
-
-        def take(q, s2, h2):
-            cost, rest = best(s2, h2)
-            slow = 0 if compiled(Pass(q[0], tb, *q[1:], 0), loge) else 1
-            options.append(((cost[0] + 1, cost[1] + slow), (q,) + rest))
-        if h >= tb:  # a GROUP pass; the last stage keeps a whole tile for its MERGE pass
-            for k in range(1, min(kmax, h - tb + 1 if s == p else h) + 1):
-                take((GROUP, h, k, int(h == s - 1 and not merge), 0), s, h - k)
-        else:
-            take((MERGE, h, 0, 0, 0), s + 1, s)
-            if s < p:  # end the stage on rows of c bits and run the next one's first steps
-                for c in range(max(h + 1, low), tb):
-                    take((GROUP, s, tb - c, 1, h + 1), s + 1, s - tb + c)
-        return min(options)
-    return best(p, p - 1)[1] if merge else best(tb + 1, tb)[1]
-
-
 def schedule(n, tile, loge, kmax, merge=False):
     """The passes over global memory that sort (or, with ``merge``, bitonic-merge) ``n``
     elements: a list of ``Pass``.
 
     Sort: one SORT pass of the tiles, then the stages 2^s above the tile.  A GROUP pass
-    runs up to ``kmax`` global steps of a stage (the mirror first) on rows of at least
-    ``tile - kmax`` bits (coalesced).  The stage's last bits ``r - 1 .. 0`` and the next
-    stage's first steps then share one GROUP pass on rows of ``c >= r`` bits (``pre =
-    r``, ``k = tile - c``): a tile's worth of steps per pass instead of a MERGE pass per
-    stage.  Of the schedules with the fewest passes, the one with the most passes whose
-    phases the kernel compiles with fixed windows (``compiled``).  The last stage ends
-    with a MERGE pass of the whole tile.  Merge: the GROUP passes of bits p-1 .. tile,
-    then one MERGE pass.
+    runs ``kmax`` global steps of a stage (the mirror first), leaving the stage's last
+    bits ``r - 1 .. 0``, at least the ``tile - kmax`` bits of a coalesced row; one
+    GROUP pass then ends the stage on rows of ``r`` bits and runs the next stage's first
+    ``tile - r`` steps (``pre = r``): a tile's worth of steps per pass instead of a
+    MERGE pass per stage.  The last stage ends with a MERGE pass of the whole tile.
+    Merge: the GROUP passes of bits p-1 .. tile, then one MERGE pass.
 
     >>> [p.args() for p in schedule(1000, tile=6, loge=2, kmax=3)][:4]
     [(6, 0, 0, 0, 0, 0), (6, 2, 6, 3, 1, 0), (6, 2, 7, 2, 1, 4), (6, 1, 5, 0, 0, 0)]
@@ -142,11 +78,23 @@ def schedule(n, tile, loge, kmax, merge=False):
         return []
     p = max((n - 1).bit_length(), loge)
     tb = max(2 * loge, min(tile, p))  # phases need a tile of at least E * E elements
+    low = max(1, tile - kmax)
     tiles, rows = -(-n // (1 << tb)), 1 << max(0, p - tb)
-    first = [] if merge else [Pass(SORT, tb, 0, 0, 0, 0, tiles)]
-    return first + [Pass(mode, tb, top, k, mirror, pre, tiles if mode == MERGE else rows)
-                    for mode, top, k, mirror, pre in
-                    _stages(p, tb, loge, kmax, max(1, tile - kmax), merge)]
+    passes = [] if merge else [Pass(SORT, tb, 0, 0, 0, 0, tiles)]
+    s, h = (p, p - 1) if merge else (tb + 1, tb)  # stage 2^s, its bits h .. 0 left
+    while s <= p:
+        if h >= tb:  # a GROUP pass; the last stage keeps a whole tile for its MERGE pass
+            k = min(kmax, h - (tb if s == p else low) + 1)
+            passes.append(Pass(GROUP, tb, h, k, int(h == s - 1 and not merge), 0, rows))
+            h -= k
+        elif s == p or h + 1 >= tb:  # the stage ends in a MERGE pass
+            passes.append(Pass(MERGE, tb, h, 0, 0, 0, tiles))
+            s, h = s + 1, s
+        else:  # end the stage on rows of max(h + 1, low) bits, start the next one
+            k = tb - max(h + 1, low)
+            passes.append(Pass(GROUP, tb, s, k, 1, h + 1, rows))
+            s, h = s + 1, s - k
+    return passes
 
 
 def plan(cfg: Config, n, merge=False):
