@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
 # narrow bench1 and bench2.
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
@@ -97,6 +97,14 @@ for stage in "$@"; do
     local)  # issue 3: the local sort at 2^20..2^28 and block-shape variants, on GPU 0
       CUDA_VISIBLE_DEVICES=0 timeout 100 python3 benchmarks/local_sort.py --quick --variants \
         --out "$OUT" 2>&1 | tee "$OUT/local.log" | tail -22 ;;
+    full)  # issue 3's deliverable on GPU 0: local_sort.py over every size, then HUGE_GB
+           # (default 120) of uint32 in place; GPU 1 meanwhile: the one-GPU tests
+      one_gpu_tests 1 ${TESTS_TIMEOUT:-380} --durations=10 &
+      CUDA_VISIBLE_DEVICES=0 timeout ${FULL_TIMEOUT:-420} python3 benchmarks/local_sort.py \
+        --huge-gb ${HUGE_GB:-120} --out "$OUT" > "$OUT/local_full.log" 2>&1
+      wait
+      tail -3 "$OUT/gpu_tests_1gpu.log"; grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests_1gpu.log" | head
+      tail -14 "$OUT/local_full.log" | cut -c1-300 ;;
     transfer)  # issue 4: Dask worker-to-worker transfers of CuPy arrays over UCX, under
                # the UCX settings of TRANSFER_VARIANTS (benchmarks/transfer.py)
       ucx_info=$(find /tmp/site -name ucx_info -type f | head -1)
