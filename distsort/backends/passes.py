@@ -64,12 +64,13 @@ def schedule(n, tile, loge, kmax, merge=False):
     elements: a list of ``Pass``.
 
     Sort: one SORT pass of the tiles, then the stages 2^s above the tile.  A GROUP pass
-    runs ``kmax`` global steps of a stage (the mirror first), leaving the stage's last
-    bits ``r - 1 .. 0``, at least the ``tile - kmax`` bits of a coalesced row; one
-    GROUP pass then ends the stage on rows of ``r`` bits and runs the next stage's first
-    ``tile - r`` steps (``pre = r``): a tile's worth of steps per pass instead of a
-    MERGE pass per stage.  The last stage ends with a MERGE pass of the whole tile.
-    Merge: the GROUP passes of bits p-1 .. tile, then one MERGE pass.
+    runs up to ``kmax`` global steps of a stage (the mirror first), leaving the stage's
+    last bits ``r - 1 .. 0``, as few as a coalesced row holds (``tile - kmax`` bits);
+    one GROUP pass then ends the stage on rows of ``c = max(r, tile - kmax)`` bits and
+    runs the next stage's first ``tile - c`` steps (``pre = r``): about a tile's worth
+    of steps per pass instead of a MERGE pass per stage.  The last stage ends with a
+    MERGE pass of the whole tile.  Merge: the GROUP passes of bits p-1 .. tile, then
+    one MERGE pass.
 
     >>> [p.args() for p in schedule(1000, tile=6, loge=2, kmax=3)][:4]
     [(6, 0, 0, 0, 0, 0), (6, 2, 6, 3, 1, 0), (6, 2, 7, 2, 1, 4), (6, 1, 5, 0, 0, 0)]
