@@ -61,10 +61,6 @@ def _storage(a):
     return a.view(np.uint8) if a.dtype == np.bool_ else a
 
 
-def _mask(dtype, descending):
-    return (1 << (8 * np.dtype(dtype).itemsize)) - 1 if descending else 0
-
-
 def _instance(tab, key_dtype, value_dtype):
     """``(block shape, compiled emulator)`` of these dtypes under the tuning table ``tab``."""
     kdt, vdt = np.dtype(key_dtype), None if value_dtype is None else np.dtype(value_dtype)
@@ -80,9 +76,10 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False)
     cfg, so = _instance(tab, keys.dtype, None if values is None else values.dtype)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
+    dm = passes.descending_mask(keys.dtype.itemsize, descending)
     for p in passes.plan(cfg, n, merge):
-        rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(),
-                         _mask(keys.dtype, descending), p.blocks, lanes, cfg.smem)
+        rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(), dm, p.blocks,
+                         lanes, cfg.smem)
         assert rc == 0, "shared memory of the emulator too small for this tile"
     return keys, values
 
@@ -96,7 +93,8 @@ def crossing_count(tab, a, av, b, bv, descending):
     av = a if av is None else _storage(av)
     bv = b if bv is None else _storage(bv)
     return so.emu_crossing(a.ctypes.data, av.ctypes.data, a.size, b.ctypes.data,
-                           bv.ctypes.data, b.size, _mask(a.dtype, descending))
+                           bv.ctypes.data, b.size,
+                           passes.descending_mask(a.dtype.itemsize, descending))
 
 
 def static_phases(tab, key_dtype, value_dtype=None):

@@ -49,8 +49,7 @@ def _kernels(key_dtype, value_dtype):
 
 
 def _dmask(dtype, descending):
-    """The kernels' descending mask: codes XOR all ones reverse the order."""
-    return np.uint64((1 << (8 * np.dtype(dtype).itemsize)) - 1 if descending else 0)
+    return np.uint64(passes.descending_mask(np.dtype(dtype).itemsize, descending))
 
 
 def pass_count(n, key_dtype, value_dtype=None, merge=False):

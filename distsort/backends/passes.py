@@ -43,6 +43,15 @@ def config(tab: dict, key_size: int, value_size: int = 0) -> Config:
 SORT, MERGE, GROUP = 0, 1, 2  # the kernel's modes
 
 
+def descending_mask(key_size: int, descending: bool) -> int:
+    """The kernels' ``dmask``: key codes XOR all ones reverse the order.
+
+    >>> hex(descending_mask(4, True)), descending_mask(8, False)
+    ('0xffffffff', 0)
+    """
+    return (1 << (8 * key_size)) - 1 if descending else 0
+
+
 class Pass(NamedTuple):
     """One pass over global memory: the arguments of ``bitonic_pass`` (``sort.cu``)."""
 
