@@ -172,10 +172,12 @@ def count_spills(dask_worker):
     return True
 
 
-def spill_counts(client):
-    """Bytes spilled to host and read back, summed over workers (since ``count_spills``)."""
+def spill_counts(client, since=None):
+    """Bytes spilled to host and read back, summed over workers (since ``count_spills``,
+    or since the counts ``since``)."""
     per = client.run(lambda dask_worker: dict(getattr(dask_worker, "_distsort_spills", {})))
-    return {k: sum(c.get(k, 0) for c in per.values()) for k in ("to_host", "from_host")}
+    total = {k: sum(c.get(k, 0) for c in per.values()) for k in ("to_host", "from_host")}
+    return total if since is None else {k: v - since[k] for k, v in total.items()}
 
 
 #: Elements per slice of the checks: their temporaries stay small (512 MiB at most)
@@ -343,7 +345,7 @@ def run_case(client, n, dtype, args, workers):
     seconds, times = median_time(run, args.runs, args.warmup,
                                  lambda: sync_workers(client, args.cpu),
                                  lambda: release(client, state))
-    spilled_timed = {k: v - spilled_before[k] for k, v in spill_counts(client).items()}
+    spilled_timed = spill_counts(client, since=spilled_before)
     # The bytes moved are read around one more, untimed run: reading the workers'
     # counters and logs takes round trips that the timed runs should not include.
     release(client, state)
@@ -354,7 +356,7 @@ def run_case(client, n, dtype, args, workers):
         sync_workers(client, args.cpu)
     state["moved"] = moved_bytes(client) - before
     state["kinds"] = diff_sent(kinds, bytes_sent_by_kind(client))
-    spilled = {k: v - spilled[k] for k, v in spill_counts(client).items()}
+    spilled = spill_counts(client, since=spilled)
     check_sorted(client, state["s"], x)
     chunk = -(-n // (workers * args.chunks_per_gpu))
     row = dict(dtype=dtype, bytes=n * np.dtype(dtype).itemsize, n=n,

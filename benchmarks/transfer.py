@@ -24,14 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dask.utils import parse_bytes  # noqa: E402
 from distributed import wait  # noqa: E402
-from distributed_sort import device_name, peer_bandwidth  # noqa: E402
-
-
-def make(nbytes, seed):
-    import cupy
-    x = cupy.random.RandomState(seed).random_sample(nbytes // 4, dtype=cupy.float32)
-    cupy.cuda.Device().synchronize()
-    return x
+from distributed_sort import device_name, make_chunk, peer_bandwidth, sync_workers  # noqa: E402
 
 
 def consume(x):
@@ -46,15 +39,20 @@ def last_fetch(dask_worker):
 def one_size(client, a, b, nbytes, runs, seed):
     rows = []
     for r in range(runs + 1):  # the first run warms up connections and IPC handles
-        xa = client.submit(make, nbytes, seed + 2 * r, workers=[a], pure=False)
-        xb = client.submit(make, nbytes, seed + 2 * r + 1, workers=[b], pure=False)
+        xa = client.submit(make_chunk, seed + 2 * r, nbytes // 4, "float32", workers=[a],
+                           pure=False)
+        xb = client.submit(make_chunk, seed + 2 * r + 1, nbytes // 4, "float32", workers=[b],
+                           pure=False)
         wait([xa, xb])
+        sync_workers(client)  # the arrays are made before the clock starts
         t = time.perf_counter()
         client.submit(consume, xa, workers=[b], pure=False).result()
         one_way = time.perf_counter() - t
         fetch_b = client.run(last_fetch, workers=[b])[b][0]
-        xa2 = client.submit(make, nbytes, seed + 2 * r + 100, workers=[a], pure=False)
+        xa2 = client.submit(make_chunk, seed + 2 * r + 100, nbytes // 4, "float32",
+                            workers=[a], pure=False)
         wait([xa2])
+        sync_workers(client)
         t = time.perf_counter()
         client.gather([client.submit(consume, xa2, workers=[b], pure=False),
                        client.submit(consume, xb, workers=[a], pure=False)])
