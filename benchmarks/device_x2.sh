@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
 # narrow bench1 and bench2.
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
@@ -116,6 +116,21 @@ for stage in "$@"; do
         env ${extra[@]+"${extra[@]}"} TRANSFER_LABEL="$label" timeout ${TRANSFER_TIMEOUT:-150} python3 benchmarks/transfer.py \
           --out "$OUT" > "$OUT/transfer_$label.log" 2>&1
         grep -vE "^(INFO|distributed|WARNING|\[)" "$OUT/transfer_$label.log" | tail -7; done ;;
+    backend_ooc)  # GPU 1: the out-of-core test; GPU 0 meanwhile: the backend tests
+      CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-450} &
+      backend_tests 0 ${BACKEND_TIMEOUT:-400} --durations=10
+      wait
+      for f in cupy_backend_tests outofcore; do echo "== $f"
+        grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | tail -8
+        tail -2 "$OUT/$f.log"; done ;;
+    merge)  # issue 4's merges: the backend tests on GPU 1 while GPU 0 times one merge of two
+            # runs (benchmarks/gpu_merge.py: reading them in place against copy, then merge)
+      backend_tests 1 280 &
+      CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/gpu_merge.py --out "$OUT" \
+        > "$OUT/gpu_merge.log" 2>&1
+      wait
+      grep -E "^(FAILED|ERROR)" "$OUT/cupy_backend_tests.log" | head; tail -2 "$OUT/cupy_backend_tests.log"
+      tail -8 "$OUT/gpu_merge.log" ;;
     passes)  # issue 3: the time of every pass of the three target sorts (2^28) on GPU 0,
              # and uint32 under other row widths of the GROUP passes (ROWS="64 256")
       export CUDA_VISIBLE_DEVICES=0

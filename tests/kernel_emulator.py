@@ -49,6 +49,7 @@ def build(key_dtype, value_dtype, regs, threads, tile):
     so = ctypes.CDLL(str(lib))
     ll, ull, p = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p
     so.emu_pass.argtypes = [p, p, ll, ll] + [ctypes.c_int] * 6 + [ull, ll, ll, ll]
+    so.emu_merge_pass.argtypes = [p, p, ll, p, p, ll, p, p] + [ctypes.c_int] * 6 + [ull, ll, ll]
     so.emu_crossing.argtypes = [p, p, ll, p, p, ll, ull]
     so.emu_crossing.restype = ll
     so.emu_static_hits.restype = ctypes.c_uint
@@ -81,6 +82,32 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False)
         rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(), dm, p.blocks,
                          lanes, cfg.smem)
         assert rc == 0, "shared memory of the emulator too small for this tile"
+    return keys, values
+
+
+def merge_runs(tab, a, av, b, bv, descending=False):
+    """``cupy.merge_runs`` of sorted ``(a, av)`` and ``(b, bv)`` (values None: keys
+    only) under the tuning table ``tab``: new arrays, the first pass reading the runs."""
+    ma, m = a.size, a.size + b.size
+    keys = np.empty(m, a.dtype)
+    values = None if av is None else np.empty(m, av.dtype)
+    cfg, so = _instance(tab, a.dtype, None if av is None else av.dtype)
+    plan = passes.plan(cfg, m, merge=True)
+    assert 0 < ma < m and plan, "merge_runs merges two non-empty runs"
+    kst, ast, bst = _storage(keys), _storage(a), _storage(b)
+    vst = kst if values is None else _storage(values)
+    avs = ast if av is None else _storage(av)
+    bvs = bst if bv is None else _storage(bv)
+    dm = passes.descending_mask(a.dtype.itemsize, descending)
+    p = plan[0]
+    rc = so.emu_merge_pass(kst.ctypes.data, vst.ctypes.data, m, ast.ctypes.data,
+                           avs.ctypes.data, ma, bst.ctypes.data, bvs.ctypes.data, *p.args(),
+                           dm, p.blocks, cfg.smem)
+    assert rc == 0, "shared memory of the emulator too small for this tile"
+    for p in plan[1:]:
+        rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, m, m, *p.args(), dm, p.blocks, 1,
+                         cfg.smem)
+        assert rc == 0
     return keys, values
 
 

@@ -181,6 +181,31 @@ def test_compare_split(dtype, order, keyed):
                       cpb.merge_high(cb, cpb.tail(ca, k), order), order, dtype)
 
 
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype,vdtype", [("uint32", None), ("float64", None), ("int8", None),
+                                          ("float32", "int64"), ("uint32", "uint32")])
+def test_merge_runs(dtype, vdtype, order):
+    """The merge of a compare-split, whose first pass reads the two runs where they lie,
+    against the NumPy backend's sort of their concatenation: runs within one tile, a
+    whole tuned tile (its first phase loading from global memory), and GROUP passes
+    first (two of them for uint32+uint32)."""
+    order = Order(order.descending, vdtype is not None)
+    rng = np.random.default_rng(41)
+    t = 1 << cpb._config(dtype, vdtype).tile
+    for ma, mb in [(1, 1), (100, 37), (t // 2, t // 2), (t - 5, 3 * t + 5),
+                   (2**20 + 3, 2**19 - 1), (2**21 + 1, 2**21 - 1)]:
+        runs = []
+        for m in (ma, mb):
+            k = _keys(rng, m, dtype)
+            v = None if vdtype is None else _values(rng, m, vdtype)
+            runs.append((k, v, cpb.prepare(cupy.asarray(k), None if v is None else
+                                           cupy.asarray(v), order)))
+        (ka, va, ca), (kb, vb, cb) = runs
+        out = cpb.merge_runs(ca, cb, order.descending)
+        _check(out, np.concatenate([ka, kb]),
+               None if vdtype is None else np.concatenate([va, vb]), order)
+
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["keys", "positions"])
 @pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
 def test_sort_blocks(order, keyed):

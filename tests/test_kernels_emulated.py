@@ -166,6 +166,41 @@ def test_keyed_bitonic_merge():
         np.testing.assert_array_equal(v, rv)
 
 
+@pytest.mark.parametrize("tuning", ["small", "hopper"])
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype,vdtype", [("uint32", None), ("float64", None), ("int8", None),
+                                          ("float32", "int64"), ("uint32", "uint32")])
+def test_merge_runs(dtype, vdtype, order, tuning):
+    """``merge_pass`` (the first pass of a compare-split's merge) reads the lower run
+    reversed and the upper run where they lie: runs of every size against the tile,
+    so that its first pass is a MERGE pass from shared memory (ragged end), a MERGE
+    pass whose first phase loads from global memory (a whole tuned tile) or a GROUP
+    pass, a tile's rows straddling the two runs."""
+    tab = HOPPER_SHAPE if tuning == "hopper" else TUNINGS[tuning]
+    vs = 0 if vdtype is None else np.dtype(vdtype).itemsize
+    tile = emu.passes.config(tab, np.dtype(dtype).itemsize, vs).tile
+    t = 1 << tile
+    rng = np.random.default_rng(21)
+    order = Order(order.descending, vdtype is not None)
+    emu.static_phases(tab, dtype, vdtype)  # forget earlier tests' phases
+    for ma, mb in [(1, 1), (1, 36), (100, 37), (t // 2, t // 2), (t // 2 - 3, t // 2 + 3),
+                   (t - 5, 3 * t + 5), (2 * t, 2 * t), (3 * t, 1)]:
+        runs = []
+        for m in (ma, mb):
+            k = _keys(rng, m, dtype)
+            v = None if vdtype is None else random_keys(rng, m, vdtype, duplicates=True)
+            runs.append(kernel_reference(k, v, order))
+        (ak, av), (bk, bv) = runs
+        gk, gv = emu.merge_runs(tab, ak, av, bk, bv, order.descending)
+        rk, rv = kernel_reference(np.concatenate([ak, bk]), None if vdtype is None else
+                                  np.concatenate([av, bv]), order)
+        np.testing.assert_array_equal(bits(gk), bits(rk), err_msg=f"{ma}+{mb}")
+        if vdtype is not None:
+            np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"{ma}+{mb}")
+    ran, _ = emu.static_phases(tab, dtype, vdtype)
+    assert ran & (1 << 30), "the MERGE phase from global memory never ran"
+
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["keys", "positions"])
 def test_lanes(keyed):
     """A batched launch: every lane of a 2-D block sorted on its own."""

@@ -61,6 +61,15 @@ def _storage(a):
     return a.view(np.uint8) if a.dtype == np.bool_ else a
 
 
+def _launch(kernel, cfg, p, lanes, head, tail):
+    """One pass ``p`` over ``lanes`` lanes: ``kernel(*head, *p.args(), *tail)``."""
+    ints = tuple(np.int32(a) for a in p.args())
+    for first in range(0, lanes, 65535):  # the grid's y dimension
+        count = min(65535, lanes - first)
+        kernel((p.blocks, count), (cfg.threads,), (*head(first), *ints, *tail),
+               shared_mem=cfg.smem)
+
+
 def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
     """Sort ``keys`` (C-contiguous, ``lanes`` lanes of equal length) in place, the values
     moving with them; with ``merge`` the lanes must be bitonic (descending, then
@@ -69,23 +78,48 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
     if total == 0 or lanes == 0:
         return keys, values
     n = total // lanes
-    vdt = None if values is None else values.dtype
-    cfg, mod = _kernels(keys.dtype, vdt)
+    cfg, mod = _kernels(keys.dtype, None if values is None else values.dtype)
     mod.allow_smem(cfg.smem)
-    dm = _dmask(keys.dtype, descending)
     kst = _storage(keys).ravel()
     vst = kst if values is None else _storage(values).ravel()
+
+    def head(first):
+        off = first * n
+        return kst[off:], vst[off:] if values is not None else kst, np.int64(n), np.int64(n)
+
+    dm = (_dmask(keys.dtype, descending),)
     for p in passes.plan(cfg, n, merge):
-        ints = tuple(np.int32(a) for a in p.args())
-        for first in range(0, lanes, 65535):
-            count = min(65535, lanes - first)
-            off = first * n
-            mod.bitonic_pass(
-                (p.blocks, count), (cfg.threads,),
-                (kst[off:], vst[off:] if values is not None else kst, np.int64(n), np.int64(n),
-                 *ints, dm),
-                shared_mem=cfg.smem)
+        _launch(mod.bitonic_pass, cfg, p, lanes, head, dm)
     return keys, values
+
+
+def merge_runs(a, b, descending=False):
+    """The sorted union of two sorted chunks ``a`` and ``b`` (plain or ``(keys, values)``)
+    in a new chunk: the bitonic merge of ``a`` reversed, then ``b``, whose first pass
+    reads them where they lie (``merge_pass``) and writes the output."""
+    (ak, av), (bk, bv) = _parts(a), _parts(b)
+    ma, m = ak.size, ak.size + bk.size
+    keys = cupy.empty(m, dtype=ak.dtype)
+    values = None if av is None else cupy.empty(m, dtype=av.dtype)
+    if ma == 0 or ma == m:  # one run: nothing to merge
+        keys[:ma], keys[ma:] = ak, bk
+        if values is not None:
+            values[:ma], values[ma:] = av, bv
+        return _chunk(keys, values)
+    cfg, mod = _kernels(ak.dtype, None if av is None else av.dtype)
+    mod.allow_smem(cfg.smem)
+    plan = passes.plan(cfg, m, merge=True)  # m >= 2: at least one pass
+    kst, ast, bst = _storage(keys), _storage(ak), _storage(bk)
+    vst = kst if values is None else _storage(values)
+    avs = ast if av is None else _storage(av)
+    bvs = bst if bv is None else _storage(bv)
+    dm = (_dmask(ak.dtype, descending),)
+    _launch(mod.merge_pass, cfg, plan[0], 1,
+            lambda _: (kst, vst, np.int64(m), ast, avs, np.int64(ma), bst, bvs), dm)
+    for p in plan[1:]:
+        _launch(mod.bitonic_pass, cfg, p, 1,
+                lambda _: (kst, vst, np.int64(m), np.int64(m)), dm)
+    return _chunk(keys, values)
 
 
 # ---------------------------------------------------------------- the interface
@@ -122,16 +156,16 @@ def probe(chunk, stride, top, order):
 
 
 def head(chunk, k):
-    """Copies of the first ``k`` elements (what travels to the other worker)."""
-    keys, values = _parts(chunk)
-    return _chunk(keys[:k].copy(), None if values is None else values[:k].copy())
+    """The first ``k`` elements (what travels to the other worker), as a view: nothing
+    writes to chunks, distributed's CUDA serializer sends only the view's bytes, and a
+    merge on the same worker reads them where they lie (no copy)."""
+    return _slice(chunk, 0, k)
 
 
 def tail(chunk, k):
-    """Copies of the last ``k`` elements."""
-    keys, values = _parts(chunk)
-    n = keys.size
-    return _chunk(keys[n - k:].copy(), None if values is None else values[n - k:].copy())
+    """The last ``k`` elements, as a view."""
+    n = length(chunk)
+    return _slice(chunk, n - k, n)
 
 
 def crossing_count(a_top, b_bottom, descending):
@@ -151,23 +185,6 @@ def crossing_count(a_top, b_bottom, descending):
     return int(out.get()[0])
 
 
-def _v_merge(lower, upper, kept_lower, desc):
-    """Sorted union of ``lower[:kept_lower]`` (reversed) and ``upper``: a V-shaped
-    (bitonic) buffer sorted in place by the half-cleaner passes."""
-    (lk, lv), (uk, uv) = _parts(lower), _parts(upper)
-    m = kept_lower + uk.size
-    keys = cupy.empty(m, dtype=lk.dtype)
-    keys[:kept_lower] = lk[:kept_lower][::-1]
-    keys[kept_lower:] = uk
-    values = None
-    if lv is not None:
-        values = cupy.empty(m, dtype=lv.dtype)
-        values[:kept_lower] = lv[:kept_lower][::-1]
-        values[kept_lower:] = uv
-    sort_inplace(keys, values, desc, merge=True)
-    return _chunk(keys, values)
-
-
 def _slice(chunk, start, stop):
     keys, values = _parts(chunk)
     return _chunk(keys[start:stop], None if values is None else values[start:stop])
@@ -181,7 +198,7 @@ def merge_low(a, b_head, order):
     n = length(a)
     if k == n:  # every element crosses: the head is the new chunk, no merge
         return _slice(b_head, 0, k)
-    return _v_merge(a, _slice(b_head, 0, k), n - k, order.descending)
+    return merge_runs(_slice(a, 0, n - k), _slice(b_head, 0, k), order.descending)
 
 
 def merge_high(b, a_tail, order):
@@ -192,7 +209,7 @@ def merge_high(b, a_tail, order):
     n = length(a_tail)
     if k == length(b):
         return _slice(a_tail, n - k, n)
-    return _v_merge(_slice(a_tail, n - k, n), _slice(b, k, length(b)), k, order.descending)
+    return merge_runs(_slice(a_tail, n - k, n), _slice(b, k, length(b)), order.descending)
 
 
 def finish_keys(chunk, order, dtype):

@@ -34,19 +34,22 @@ class Module:
         k = scalar_type(key_dtype)
         v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
         self.pass_name = f"bitonic_pass<{k},{v},{regs},{threads},{min_blocks},{tile}>"
+        self.merge_name = f"merge_pass<{k},{v},{regs},{threads},{min_blocks},{tile}>"
         self.cross_name = f"crossing_count<{k},{v}>"
         source = (HERE / "sort.cu").read_text()
         self.module = cupy.RawModule(
             code=source, options=("-std=c++17", f"-I{HERE}"),
-            name_expressions=[self.pass_name, self.cross_name])
+            name_expressions=[self.pass_name, self.merge_name, self.cross_name])
         self.bitonic_pass = self.module.get_function(self.pass_name)
+        self.merge_pass = self.module.get_function(self.merge_name)
         self.crossing_count = self.module.get_function(self.cross_name)
         self._smem = 0
 
     def allow_smem(self, nbytes):
-        """Raise the kernel's dynamic shared-memory limit (needed above 48 KB)."""
+        """Raise the pass kernels' dynamic shared-memory limit (needed above 48 KB)."""
         if nbytes > self._smem:
             self.bitonic_pass.max_dynamic_shared_size_bytes = nbytes
+            self.merge_pass.max_dynamic_shared_size_bytes = nbytes
             self._smem = nbytes
 
 

@@ -1,6 +1,7 @@
 // In-place bitonic sort kernels (Peters et al., section 3.2, with virtual padding).
 //
-// One kernel, `bitonic_pass`, does every pass over global memory.  A block loads
+// One kernel, `bitonic_pass`, does every pass over global memory (and `merge_pass`, the
+// same pass reading two sorted runs, the first pass of a merge).  A block loads
 // 2^tb elements (a "tile", as large as shared memory allows) into shared memory,
 // runs several steps of the network on them, and stores them back.  Inside the
 // block the steps run in "phases": each thread takes E elements whose tile
@@ -231,16 +232,39 @@ __device__ __forceinline__ int io_kind(const Walk<NT, LOGE>& wk, bool full) {
     return IO_ANY;
 }
 
+// Where a pass reads its elements: the array it writes (`InPlace`), or, in the first
+// pass of a compare-split's merge, the two runs that the merge combines, read where
+// they lie (`Runs`): element i of the V-shaped sequence is  a[ma - 1 - i]  below ma
+// (the lower run, reversed) and  b[i - ma]  above.  Reading them in place saves the
+// merge a pass that would copy them into the output first.
+struct InPlace {
+    static constexpr bool runs = false;
+};
+template <class K, class V> struct Runs {
+    static constexpr bool runs = true;
+    const typename K::U* a_end;  // a + ma - 1: element i < ma is a_end[-i]
+    const typename V::U* av_end;
+    const typename K::U* b;
+    const typename V::U* bv;
+    long long ma;
+    __device__ __forceinline__ typename K::U key(long long i) const {
+        return i < ma ? a_end[-i] : b[i - ma];
+    }
+    __device__ __forceinline__ typename V::U val(long long i) const {
+        return i < ma ? av_end[-i] : bv[i - ma];
+    }
+};
+
 template <class K, class V> struct Batch {  // loads in flight per thread
     // one or two blocks per SM: memory-level parallelism comes from each thread's loads
     static constexpr int N = sizeof(typename K::U) + sizeof(typename V::U) <= 8 ? 16 : 8;
 };
 
-template <class K, class V, int NT, int LOGE, int IO>
-__device__ __forceinline__ void load_tile(const typename K::U* keys, const typename V::U* vals,
-                                          long long n, const Walk<NT, LOGE>& wk,
-                                          typename K::U* sk, typename V::U* sv,
-                                          typename K::U dm) {
+template <class K, class V, int NT, int LOGE, int IO, class Src>
+__device__ __forceinline__ void load_tile(const Src& src, const typename K::U* keys,
+                                          const typename V::U* vals, long long n,
+                                          const Walk<NT, LOGE>& wk, typename K::U* sk,
+                                          typename V::U* sv, typename K::U dm) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr bool HV = HasValues<V>::value;
@@ -256,8 +280,13 @@ __device__ __forceinline__ void load_tile(const typename K::U* keys, const typen
         for (int u = 0; u < B; ++u) {  // raw loads first: all B in flight
             const long long i = batch_at<NT, LOGE, IO>(wk, IO == IO_ANY ? e0 + u : u);
             ok[u] = IO != IO_ANY || (e0 + u < wk.count && i < n);
-            c[u] = ok[u] ? kp[i] : (U)0;
-            if constexpr (HV) v[u] = ok[u] ? vp[i] : (VU)0;
+            if constexpr (Src::runs) {
+                c[u] = ok[u] ? src.key(i0 + i) : (U)0;
+                if constexpr (HV) v[u] = ok[u] ? src.val(i0 + i) : (VU)0;
+            } else {
+                c[u] = ok[u] ? kp[i] : (U)0;
+                if constexpr (HV) v[u] = ok[u] ? vp[i] : (VU)0;
+            }
         }
 #pragma unroll
         for (int u = 0; u < B; ++u) {
@@ -379,8 +408,9 @@ __device__ __forceinline__ void half_cleaners(typename K::U* sk, typename V::U* 
 #ifndef DISTSORT_DIRECT_PHASE
 #define DISTSORT_DIRECT_PHASE()
 #endif
-template <class K, class V, int E, int NT, int TB>
-__device__ __noinline__ void merge_first_phase(const typename K::U* keys, const typename V::U* vals,
+template <class K, class V, int E, int NT, int TB, class Src>
+__device__ __noinline__ void merge_first_phase(const Src& src, long long start,
+                                               const typename K::U* keys, const typename V::U* vals,
                                                typename K::U* sk, typename V::U* sv,
                                                typename K::U dm) {
     typedef typename K::U U;
@@ -396,8 +426,13 @@ __device__ __noinline__ void merge_first_phase(const typename K::U* keys, const 
         VU w[E];
 #pragma unroll
         for (int m = 0; m < E; ++m) {
-            r[m] = (U)(K::total(keys[(m << W.q) + g]) ^ dm);
-            if constexpr (HV) w[m] = vals[(m << W.q) + g];
+            if constexpr (Src::runs) {
+                r[m] = (U)(K::total(src.key(start + (m << W.q) + g)) ^ dm);
+                if constexpr (HV) w[m] = src.val(start + (m << W.q) + g);
+            } else {
+                r[m] = (U)(K::total(keys[(m << W.q) + g]) ^ dm);
+                if constexpr (HV) w[m] = vals[(m << W.q) + g];
+            }
         }
         half_clean_seq<K, V, E, W.j, W.s>(r, w, dm);
         const int a = pad<LOGE>(g);
@@ -409,10 +444,11 @@ __device__ __noinline__ void merge_first_phase(const typename K::U* keys, const 
     }
 }
 
-template <class K, class V, int E, int NT, int MINB, int TB>
-__global__ void __launch_bounds__(NT, MINB)
-bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
-             int mode, int top, int k, int mirror, int pre, u64_t dmask) {
+// One pass (see the top of this file), its elements read from `src`.
+template <class K, class V, int E, int NT, int TB, class Src>
+__device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, typename V::U* vals,
+                                         long long n, long long lane, int tb, int mode, int top,
+                                         int k, int mirror, int pre, u64_t dmask) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
@@ -432,12 +468,12 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     // A whole MERGE tile of the tuned size: its first phase loads from global memory.
     const bool direct = mode == 1 && tb == TB && top == TB - 1 && full;
     if (direct)
-        merge_first_phase<K, V, E, NT, TB>(keys + tile.start,
+        merge_first_phase<K, V, E, NT, TB>(src, tile.start, keys + tile.start,
                                            vals + (HasValues<V>::value ? tile.start : 0), sk, sv, dm);
-    else if (io == IO_ROWS) load_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
-    else if (io == IO_STRIDED) load_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
-    else if (io == IO_SHORT) load_tile<K, V, NT, LOGE, IO_SHORT>(keys, vals, n, wk, sk, sv, dm);
-    else load_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_ROWS) load_tile<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_STRIDED) load_tile<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
+    else if (io == IO_SHORT) load_tile<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
+    else load_tile<K, V, NT, LOGE, IO_ANY>(src, keys, vals, n, wk, sk, sv, dm);
     if (mode == 0) {
         __syncthreads();
         phase_sort<K, V, E, NT>(sk, sv, tb, dm);
@@ -467,6 +503,26 @@ bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long la
     else if (io == IO_STRIDED) store_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
     else if (io == IO_SHORT) store_tile<K, V, NT, LOGE, IO_SHORT>(keys, vals, n, wk, sk, sv, dm);
     else store_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
+}
+
+template <class K, class V, int E, int NT, int MINB, int TB>
+__global__ void __launch_bounds__(NT, MINB)
+bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
+             int mode, int top, int k, int mirror, int pre, u64_t dmask) {
+    run_pass<K, V, E, NT, TB>(InPlace{}, keys, vals, n, lane, tb, mode, top, k, mirror, pre, dmask);
+}
+
+// The first pass of a compare-split's merge: it reads the lower run a[0 .. ma) reversed,
+// then b[0 .. n - ma) (the V-shaped sequence, `Runs`), and writes the n elements to
+// keys/vals; the merge's other passes are `bitonic_pass` on keys/vals.  One lane.
+template <class K, class V, int E, int NT, int MINB, int TB>
+__global__ void __launch_bounds__(NT, MINB)
+merge_pass(typename K::U* keys, typename V::U* vals, long long n, const typename K::U* a,
+           const typename V::U* av, long long ma, const typename K::U* b,
+           const typename V::U* bv, int tb, int mode, int top, int k, int mirror, int pre,
+           u64_t dmask) {
+    const Runs<K, V> src{a + (ma - 1), av + (HasValues<V>::value ? ma - 1 : 0), b, bv, ma};
+    run_pass<K, V, E, NT, TB>(src, keys, vals, n, 0, tb, mode, top, k, mirror, pre, dmask);
 }
 
 // Crossing count of a compare-split: #{i < min(ma, mb) : A[ma-1-i] > B[i]} by binary

@@ -35,9 +35,10 @@ static std::atomic<unsigned> emu_io{0};
 typedef typename KT::U KU;
 typedef typename VT::U VU;
 
-extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int tb, int mode,
-                        int top, int k, int mirror, int pre, unsigned long long dmask, long long gx,
-                        long long gy, long long smem_bytes) {
+// A grid of gx * gy blocks of NT_ threads, each running block(); 1 if the tile needs
+// more shared memory than the emulator has.
+template <class Block>
+static int emu_launch(long long gx, long long gy, long long smem_bytes, Block block) {
     if (smem_bytes > (long long)sizeof(smem)) return 1;
     std::barrier<> bar(NT_);
     emu_barrier = &bar;
@@ -49,13 +50,32 @@ extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int
                 for (long long bx = 0; bx < gx; ++bx) {
                     blockIdx.x = (unsigned)bx;
                     blockIdx.y = (unsigned)by;
-                    bitonic_pass<KT, VT, E_, NT_, 1, TB_>((KU*)keys, (VU*)vals, n, lane, tb, mode,
-                                                      top, k, mirror, pre, dmask);
+                    block();
                     emu_barrier->arrive_and_wait();  // the next block reuses the shared memory
                 }
         });
     for (auto& th : threads) th.join();
     return 0;
+}
+
+extern "C" int emu_pass(void* keys, void* vals, long long n, long long lane, int tb, int mode,
+                        int top, int k, int mirror, int pre, unsigned long long dmask, long long gx,
+                        long long gy, long long smem_bytes) {
+    return emu_launch(gx, gy, smem_bytes, [=] {
+        bitonic_pass<KT, VT, E_, NT_, 1, TB_>((KU*)keys, (VU*)vals, n, lane, tb, mode, top, k,
+                                              mirror, pre, dmask);
+    });
+}
+
+extern "C" int emu_merge_pass(void* keys, void* vals, long long n, void* a, void* av,
+                              long long ma, void* b, void* bv, int tb, int mode, int top, int k,
+                              int mirror, int pre, unsigned long long dmask, long long gx,
+                              long long smem_bytes) {
+    return emu_launch(gx, 1, smem_bytes, [=] {
+        merge_pass<KT, VT, E_, NT_, 1, TB_>((KU*)keys, (VU*)vals, n, (const KU*)a, (const VU*)av,
+                                            ma, (const KU*)b, (const VU*)bv, tb, mode, top, k,
+                                            mirror, pre, dmask);
+    });
 }
 
 extern "C" long long emu_crossing(void* a, void* av, long long ma, void* b, void* bv,
