@@ -21,13 +21,13 @@ so that only what crosses travels between workers:
 * ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
   scheduler plugin of ``distsort.locality`` keeps them there).
 
-Left alone, a worker makes the ``tail`` and ``head`` copies of all its pairs while
-it waits for the first crossing part to arrive, and holds more than its chunks
-(on two CPU workers with 8 chunks each: 8 pairs in flight and up to 13 chunks'
-worth).  So the pairs of all rounds are put in one sequence (``plan.spread_order``
+Left alone, a worker makes the ``tail`` and ``head`` of all its pairs while it
+waits for the first crossing part to arrive, receives the other side's, and holds
+more than its chunks (on two CPU workers with 8 chunks each: 8 pairs in flight and
+up to 13 chunks' worth).  So the pairs of all rounds are put in one sequence (``plan.spread_order``
 within a round) and only ``window`` consecutive pairs run at once: the ``tail`` and
 ``head`` of pair ``s`` also wait for the edges of pair ``s - window``'s new chunks.  A worker
-then holds its chunks plus the copies and outputs of the pairs in the window.
+then holds its chunks plus the received parts and outputs of the pairs in the window.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class _Network:
                  limit, self.order)
         tasks[key("tail", lo)] = (after, list(gate), crossing_part, b.tail, cur[lo], *bound)
         tasks[key("head", hi)] = (after, list(gate), crossing_part, b.head, cur[hi], *bound)
-        # A merge also waits for its own chunk's copy (made on the same worker), so that
+        # A merge also waits for its own chunk's part (made on the same worker), so that
         # the chunk it replaces is freed when it ends.
         tasks[key("low", lo)] = (after, [key("tail", lo)], b.merge_low, cur[lo],
                                  key("head", hi), self.order)
