@@ -24,10 +24,11 @@ so that only what crosses travels between workers:
 Left alone, a worker makes the ``tail`` and ``head`` of all its pairs while it
 waits for the first crossing part to arrive, receives the other side's, and holds
 more than its chunks (on two CPU workers with 8 chunks each: 8 pairs in flight and
-up to 13 chunks' worth).  So the pairs of all rounds are put in one sequence (``plan.spread_order``
-within a round) and only ``window`` consecutive pairs run at once: the ``tail`` and
-``head`` of pair ``s`` also wait for the edges of pair ``s - window``'s new chunks.  A worker
-then holds its chunks plus the received parts and outputs of the pairs in the window.
+up to 13 chunks' worth).  So the pairs of all rounds are put in one sequence
+(``plan.spread_order`` within a round) and only ``window`` consecutive pairs run at
+once: the ``tail`` and ``head`` of pair ``s`` also wait for the edges of pair
+``s - window``'s new chunks.  A worker then holds its chunks plus the received parts
+and outputs of the pairs in the window.
 """
 from __future__ import annotations
 
