@@ -26,18 +26,15 @@ MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
 
 def launches(keys, values):
-    """``(pass tuple, launch thunk)`` for each pass of a sort of ``keys`` (one lane)."""
-    vdt = None if values is None else values.dtype
-    cfg, mod = cpb._kernels(keys.dtype, vdt)
+    """``(pass, launch thunk)`` for each pass of an ascending sort of ``keys`` (one lane):
+    the launches of ``cpb.sort_inplace``, one at a time."""
+    cfg, mod = cpb._kernels(keys.dtype, None if values is None else values.dtype)
     mod.allow_smem(cfg.smem)
     n = keys.size
-    vst = keys if values is None else values
-    threads, smem = cfg.threads, cfg.smem
+    head = (keys, keys if values is None else values, np.int64(n), np.int64(n))
+    dm = (cpb._dmask(keys.dtype, False),)
     for p in passes.plan(cfg, n):
-        args = (keys, vst, np.int64(n), np.int64(n), *(np.int32(a) for a in p.args()),
-                np.uint64(0))
-        yield p, (lambda a=args, b=p.blocks: mod.bitonic_pass((b, 1), (threads,), a,
-                                                              shared_mem=smem))
+        yield p, (lambda p=p: cpb._launch(mod.bitonic_pass, cfg, p, 1, lambda _: head, dm))
 
 
 def fresh(n, dtype, seed):
