@@ -41,6 +41,12 @@ one_gpu_tests() {  # GPU TIMEOUT [PYTEST ARGS]: every GPU test that needs one GP
     | grep -vE "^(INFO|distributed\.|WARNING)" > "$OUT/gpu_tests_1gpu.log"
   echo "one-GPU tests rc=${PIPESTATUS[0]}" >> "$OUT/gpu_tests_1gpu.log"
 }
+summarize() {  # LOG...: per $OUT/LOG.log, its failures, the out-of-core lines and its end
+  local f
+  for f in "$@"; do echo "== $f"
+    grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | tail -8
+    tail -2 "$OUT/$f.log"; done
+}
 time_kernels() {  # GPU 0: every pass of the target sorts (stage passes), then local_sort.py --quick
   bash "$0" passes
   CUDA_VISIBLE_DEVICES=0 timeout 150 python3 benchmarks/local_sort.py --quick --out "$OUT" \
@@ -120,16 +126,14 @@ for stage in "$@"; do
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-450} &
       backend_tests 0 ${BACKEND_TIMEOUT:-400} --durations=10
       wait
-      for f in cupy_backend_tests outofcore; do echo "== $f"
-        grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | tail -8
-        tail -2 "$OUT/$f.log"; done ;;
+      summarize cupy_backend_tests outofcore ;;
     merge)  # issue 4's merges: the backend tests on GPU 1 while GPU 0 times one merge of two
             # runs (benchmarks/gpu_merge.py: reading them in place against copy, then merge)
       backend_tests 1 280 &
       CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/gpu_merge.py --out "$OUT" \
         > "$OUT/gpu_merge.log" 2>&1
       wait
-      grep -E "^(FAILED|ERROR)" "$OUT/cupy_backend_tests.log" | head; tail -2 "$OUT/cupy_backend_tests.log"
+      summarize cupy_backend_tests
       tail -8 "$OUT/gpu_merge.log" ;;
     passes)  # issue 3: the time of every pass of the three target sorts (2^28) on GPU 0,
              # and uint32 under other row widths of the GROUP passes (ROWS="64 256")
@@ -149,16 +153,14 @@ for stage in "$@"; do
       time_kernels
       one_gpu_tests 0 ${TESTS_TIMEOUT:-380} --durations=10
       wait
-      for f in cupy_backend_tests gpu_tests_1gpu outofcore; do echo "== $f"
-        grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | tail -8
-        tail -2 "$OUT/$f.log"; done
+      summarize cupy_backend_tests gpu_tests_1gpu outofcore
       tail -8 "$OUT/local.log" ;;
     kernels)  # issue 3 on a kernel change: the backend tests on GPU 1 while GPU 0 times
               # every pass (stage passes) and runs local_sort.py --quick
       backend_tests 1 280 &
       time_kernels
       wait
-      grep -E "^(FAILED|ERROR)" "$OUT/cupy_backend_tests.log" | head; tail -2 "$OUT/cupy_backend_tests.log"
+      summarize cupy_backend_tests
       tail -8 "$OUT/local.log" ;;
     big2)  # the 64 GiB two-GPU row alone (BIG_DTYPES), with the protocols UCX picked
       UCX_PROTO_INFO=y timeout ${BIG2_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 \
