@@ -4,7 +4,8 @@
 # need one GPU only (the kind nvidia-h200 does):
 #   bash benchmarks/device_x2.sh split|mixed|final|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
-# narrow bench1 and bench2.
+# narrow bench1 and bench2; BACKEND_TIMEOUT (default 400 s) bounds the backend tests (170
+# tests took 289 s on an H200; the 280 s they had stopped them at 84 %, device_x27).
 # Needs the wheels of ../shared/device/wheels.sh in .whl/ (dask, dask-cuda, UCX, RMM).
 # Logs and JSON go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -69,7 +70,7 @@ for stage in "$@"; do
   echo "=== $stage $(date +%T)"
   case $stage in
     tests1)  # one GPU: the backend tests, and every other GPU test that needs one GPU
-      backend_tests 0 290 --durations=15 &
+      backend_tests 0 ${BACKEND_TIMEOUT:-400} --durations=15 &
       one_gpu_tests 0 290 --durations=15
       wait
       tail -25 "$OUT/gpu_tests_1gpu.log"; tail -4 "$OUT/cupy_backend_tests.log" ;;
@@ -87,7 +88,7 @@ for stage in "$@"; do
       for f in outofcore gpu_tests_1gpu; do echo "== $f"; grep -E "^(FAILED|ERROR)|memory tiers|sorted and verified" "$OUT/$f.log" | head -8; tail -3 "$OUT/$f.log"; done ;;
     mixed)  # GPU 1: the out-of-core test; GPU 0 meanwhile: backend tests, local sort, merge tests
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-450} &
-      backend_tests 0 220
+      backend_tests 0 ${BACKEND_TIMEOUT:-400}
       export CUDA_VISIBLE_DEVICES=0
       timeout 100 python3 benchmarks/local_sort.py --quick --out "$OUT" > "$OUT/local.log" 2>&1
       timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_distributed_gpu.py \
@@ -129,7 +130,7 @@ for stage in "$@"; do
       summarize cupy_backend_tests outofcore ;;
     merge)  # issue 4's merges: the backend tests on GPU 1 while GPU 0 times one merge of two
             # runs (benchmarks/gpu_merge.py: reading them in place against copy, then merge)
-      backend_tests 1 280 &
+      backend_tests 1 ${BACKEND_TIMEOUT:-400} &
       CUDA_VISIBLE_DEVICES=0 timeout 200 python3 benchmarks/gpu_merge.py --out "$OUT" \
         > "$OUT/gpu_merge.log" 2>&1
       wait
@@ -149,7 +150,7 @@ for stage in "$@"; do
             # test and the backend tests; GPU 0 times every pass, runs local_sort.py
             # --quick, then every other one-GPU GPU test
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-500} &
-      backend_tests 1 280 &
+      backend_tests 1 ${BACKEND_TIMEOUT:-400} &
       time_kernels
       one_gpu_tests 0 ${TESTS_TIMEOUT:-380} --durations=10
       wait
@@ -157,7 +158,7 @@ for stage in "$@"; do
       tail -8 "$OUT/local.log" ;;
     kernels)  # issue 3 on a kernel change: the backend tests on GPU 1 while GPU 0 times
               # every pass (stage passes) and runs local_sort.py --quick
-      backend_tests 1 280 &
+      backend_tests 1 ${BACKEND_TIMEOUT:-400} &
       time_kernels
       wait
       summarize cupy_backend_tests
