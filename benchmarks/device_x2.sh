@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|latency|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
 # narrow bench1 and bench2; BACKEND_TIMEOUT (default 400 s) bounds the backend tests (170
 # tests took 289 s on an H200; the 280 s they had stopped them at 84 %, device_x27).
@@ -196,6 +196,15 @@ for stage in "$@"; do
         --dtypes ${DTYPES:-float32 uint64} --runs ${RUNS:-2} --warmup 1 --one-chunk --max-bytes-per-gpu 32GiB \
         --out "$OUT/distributed_sort_1gpu.json" 2>&1 | tee "$OUT/bench1.log" \
         | grep -vE "^(INFO|distributed\.|WARNING)" | tail -10 ;;
+    latency)  # issue 4 at 4 GiB: crossing parts through CUDA IPC or as data (EXCHANGES),
+              # under distributed's batching intervals or shorter ones (INTERVALS, ms)
+      timeout ${LAT1_TIMEOUT:-100} python3 benchmarks/distributed_sort.py --gpus 1 --sizes 2GiB \
+        --dtypes ${DTYPES:-float32 uint64} --runs ${RUNS:-5} --warmup 1 --batch-interval ${INTERVALS:-default 0.2} \
+        --out "$OUT/latency_1gpu.json" > "$OUT/latency1.log" 2>&1
+      timeout ${LAT2_TIMEOUT:-200} python3 benchmarks/distributed_sort.py --gpus 2 --sizes 4GiB \
+        --dtypes ${DTYPES:-float32 uint64} --runs ${RUNS:-5} --warmup 1 --batch-interval ${INTERVALS:-default 0.2} \
+        --exchange ${EXCHANGES:-ipc comm} --out "$OUT/latency_2gpu.json" > "$OUT/latency2.log" 2>&1
+      grep -hE "GPU .*GiB" "$OUT/latency1.log" "$OUT/latency2.log" | cut -c1-260 ;;
     largest)  # 160 GB of uint32 made on the two GPUs, 16 chunks of 5 GB per GPU
       timeout ${LARGEST_TIMEOUT:-150} python3 benchmarks/distributed_sort.py --gpus 2 --largest ${LARGEST:-160GB} \
         --dtypes uint32 --chunks-per-gpu 16 --device-memory-limit 0.9 \

@@ -15,9 +15,11 @@ bandwidth (measured here with ``cudaMemcpyPeer``).
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 
+import dask
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
@@ -85,8 +87,44 @@ def sync_workers(client, cpu=False):
     client.run(sync)
 
 
+def _moved(dask_worker):
+    ipc = sys.modules.get("distsort.backends.cuda_ipc")
+    return dask_worker.transfer_outgoing_bytes_total + (ipc.read_stats()["bytes"] if ipc else 0)
+
+
+def _ipc_stats(dask_worker):
+    ipc = sys.modules.get("distsort.backends.cuda_ipc")
+    return ipc.read_stats() if ipc else {}
+
+
 def moved_bytes(client):
-    return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
+    """Bytes between workers: Dask's transfers, and what merges read from another
+    worker's GPU memory through CUDA IPC."""
+    return sum(client.run(_moved).values())
+
+
+#: distributed's own intervals of its batched streams, in seconds.
+BATCH_DEFAULTS = {"scheduler": 0.005, "worker": 0.002, "client": 0.01}
+
+
+def batch_interval(client, seconds=None):
+    """Set how long distributed's batched streams (scheduler to workers, workers to
+    scheduler, client to scheduler) gather messages before sending; None: distributed's
+    own (``BATCH_DEFAULTS``).  Each task of a compare-split waits for its predecessor
+    through two of them."""
+    def get(side):
+        return BATCH_DEFAULTS[side] if seconds is None else seconds
+
+    def scheduler(dask_scheduler):
+        for stream in dask_scheduler.stream_comms.values():
+            stream.interval = get("scheduler")
+
+    def worker(dask_worker):
+        dask_worker.batched_stream.interval = get("worker")
+
+    client.run_on_scheduler(scheduler)
+    client.run(worker)
+    client.scheduler_comm.interval = get("client")
 
 
 def _stage(key):
@@ -355,6 +393,7 @@ def run_case(client, n, dtype, args, workers):
         run()
         sync_workers(client, args.cpu)
     state["moved"] = moved_bytes(client) - before
+    state["ipc"] = client.run(_ipc_stats)
     state["kinds"] = diff_sent(kinds, bytes_sent_by_kind(client))
     spilled = spill_counts(client, since=spilled)
     check_sorted(client, state["s"], x)
@@ -364,7 +403,7 @@ def run_case(client, n, dtype, args, workers):
                gkeys_s=n / seconds / 1e9, moved_bytes=state["moved"],
                rounds=round_times(ts.data), sent_by_kind=state["kinds"],
                tasks=task_times(ts.data), timeline=timeline(ts.data), spilled=spilled,
-               spilled_in_timed_runs=spilled_timed)
+               spilled_in_timed_runs=spilled_timed, ipc_stats=state["ipc"])
     release(client, state)  # the sorted array: room for the reference measurements
     state.clear()
     # The floor's local sort: one GPU's whole share in one piece (= a chunk when
@@ -458,6 +497,12 @@ def main(argv=None):
     p.add_argument("--device-memory-limit", type=_fraction_or_bytes, default=None,
                    help="spill threshold of each GPU worker: a fraction of device memory "
                    "or a size (default: distsort.cluster.DEVICE_MEMORY_FRACTION)")
+    p.add_argument("--exchange", nargs="+", choices=["auto", "ipc", "comm"], default=["auto"],
+                   help="how crossing parts travel between GPUs (config distsort.exchange); "
+                   "each value is a row of its own")
+    p.add_argument("--batch-interval", nargs="+", default=["default"],
+                   help="ms that distributed's batched streams wait, or 'default' (its "
+                   "own: 5, 2 and 10 ms); each value is a row of its own")
     p.add_argument("--max-bytes-per-gpu", default="40GiB",
                    help="skip cases whose data per GPU exceeds this")
     args = p.parse_args(argv)
@@ -473,24 +518,35 @@ def main(argv=None):
         if gpus > 1 and bandwidth is None and not args.cpu:
             bandwidth = peer_bandwidth(client)
             print(f"NVLink cudaMemcpyPeer: {bandwidth:.0f} GB/s", flush=True)
-        for dtype in args.dtypes:
-            for size in args.sizes:
-                nbytes = parse_bytes(size)
-                if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
-                    continue
-                n = nbytes // np.dtype(dtype).itemsize
-                row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu)
-                row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
-                row["protocol"] = client.scheduler.address.split(":")[0]
-                rows.append(row)
-                # Saved as we go: a run stopped at its time limit keeps its rows.
-                save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
-                print(f"{gpus} GPU {dtype} {format_bytes(nbytes)}: {row['seconds']:.3f}s "
-                      f"moved {format_bytes(row['moved_bytes'])} rounds {row['rounds']} "
-                      f"runs {[round(t, 3) for t in row['runs']]} tasks {row['tasks']} "
-                      f"spilled {row['spilled']} (timed runs: {row['spilled_in_timed_runs']})",
-                      flush=True)
+        for interval in args.batch_interval:
+            batch_interval(client, None if interval == "default" else float(interval) / 1e3)
+            for exchange in args.exchange if gpus > 1 else args.exchange[:1]:
+                with dask.config.set({"distsort.exchange": exchange}):
+                    run_cases(client, gpus, args, rows, exchange=exchange,
+                              batch_interval_ms=interval)
     finish(rows, bandwidth, args)
+
+
+def run_cases(client, gpus, args, rows, **settings):
+    """Every (dtype, size) on this cluster; ``settings`` are recorded in the rows."""
+    for dtype in args.dtypes:
+        for size in args.sizes:
+            nbytes = parse_bytes(size)
+            if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
+                continue
+            n = nbytes // np.dtype(dtype).itemsize
+            row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu)
+            row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
+            row["protocol"] = client.scheduler.address.split(":")[0]
+            row.update(settings)
+            rows.append(row)
+            # Saved as we go: a run stopped at its time limit keeps its rows.
+            save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
+            print(f"{gpus} GPU {dtype} {format_bytes(nbytes)} {settings}: "
+                  f"{row['seconds']:.3f}s moved {format_bytes(row['moved_bytes'])} "
+                  f"rounds {row['rounds']} runs {[round(t, 3) for t in row['runs']]} "
+                  f"tasks {row['tasks']} spilled {row['spilled']} "
+                  f"(timed runs: {row['spilled_in_timed_runs']})", flush=True)
 
 
 def device_name(cpu):
@@ -512,7 +568,8 @@ def finish(rows, bandwidth, args):
             r["floor_s"] = r["local_sort_s"] + r["moved_bytes"] / (bandwidth * 1e9)
             r["over_floor"] = r["seconds"] / r["floor_s"]
         one = [q for q in rows if q["gpus"] == 1 and q["workers"] == 1
-               and q["dtype"] == r["dtype"] and q["bytes"] * r["gpus"] == r["bytes"]]
+               and q["dtype"] == r["dtype"] and q["bytes"] * r["gpus"] == r["bytes"]
+               and q.get("batch_interval_ms") == r.get("batch_interval_ms")]
         if one and r["gpus"] > 1:
             r["weak_scaling_time_ratio"] = r["seconds"] / one[0]["seconds"]
     print_table(rows, [("gpus", "{}"), ("workers", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"), ("chunks", "{}"),

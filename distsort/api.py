@@ -53,17 +53,20 @@ def _module(meta):
 
 def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
-    from .locality import keep_chunks_in_place, pairs_in_flight  # import distributed
+    from .locality import (keep_chunks_in_place, pairs_in_flight,  # import distributed
+                           share_crossing_parts, worker_hosts)
     keep_chunks_in_place()  # on the current distributed client's scheduler, if any
-    window = pairs_in_flight()
+    hosts = worker_hosts()
+    window = pairs_in_flight(hosts=hosts)
+    share = share_crossing_parts(hosts=hosts) and array_module_name(keys._meta) == "cupy"
     chunks = normalize_chunks(keys.chunks[0])
     if chunks != keys.chunks[0]:
         keys = keys.rechunk((chunks,))
     if values is not None and values.chunks[0] != chunks:
         values = values.rechunk((chunks,))
-    backend = get_backend(keys._meta)
+    backend = get_backend(keys._meta, share)
     token = tokenize(keys.name, values.name if values is not None else None, order, positions,
-                     window)
+                     window, share)
     graph = SortGraph(token)
     sorted_keys = sort_layers(graph, keys.name, values.name if values is not None else None,
                               chunks, backend, order, positions, window)

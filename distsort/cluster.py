@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import warnings
 
 from .graph import round_task_kind
@@ -235,6 +236,9 @@ def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw)
 
 def _sent_by_kind(dask_worker):
     sent = {}
+    ipc = sys.modules.get("distsort.backends.cuda_ipc")  # never imports CuPy itself
+    if ipc is not None and ipc.read_stats()["bytes"]:
+        sent["ipc"] = ipc.read_stats()["bytes"]
     for entry in dask_worker.transfer_outgoing_log:
         for key, nbytes in entry.get("keys", {}).items():
             # distsort-r03-head-<token>: the kind is "head"; other layers: their name's stem
@@ -249,7 +253,9 @@ def bytes_sent_by_kind(client) -> dict:
 
     From each worker's log of outgoing transfers (the recent ones that distributed
     keeps): for a sort, ``head`` and ``tail`` are the crossing elements that the
-    compare-splits exchange, and anything else large is a chunk that moved.
+    compare-splits exchange, ``ipc`` those that merges copied from another GPU
+    worker's memory (``distsort.backends.cuda_ipc``: then only ``share`` handles of a
+    few hundred bytes travel), and anything else large is a chunk that moved.
 
     >>> before = bytes_sent_by_kind(client)  # doctest: +SKIP
     >>> s = distsort.sort(x).persist()  # doctest: +SKIP

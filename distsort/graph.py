@@ -21,6 +21,12 @@ so that only what crosses travels between workers:
 * ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
   scheduler plugin of ``distsort.locality`` keeps them there).
 
+A backend that can share whole chunks between workers without moving them (``share``:
+GPU workers of one host, ``distsort.backends.cupy_ipc``) needs no edges, heads or
+tails: a compare-split is a ``share`` of each chunk (handles, made as soon as the
+chunk is launched) and the merges ``low`` and ``high``, each reading the partner's
+crossing elements through its share; one trip through the scheduler per round.
+
 Left alone, a worker makes the ``tail`` and ``head`` of all its pairs while it
 waits for the first crossing part to arrive, receives the other side's, and holds
 more than its chunks (on two CPU workers with 8 chunks each: 8 pairs in flight and
@@ -76,6 +82,10 @@ def after(gate, func, *args):
     return func(*args)
 
 
+def _none():
+    return None
+
+
 def edges(probe, chunk, stride, order):
     """``(top, bottom)`` samples of a chunk: every ``stride``-th element from each end."""
     return probe(chunk, stride, True, order), probe(chunk, stride, False, order)
@@ -107,6 +117,27 @@ class _Network:
         self.edges[self.cur[i]] = k
         return k
 
+    def compare_split_shared(self, tasks, round_id, lo, hi, gate):
+        """One compare-split of a backend that shares whole chunks (``share``): each
+        merge reads the partner's crossing elements through the share; ``gate``: keys
+        the shares wait for (a share holds its chunk in device memory)."""
+        b, key, cur = self.backend, (lambda kind, i: self.key(round_id, kind, i)), self.cur
+        for i in (lo, hi):
+            tasks[key("share", i)] = (after, list(gate), b.share, cur[i])
+        tasks[key("low", lo)] = (after, [key("share", lo)], b.merge_low_shared, cur[lo],
+                                 key("share", hi), self.order)
+        tasks[key("high", hi)] = (after, [key("share", hi)], b.merge_high_shared, cur[hi],
+                                  key("share", lo), self.order)
+        cur[lo], cur[hi] = key("low", lo), key("high", hi)
+
+    def mark_done(self, tasks, round_id, lo, hi):
+        """Keys that are computed (as None, on each chunk's worker) once the new chunks
+        of the pair are: a gate that moves no data (a gate on the chunks would fetch them)."""
+        keys = [self.key(round_id, "done", i) for i in (lo, hi)]
+        for k, i in zip(keys, (lo, hi)):
+            tasks[k] = (after, [self.cur[i]], _none)
+        return keys
+
     def compare_split(self, tasks, round_id, lo, hi, gate):
         """The tasks of one compare-split; ``gate``: keys its tail and head wait for."""
         b, key, cur = self.backend, (lambda kind, i: self.key(round_id, kind, i)), self.cur
@@ -131,19 +162,25 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
     and their merges at once."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
     rounds = plan_network(len(chunks))
-    if rounds:
+    shared = hasattr(backend, "share")
+    if rounds and not shared:
         tasks = {}
         for i in range(len(chunks)):
             net.add_edges(tasks, None, i)
         graph.add("edges", tasks, set(graph.layers))
     total = sum(len(r.pairs) for r in rounds)
-    made = []  # per pair of the sequence: the edges of its new chunks
+    made = []  # per pair of the sequence: keys that say its new chunks are made
     for round_id, rnd in enumerate(rounds):
         tasks = {}
         for lo, hi in spread_order(rnd.pairs, len(chunks)):
             s = len(made)
-            net.compare_split(tasks, round_id, lo, hi,
-                              made[s - window] if window and s >= window else ())
+            gate = made[s - window] if window and s >= window else ()
+            if shared:
+                net.compare_split_shared(tasks, round_id, lo, hi, gate)
+                made.append(net.mark_done(tasks, round_id, lo, hi)
+                            if window and s + window < total else [])
+                continue
+            net.compare_split(tasks, round_id, lo, hi, gate)
             later = round_id + 1 < len(rounds) or (window and s + window < total)
             made.append([net.add_edges(tasks, round_id, i) for i in (lo, hi)] if later
                         else [])

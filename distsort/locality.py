@@ -17,18 +17,23 @@ that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
 scheduler once, through :func:`keep_chunks_in_place`.
 
 :func:`pairs_in_flight` sizes the window of compare-splits that may run at once
-(``distsort.graph``), which bounds what a worker holds beyond its own chunks.
+(``distsort.graph``), which bounds what a worker holds beyond its own chunks, and
+:func:`share_crossing_parts` says whether GPU workers read crossing parts through
+CUDA IPC (all on one host) or send them as data.
 """
 from __future__ import annotations
 
 import os
 import warnings
 
+import dask
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 PLUGIN_NAME = "distsort-keep-chunks-in-place"
 #: Pairs in flight per worker: one merging while the next one's crossing part travels.
 PAIRS_PER_WORKER = 2
+#: Values of the config ``distsort.exchange``: how crossing parts travel between GPUs.
+EXCHANGES = ("auto", "ipc", "comm")
 _registered: dict = {}  # scheduler address -> whether the plugin is there
 
 
@@ -77,21 +82,58 @@ def _current_client(client=None):
         return None
 
 
-def pairs_in_flight(client=None, per_worker=PAIRS_PER_WORKER) -> int:
+def worker_hosts(client=None):
+    """The host of each worker of ``client`` (default: the current client), in one
+    round trip to the scheduler; None without a client, ``[None]`` without an answer."""
+    client = _current_client(client)
+    if client is None:
+        return None
+    if client.asynchronous:
+        return [None]
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    except Exception:  # noqa: BLE001  (no answer: size it as for one worker)
+        return [None]
+    return [w.get("host") for w in workers.values()]
+
+
+def pairs_in_flight(client=None, per_worker=PAIRS_PER_WORKER, hosts=...) -> int:
     """How many compare-split pairs may run at once: ``per_worker`` per worker of
     ``client`` (default: the current client), or per CPU core without a client.
+    ``hosts``: ``worker_hosts()``, where the caller has it already.
 
     >>> pairs_in_flight(per_worker=2) >= 2
     True
     """
-    client = _current_client(client)
-    workers = 0
-    if client is not None and not client.asynchronous:
-        try:
-            workers = len(client.scheduler_info(n_workers=-1)["workers"])
-        except Exception:  # noqa: BLE001  (no answer: size it as for one worker)
-            workers = 1
-    return per_worker * max(1, workers or (os.cpu_count() if client is None else 1))
+    if hosts is ...:
+        hosts = worker_hosts(client)
+    workers = os.cpu_count() if hosts is None else len(hosts)
+    return per_worker * max(1, workers or 1)
+
+
+def share_crossing_parts(client=None, hosts=...) -> bool:
+    """Whether GPU compare-splits read their partner's crossing elements through CUDA
+    IPC (chunks shared where they lie: ``distsort.backends.cuda_ipc``) instead of
+    receiving them as data.
+
+    The Dask config value ``distsort.exchange`` decides: ``"ipc"``, ``"comm"``
+    (distributed's comms: UCX or TCP), or ``"auto"`` (the default): IPC when there
+    are several workers and all report the same host.  Set ``"comm"`` for workers
+    of one host that cannot map each other's GPU memory (separate containers).
+
+    >>> import dask
+    >>> with dask.config.set({"distsort.exchange": "comm"}):
+    ...     share_crossing_parts()
+    False
+    """
+    mode = dask.config.get("distsort.exchange", "auto")
+    if mode not in EXCHANGES:
+        raise ValueError(f"distsort.exchange must be one of {EXCHANGES}, got {mode!r}")
+    if mode != "auto":
+        return mode == "ipc"
+    if hosts is ...:
+        hosts = worker_hosts(client)
+    return bool(hosts) and len(hosts) > 1 and None not in hosts and len(set(hosts)) == 1
 
 
 def keep_chunks_in_place(client=None) -> bool:

@@ -82,9 +82,10 @@ def assert_sorted_like_numpy(out, x, descending=False):
 def assert_only_crossing_parts_travel(sent, workers):
     """``sent``: ``distsort.cluster.diff_sent`` over a sort of 4 MiB chunks of random
     keys spread over ``workers``.  Compare-splits exchange heads and tails (about half a
-    chunk each way); any other kind of task whose result travelled, past a small
-    allowance for edges and bounds, means a chunk moved to another worker."""
-    crossing = sent.get("head", 0) + sent.get("tail", 0)
+    chunk each way), as data or read through CUDA IPC (``ipc``); any other kind of task
+    whose result travelled, past a small allowance for edges and bounds, means a chunk
+    moved to another worker."""
+    crossing = sent.get("head", 0) + sent.get("tail", 0) + sent.get("ipc", 0)
     if workers > 1:
         assert crossing > 0, sent
     assert sum(sent.values()) - crossing < 2**20, f"whole chunks travel: {sent}"

@@ -1,7 +1,10 @@
 """The distributed merge on GPU workers (dask-cuda), against NumPy.
 
 Runs on a machine with GPUs, CuPy and dask-cuda (``pytest -m gpu``); skipped elsewhere.
-Clusters: 1 and 2 GPUs (as many as there are), UCX (NVLink) and TCP.
+Clusters: 1 and 2 GPUs (as many as there are), UCX (NVLink) and TCP.  Two workers
+of one host read crossing parts through CUDA IPC (``distsort.exchange`` "auto") on
+UCX; the TCP clusters send them as data (``"comm"``), and
+``test_crossing_parts_shared_or_sent`` runs both ways on UCX.
 """
 import os
 import time
@@ -16,6 +19,7 @@ from test_api import sort_by_key_reference
 cupy = pytest.importorskip("cupy")
 pytest.importorskip("dask_cuda")
 da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 
 import distsort  # noqa: E402
@@ -44,9 +48,10 @@ def client(request):
         pytest.skip(f"needs {n} GPUs")
     if protocol == "ucx" and not ucx_available():
         pytest.skip("distributed-ucxx not installed")
+    exchange = "auto" if protocol == "ucx" else "comm"
     with local_cuda_cluster(n_workers=n, protocol=protocol,
                             rmm_pool_size="8GiB" if protocol == "ucx" else None) as cluster:
-        with distributed.Client(cluster) as c:
+        with distributed.Client(cluster) as c, dask.config.set({"distsort.exchange": exchange}):
             yield c
 
 
@@ -113,6 +118,40 @@ def test_chunks_stay_on_their_workers(client):
     sent = diff_sent(before, bytes_sent_by_kind(client))
     assert_only_crossing_parts_travel(sent, len(client.scheduler_info()["workers"]))
     assert_sorted_like_numpy(cupy.asnumpy(s.compute()), x)
+
+
+@pytest.mark.parametrize("exchange", ["ipc", "comm"])
+def test_crossing_parts_shared_or_sent(client, exchange):
+    """Two GPU workers: crossing parts copied through CUDA IPC (only the chunks' share
+    handles travel as data) or sent as data by the cluster's protocol; the same result."""
+    workers = len(client.scheduler_info()["workers"])
+    if workers < 2 or not client.scheduler.address.startswith("ucx"):
+        pytest.skip("two workers on UCX")
+    rng = np.random.default_rng()
+    n = 1 << 21
+    x = random_keys(rng, n, "float64", special_fraction=0.01)
+    v = random_keys(rng, n, "int16")
+    dx, dv = to_dask(x, count_chunks(n, 4)).persist(), to_dask(v, count_chunks(n, 4)).persist()
+    distributed.wait([dx, dv])
+    before = bytes_sent_by_kind(client)
+    with dask.config.set({"distsort.exchange": exchange}):
+        s, a, (sk, sv) = distsort.sort(dx), distsort.argsort(dx), distsort.sort_by_key(dx, dv)
+    sa = client.persist([s, a])  # keys only: the values' chunks may lie on the other worker
+    distributed.wait(sa)
+    sent = diff_sent(before, bytes_sent_by_kind(client))  # before the client reads them
+    outs = [cupy.asnumpy(o) for o in client.compute([*sa, sk, sv], sync=True)]
+    # "ipc" counts bytes copied through CUDA IPC (a counter); the other kinds come from
+    # transfer logs that may have rolled over, and whether whole chunks stay put is
+    # test_chunks_stay_on_their_workers's business.
+    kinds = {round_task_kind(k) for k in dict(s.dask)}
+    if exchange == "ipc":
+        assert sent.get("ipc", 0) > n and "share" in kinds and "head" not in kinds, sent
+    else:
+        assert sent.get("ipc", 0) == 0 and "head" in kinds and "share" not in kinds, sent
+    assert_sorted_like_numpy(outs[0], x)
+    np.testing.assert_array_equal(outs[1], stable_argsort(x))
+    rk, rv = sort_by_key_reference(x, v)
+    assert np.array_equal(outs[2], rk, equal_nan=True) and np.array_equal(outs[3], rv)
 
 
 def memory_tiers(dask_worker):

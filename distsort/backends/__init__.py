@@ -26,6 +26,10 @@ other tasks.
     ``b``'s first ``kb`` elements.
 ``merge_high(b, a_tail, order) -> chunk``
     The ``len(b)`` largest elements, given ``a``'s last ``kb`` elements.
+``share(chunk)``, ``merge_low_shared(a, b_share, order)``, ``merge_high_shared(b, a_share, order)``
+    Optional (``cupy_ipc``: GPU workers of one host): a handle to a whole chunk that
+    another worker can read in place, and the merges that read the partner's crossing
+    elements through it.  With them the graph needs no edges, heads or tails.
 ``finish_keys(chunk, order, dtype)`` / ``finish_values(chunk)``
     The keys (as the user's dtype) and values of a sorted chunk.
 ``sort_blocks(keys, values, axis, order, positions=False) -> (keys, values)``
@@ -65,10 +69,14 @@ def array_module_name(meta) -> str:
     return module
 
 
-def get_backend(meta):
-    """The backend module for arrays like ``meta``."""
+def get_backend(meta, share=False):
+    """The backend module for arrays like ``meta``; ``share``: CuPy chunks are shared
+    between workers through CUDA IPC (``cupy_ipc``; workers of one host only)."""
     if array_module_name(meta) == "cupy":
-        from . import cupy as backend
+        if share:
+            from . import cupy_ipc as backend
+        else:
+            from . import cupy as backend
     else:
         from . import numpy as backend
     return backend
