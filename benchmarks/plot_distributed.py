@@ -5,8 +5,8 @@
 Left: wall time of every (dtype, bytes) case on 2 GPUs, beside its floor, the same
 sort of half the bytes on 1 GPU (weak scaling), and rechunk + ``cupy.sort`` where it
 was timed.  Right: the span of each layer (first start to last end; layers overlap) of each
-2-GPU case.  Rows of later files replace
-rows of earlier ones for the same (gpus, dtype, bytes, chunks).
+2-GPU case.  Rows of later files replace rows of earlier ones for the same (gpus, dtype,
+bytes, chunks, and exchange where a row names "ipc" or "comm").
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def load_rows(paths, drop=()):
     for path in paths:
         data = json.loads(Path(path).read_text())
         for row in data["rows"] if isinstance(data, dict) else data:
-            key = (row.get("gpus"), row.get("dtype"), row.get("bytes"), row.get("chunks"))
+            key = (row.get("gpus"), row.get("dtype"), row.get("bytes"), row.get("chunks"),
+                   row.get("exchange") if row.get("exchange") in ("ipc", "comm") else None)
             if "seconds" in row and f"{key[0]}:{key[1]}:{key[2]}:{key[3]}" not in drop:
                 rows[key] = row  # (the largest-array case has no timed runs)
     return list(rows.values())
@@ -41,7 +42,8 @@ def weak_scaling(rows):
 
 
 def _label(row):
-    return f"{row['dtype']}\n{row['bytes'] / 2**30:g} GiB\n{row['chunks']} chunks"
+    how = {"ipc": "\nIPC", "comm": "\nas data"}.get(row.get("exchange"), "")
+    return f"{row['dtype']}\n{row['bytes'] / 2**30:g} GiB\n{row['chunks']} chunks{how}"
 
 
 def plot(rows, path, title):
