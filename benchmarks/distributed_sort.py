@@ -87,14 +87,13 @@ def sync_workers(client, cpu=False):
     client.run(sync)
 
 
-def _moved(dask_worker):
-    ipc = sys.modules.get("distsort.backends.cuda_ipc")
-    return dask_worker.transfer_outgoing_bytes_total + (ipc.read_stats()["bytes"] if ipc else 0)
-
-
 def _ipc_stats(dask_worker):
     ipc = sys.modules.get("distsort.backends.cuda_ipc")
     return ipc.read_stats() if ipc else {}
+
+
+def _moved(dask_worker):
+    return dask_worker.transfer_outgoing_bytes_total + _ipc_stats(dask_worker).get("bytes", 0)
 
 
 def moved_bytes(client):

@@ -237,8 +237,9 @@ def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw)
 def _sent_by_kind(dask_worker):
     sent = {}
     ipc = sys.modules.get("distsort.backends.cuda_ipc")  # never imports CuPy itself
-    if ipc is not None and ipc.read_stats()["bytes"]:
-        sent["ipc"] = ipc.read_stats()["bytes"]
+    copied = ipc.read_stats()["bytes"] if ipc is not None else 0
+    if copied:
+        sent["ipc"] = copied
     for entry in dask_worker.transfer_outgoing_log:
         for key, nbytes in entry.get("keys", {}).items():
             # distsort-r03-head-<token>: the kind is "head"; other layers: their name's stem

@@ -124,6 +124,8 @@ class _Network:
         b, key, cur = self.backend, (lambda kind, i: self.key(round_id, kind, i)), self.cur
         for i in (lo, hi):
             tasks[key("share", i)] = (after, list(gate), b.share, cur[i])
+        # A merge also waits for its own chunk's share, so that the partner is not kept
+        # waiting behind it on this worker.
         tasks[key("low", lo)] = (after, [key("share", lo)], b.merge_low_shared, cur[lo],
                                  key("share", hi), self.order)
         tasks[key("high", hi)] = (after, [key("share", hi)], b.merge_high_shared, cur[hi],

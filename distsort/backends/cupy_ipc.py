@@ -29,8 +29,8 @@ def merge_low_shared(a, b, order):
     crossing elements are read (copied, when ``b`` is on another GPU)."""
     with opened(b) as (b, borrowed):
         k = _plain.crossing_count(a, b, order.descending)
-        head = _fetched(_plain._slice(b, 0, k), borrowed)
-    return merge_low(a, head, order)
+        head_part = _fetched(_plain._slice(b, 0, k), borrowed)
+    return merge_low(a, head_part, order)
 
 
 def merge_high_shared(b, a, order):
