@@ -190,9 +190,10 @@ def _slice(chunk, start, stop):
     return _chunk(keys[start:stop], None if values is None else values[start:stop])
 
 
-def merge_low(a, b_head, order):
-    """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``."""
-    k = crossing_count(a, b_head, order.descending)
+def merge_low(a, b_head, order, k=None):
+    """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``
+    (``k``: their crossing count, where the caller has it)."""
+    k = crossing_count(a, b_head, order.descending) if k is None else k
     if k == 0:
         return a
     n = length(a)
@@ -201,9 +202,10 @@ def merge_low(a, b_head, order):
     return merge_runs(_slice(a, 0, n - k), _slice(b_head, 0, k), order.descending)
 
 
-def merge_high(b, a_tail, order):
-    """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``."""
-    k = crossing_count(a_tail, b, order.descending)
+def merge_high(b, a_tail, order, k=None):
+    """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``
+    (``k``: their crossing count, where the caller has it)."""
+    k = crossing_count(a_tail, b, order.descending) if k is None else k
     if k == 0:
         return b
     n = length(a_tail)

@@ -30,7 +30,7 @@ def merge_low_shared(a, b, order):
     with opened(b) as (b, borrowed):
         k = _plain.crossing_count(a, b, order.descending)
         head_part = _fetched(_plain._slice(b, 0, k), borrowed)
-    return merge_low(a, head_part, order)
+    return merge_low(a, head_part, order, k)
 
 
 def merge_high_shared(b, a, order):
@@ -39,4 +39,4 @@ def merge_high_shared(b, a, order):
         k = _plain.crossing_count(a, b, order.descending)
         n = length(a)
         tail_part = _fetched(_plain._slice(a, n - k, n), borrowed)
-    return merge_high(b, tail_part, order)
+    return merge_high(b, tail_part, order, k)
