@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|final|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|latency|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh split|mixed|final|verify|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|latency|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
 # narrow bench1 and bench2; BACKEND_TIMEOUT (default 400 s) bounds the backend tests (170
 # tests took 289 s on an H200; the 280 s they had stopped them at 84 %, device_x27).
@@ -156,6 +156,13 @@ for stage in "$@"; do
       wait
       summarize cupy_backend_tests gpu_tests_1gpu outofcore
       tail -8 "$OUT/local.log" ;;
+    verify)  # every one-GPU test on the final code: GPU 1 runs the out-of-core test and the
+             # backend tests, GPU 0 every other one-GPU GPU test
+      CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-500} &
+      backend_tests 1 ${BACKEND_TIMEOUT:-400} --durations=10 &
+      one_gpu_tests 0 ${TESTS_TIMEOUT:-450} --durations=10
+      wait
+      summarize cupy_backend_tests gpu_tests_1gpu outofcore ;;
     kernels)  # issue 3 on a kernel change: the backend tests on GPU 1 while GPU 0 times
               # every pass (stage passes) and runs local_sort.py --quick
       backend_tests 1 ${BACKEND_TIMEOUT:-400} &

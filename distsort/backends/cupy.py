@@ -61,6 +61,13 @@ def _storage(a):
     return a.view(np.uint8) if a.dtype == np.bool_ else a
 
 
+def _storages(keys, values):
+    """The kernels' views of ``keys`` and ``values``; the keys again where there are no
+    values (the kernels take a values pointer and ignore it)."""
+    kst = _storage(keys)
+    return kst, kst if values is None else _storage(values)
+
+
 def _launch(kernel, cfg, p, lanes, head, tail):
     """One pass ``p`` over ``lanes`` lanes: ``kernel(*head, *p.args(), *tail)``."""
     ints = tuple(np.int32(a) for a in p.args())
@@ -80,12 +87,11 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
     n = total // lanes
     cfg, mod = _kernels(keys.dtype, None if values is None else values.dtype)
     mod.allow_smem(cfg.smem)
-    kst = _storage(keys).ravel()
-    vst = kst if values is None else _storage(values).ravel()
+    kst, vst = (a.ravel() for a in _storages(keys, values))
 
     def head(first):
         off = first * n
-        return kst[off:], vst[off:] if values is not None else kst, np.int64(n), np.int64(n)
+        return kst[off:], vst[off:], np.int64(n), np.int64(n)
 
     dm = (_dmask(keys.dtype, descending),)
     for p in passes.plan(cfg, n, merge):
@@ -109,10 +115,8 @@ def merge_runs(a, b, descending=False):
     cfg, mod = _kernels(ak.dtype, None if av is None else av.dtype)
     mod.allow_smem(cfg.smem)
     plan = passes.plan(cfg, m, merge=True)  # m >= 2: at least one pass
-    kst, ast, bst = _storage(keys), _storage(ak), _storage(bk)
-    vst = kst if values is None else _storage(values)
-    avs = ast if av is None else _storage(av)
-    bvs = bst if bv is None else _storage(bv)
+    (kst, vst), (ast, avs), (bst, bvs) = (_storages(keys, values), _storages(ak, av),
+                                          _storages(bk, bv))
     dm = (_dmask(ak.dtype, descending),)
     _launch(mod.merge_pass, cfg, plan[0], 1,
             lambda _: (kst, vst, np.int64(m), ast, avs, np.int64(ma), bst, bvs), dm)
@@ -177,9 +181,7 @@ def crossing_count(a_top, b_bottom, descending):
     kdt, vdt = ka.dtype, None if va is None else va.dtype
     _, mod = _kernels(kdt, vdt)
     out = cupy.empty(1, dtype=np.int64)
-    ka, kb = _storage(ka), _storage(kb)
-    va = ka if vdt is None else _storage(va)
-    vb = kb if vdt is None else _storage(vb)
+    (ka, va), (kb, vb) = _storages(ka, va), _storages(kb, vb)
     mod.crossing_count((1,), (1,),
                        (ka, va, np.int64(ma), kb, vb, np.int64(mb), _dmask(kdt, descending), out))
     return int(out.get()[0])
