@@ -16,9 +16,9 @@ says (``pins``) that its copy is done; a thread of the reader's process waits fo
 the copy and says so, while the merge's task ends as soon as its kernels are
 queued (the report to the scheduler then overlaps the copy and the merge).  Dask's
 reference to the share would not do: the active memory manager may drop the
-owner's replica while the partner reads.  Mappings stay open, at
-most ``MAPPINGS`` of them: an RMM pool then maps once per pair of processes
-(mapping a 110 GB pool took 1.2 s on an H200).
+owner's replica while the partner reads.  Mappings stay open, at most ``MAPPINGS``
+of them: an RMM pool then maps once per pair of processes (mapping a 110 GB pool
+took 1.2 s on an H200).
 
 Not supported: workers that allocate from CuPy's own pool instead of an RMM pool
 (``distsort.cluster.local_cuda_cluster`` and dask-cuda's ``rmm_pool_size`` give
