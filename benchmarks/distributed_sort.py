@@ -15,7 +15,6 @@ bandwidth (measured here with ``cudaMemcpyPeer``).
 """
 from __future__ import annotations
 
-import sys
 import time
 from collections import defaultdict
 
@@ -23,7 +22,7 @@ import dask
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from distsort.cluster import bytes_sent_by_kind, diff_sent
+from distsort.cluster import bytes_sent_by_kind, diff_sent, ipc_read_stats
 from distsort.graph import round_task_kind
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
@@ -87,13 +86,8 @@ def sync_workers(client, cpu=False):
     client.run(sync)
 
 
-def _ipc_stats(dask_worker):
-    ipc = sys.modules.get("distsort.backends.cuda_ipc")
-    return ipc.read_stats() if ipc else {}
-
-
 def _moved(dask_worker):
-    return dask_worker.transfer_outgoing_bytes_total + _ipc_stats(dask_worker).get("bytes", 0)
+    return dask_worker.transfer_outgoing_bytes_total + ipc_read_stats().get("bytes", 0)
 
 
 def moved_bytes(client):
@@ -392,7 +386,7 @@ def run_case(client, n, dtype, args, workers):
         run()
         sync_workers(client, args.cpu)
     state["moved"] = moved_bytes(client) - before
-    state["ipc"] = client.run(_ipc_stats)
+    state["ipc"] = client.run(ipc_read_stats)
     state["kinds"] = diff_sent(kinds, bytes_sent_by_kind(client))
     spilled = spill_counts(client, since=spilled)
     check_sorted(client, state["s"], x)

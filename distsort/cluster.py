@@ -234,10 +234,17 @@ def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw)
     return client
 
 
+def ipc_read_stats(dask_worker=None) -> dict:
+    """What this process's merges copied from other GPU workers' memory through CUDA
+    IPC (``distsort.backends.cuda_ipc.read_stats``), ``{}`` where none ran; never
+    imports CuPy itself.  Run it on the workers: ``client.run(ipc_read_stats)``."""
+    ipc = sys.modules.get("distsort.backends.cuda_ipc")
+    return ipc.read_stats() if ipc is not None else {}
+
+
 def _sent_by_kind(dask_worker):
     sent = {}
-    ipc = sys.modules.get("distsort.backends.cuda_ipc")  # never imports CuPy itself
-    copied = ipc.read_stats()["bytes"] if ipc is not None else 0
+    copied = ipc_read_stats().get("bytes", 0)
     if copied:
         sent["ipc"] = copied
     for entry in dask_worker.transfer_outgoing_log:
