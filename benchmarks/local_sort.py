@@ -164,7 +164,8 @@ def huge(gb):
 
 
 VARIANTS = [  # (threads, smem, row_bytes, E for <= 4-byte elements, min blocks per SM)
-    (256, 113 * 1024, 128, 32, 2),   # Hopper's table: 2^14 tile, two blocks per SM (16 warps)
+    (128, 74 * 1024, 128, 32, 3),    # Hopper's table: 2^14 tile, three blocks per SM (12 warps)
+    (256, 113 * 1024, 128, 32, 2),   # 2^14 tile, two blocks per SM (16 warps; table until v11)
     (512, 227 * 1024, 128, 32, 1),   # 2^15 tile, one block per SM (fewer passes)
     (512, 113 * 1024, 128, 16, 2),   # 2^14 tile, two blocks per SM (32 warps)
     (256, 113 * 1024, 64, 32, 2),    # 64-byte rows: one more step per GROUP pass

@@ -73,11 +73,11 @@ def test_long_arrays(dtype, vdtype, ways):
     assert ran == ways, f"ways of addressing that ran: {ran:#06b}, expected {ways:#06b}"
 
 
-#: Hopper's tuning (tuning.py) with 32 threads instead of 256: the same tiles and E, hence
+#: Hopper's tuning (tuning.py) with 32 threads instead of 128: the same tiles and E, hence
 #: the same compile-time phases as the GPU's kernels (uint32: 2^14 tiles, E=32;
 #: uint32+uint32: 2^13, E=16), at a thread count the emulator runs quickly.
-HOPPER_SHAPE = {"smem": 113 * 1024, "threads": 32, "regs": [32, 16, 8], "row_bytes": 128,
-                "min_blocks": 2}
+HOPPER_SHAPE = {"smem": 74 * 1024, "threads": 32, "regs": [32, 16, 8], "row_bytes": 128,
+                "min_blocks": 3}
 
 
 @pytest.mark.parametrize("tuning,dtype,vdtype,extra", [

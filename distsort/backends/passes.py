@@ -23,6 +23,7 @@ class Config(NamedTuple):
 def config(tab: dict, key_size: int, value_size: int = 0) -> Config:
     """The block shape for keys of ``key_size`` bytes and values of ``value_size``
     (0: keys only) under the tuning table ``tab``."""
+    tab = tuning.shape(tab, key_size, value_size)
     regs = tuning.regs_per_thread(tab, key_size + value_size)
     tile = tuning.tile_bits(tab, key_size, value_size, regs)
     # A phase's register window sits at tile bit 0 or at bit log2 E or above, so a

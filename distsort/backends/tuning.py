@@ -6,15 +6,18 @@ threads it has and how many elements each thread holds in registers.
 
 ``smem``      bytes of shared memory one block may take (the tile is the largest
               power of two of elements that fits, with one spare slot per E elements).
-``threads``   threads per block (registers: E elements + addresses, no spills at 512).
+``threads``   threads per block (each holds E elements and their addresses in registers).
 ``regs``      E, elements per thread in a phase, by key+value bytes (<= 4, <= 8, more):
               each phase runs log2(E) network steps in registers.
 ``row_bytes`` contiguous bytes of each row of a global (strided) pass: the rows are
               read and written whole, so 128 bytes keep the accesses coalesced.
 ``min_blocks`` blocks per SM the register budget must allow (``__launch_bounds__``).
 
+``keys8``     entries that replace the others for 8-byte keys without values.
+
 ``DISTSORT_TUNING`` (a JSON object in the environment) overrides entries of every
-table, for tuning experiments.
+table, and then holds for every element size (``keys8`` is dropped), for tuning
+experiments.
 """
 from __future__ import annotations
 
@@ -23,12 +26,14 @@ import os
 
 TABLES = {
     # Hopper (H100, H200): 227 KB of shared memory per block, 64 K registers per SM.
-    # Two blocks of 256 threads per SM (2^14-element tiles of 4-byte keys): one block's
-    # global loads overlap the other's shared-memory phases.  Against one 512-thread
-    # block with 2^15 tiles (fewer passes) on an H200, 2^28 keys: uint32 34.0 vs 36.6 ms,
-    # float64 72.7 vs 81.4, uint32+uint32 81.9 vs 92.9 (results/local_sort_NVIDIA_H200_*).
-    9: {"smem": 113 * 1024, "threads": 256, "regs": (32, 16, 8), "row_bytes": 128,
-        "min_blocks": 2},
+    # Three blocks of 128 threads per SM (2^14-element tiles of 4-byte keys, 2^13 of
+    # 8-byte elements, 168 registers): while one block waits for its tile, two run
+    # their phases.  Tiles load by cp.async (sort.cu), which holds no registers.  On an
+    # H200, 2^28 elements, against two blocks of 256 threads (the table until v11, and
+    # still the faster shape for 8-byte keys alone): uint32 20.0 vs 21.5 ms, float64
+    # 48.8 vs 47.5, uint32+uint32 49.5 vs 56.3 (benchmarks/NOTES_local_sort.md, v12).
+    9: {"smem": 74 * 1024, "threads": 128, "regs": (32, 16, 8), "row_bytes": 128,
+        "min_blocks": 3, "keys8": {"smem": 113 * 1024, "threads": 256, "min_blocks": 2}},
     # Ampere / Ada: 163 KB (A100) or 99 KB (consumer); the smaller one is safe.
     8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
         "min_blocks": 1},
@@ -42,8 +47,21 @@ def table(major: int) -> dict:
     tab = TABLES[major] if major in TABLES else TABLES[9] if major > 9 else DEFAULT
     override = os.environ.get("DISTSORT_TUNING")
     if override:
-        tab = {**tab, **json.loads(override)}
+        tab = {**{k: v for k, v in tab.items() if k != "keys8"}, **json.loads(override)}
     return tab
+
+
+def shape(tab: dict, key_size: int, value_size: int) -> dict:
+    """The entries of ``tab`` for keys of ``key_size`` bytes and values of ``value_size``
+    (0: none).
+
+    >>> shape(TABLES[9], 8, 0)["threads"], shape(TABLES[9], 4, 4)["threads"]
+    (256, 128)
+    """
+    flat = {k: v for k, v in tab.items() if k != "keys8"}
+    if key_size == 8 and not value_size:
+        flat.update(tab.get("keys8", {}))
+    return flat
 
 
 def regs_per_thread(tab: dict, elem_bytes: int) -> int:

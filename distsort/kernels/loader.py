@@ -26,9 +26,10 @@ def scalar_type(dtype) -> str:
 class Module:
     """The compiled kernels of one (key dtype, value dtype or None, E, threads, blocks
     per SM that the register budget must allow, log2 of the tuned tile: the phases of
-    its MERGE passes are compiled with compile-time windows)."""
+    its MERGE passes are compiled with compile-time windows).  ``defines``: extra
+    ``-D`` options, for benchmarks (``DISTSORT_PROBE``)."""
 
-    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile):
+    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile, defines=()):
         import cupy
 
         k = scalar_type(key_dtype)
@@ -38,7 +39,7 @@ class Module:
         self.cross_name = f"crossing_count<{k},{v}>"
         source = (HERE / "sort.cu").read_text()
         self.module = cupy.RawModule(
-            code=source, options=("-std=c++17", f"-I{HERE}"),
+            code=source, options=("-std=c++17", f"-I{HERE}", *defines),
             name_expressions=[self.pass_name, self.merge_name, self.cross_name])
         self.bitonic_pass = self.module.get_function(self.pass_name)
         self.merge_pass = self.module.get_function(self.merge_name)

@@ -253,6 +253,12 @@ template <class K, class V> struct Runs {
     __device__ __forceinline__ typename V::U val(long long i) const {
         return i < ma ? av_end[-i] : bv[i - ma];
     }
+    __device__ __forceinline__ const typename K::U* key_at(long long i) const {
+        return i < ma ? a_end - i : b + (i - ma);
+    }
+    __device__ __forceinline__ const typename V::U* val_at(long long i) const {
+        return i < ma ? av_end - i : bv + (i - ma);
+    }
 };
 
 template <class K, class V> struct Batch {  // loads in flight per thread
@@ -295,6 +301,86 @@ __device__ __forceinline__ void load_tile(const Src& src, const typename K::U* k
             if constexpr (HV) sv[wk.spos(e0 + u)] = ok[u] ? v[u] : V::value_max();
         }
     }
+}
+
+// Copies from global to shared memory that hold no registers while in flight (cp.async,
+// sm_80 and later; 4 or 8 bytes): a thread has its whole share of a tile in flight at
+// once, where the loads through registers (`load_tile`) have one batch.  Three blocks of
+// 128 threads per SM (Hopper's table) have too few registers for enough batches.
+template <class T> __device__ __forceinline__ void copy_async(T* dst, const T* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "cp.async copies 4, 8 or 16 bytes");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "n"(sizeof(T))
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+}
+__device__ __forceinline__ void copy_async_wait() {  // this thread's copies have landed
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+// DISTSORT_ASYNC=0 (benchmarks/overlap_probe.py --define) loads every tile through registers.
+#ifndef DISTSORT_ASYNC
+#define DISTSORT_ASYNC 1
+#endif
+template <class K, class V> struct Async {  // element sizes cp.async copies
+    static constexpr bool ok = (sizeof(typename K::U) == 4 || sizeof(typename K::U) == 8) &&
+        (!HasValues<V>::value || sizeof(typename V::U) == 4 || sizeof(typename V::U) == 8);
+};
+
+// `load_tile` of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT) by cp.async: the
+// raw bits land in shared memory, and each thread then turns its own keys into order
+// codes (nothing to do for unsigned ascending keys).
+template <class K, class V, int NT, int LOGE, int IO, class Src>
+__device__ __forceinline__ void load_tile_async(const Src& src, const typename K::U* keys,
+                                                const typename V::U* vals,
+                                                const Walk<NT, LOGE>& wk, typename K::U* sk,
+                                                typename V::U* sv, typename K::U dm) {
+    typedef typename K::U U;
+    constexpr bool HV = HasValues<V>::value;
+    constexpr int B = Batch<K, V>::N;
+    for (int e0 = 0; e0 < wk.count; e0 += B) {
+        const long long i0 = wk.at(e0);
+#pragma unroll
+        for (int u = 0; u < B; ++u) {
+            const long long i = i0 + batch_at<NT, LOGE, IO>(wk, u);
+            const int a = wk.spos(e0 + u);
+            if constexpr (Src::runs) {
+                copy_async(sk + a, src.key_at(i));
+                if constexpr (HV) copy_async(sv + a, src.val_at(i));
+            } else {
+                copy_async(sk + a, keys + i);
+                if constexpr (HV) copy_async(sv + a, vals + i);
+            }
+        }
+    }
+    copy_async_wait();
+    if (K::KIND != KIND_UNSIGNED || dm != 0)
+        for (int e = 0; e < wk.count; ++e) {
+            U& c = sk[wk.spos(e)];
+            c = (U)(K::total(c) ^ dm);
+        }
+}
+
+// The load of a tile by the addressing `io`: cp.async where the sizes allow.
+template <class K, class V, int NT, int LOGE, class Src>
+__device__ __forceinline__ void load_any(int io, const Src& src, const typename K::U* keys,
+                                         const typename V::U* vals, long long n,
+                                         const Walk<NT, LOGE>& wk, typename K::U* sk,
+                                         typename V::U* sv, typename K::U dm) {
+    if constexpr (Async<K, V>::ok && DISTSORT_ASYNC) {
+        if (io == IO_ROWS) return load_tile_async<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, wk, sk, sv, dm);
+        if (io == IO_STRIDED) return load_tile_async<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, wk, sk, sv, dm);
+        if (io == IO_SHORT) return load_tile_async<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, wk, sk, sv, dm);
+    } else {
+        if (io == IO_ROWS) return load_tile<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
+        if (io == IO_STRIDED) return load_tile<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
+        if (io == IO_SHORT) return load_tile<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
+    }
+    load_tile<K, V, NT, LOGE, IO_ANY>(src, keys, vals, n, wk, sk, sv, dm);
 }
 
 template <class K, class V, int NT, int LOGE, int IO>
@@ -444,6 +530,13 @@ __device__ __noinline__ void merge_first_phase(const Src& src, long long start,
     }
 }
 
+// DISTSORT_PROBE (benchmarks/overlap_probe.py): 1 runs a pass's global loads and stores
+// without its phases, 2 its phases without global memory; 0 (the library) both.
+#ifndef DISTSORT_PROBE
+#define DISTSORT_PROBE 0
+#endif
+constexpr int PROBE = DISTSORT_PROBE;
+
 // One pass (see the top of this file), its elements read from `src`.
 template <class K, class V, int E, int NT, int TB, class Src>
 __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, typename V::U* vals,
@@ -466,14 +559,13 @@ __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, ty
     const int io = io_kind<B>(wk, full);
     DISTSORT_IO_KIND(io);
     // A whole MERGE tile of the tuned size: its first phase loads from global memory.
-    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full;
-    if (direct)
+    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full && PROBE == 0;
+    if (PROBE == 2) {  // phases only: the tile is whatever shared memory holds
+    } else if (direct)
         merge_first_phase<K, V, E, NT, TB>(src, tile.start, keys + tile.start,
                                            vals + (HasValues<V>::value ? tile.start : 0), sk, sv, dm);
-    else if (io == IO_ROWS) load_tile<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
-    else if (io == IO_STRIDED) load_tile<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
-    else if (io == IO_SHORT) load_tile<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
-    else load_tile<K, V, NT, LOGE, IO_ANY>(src, keys, vals, n, wk, sk, sv, dm);
+    else load_any<K, V, NT, LOGE>(io, src, keys, vals, n, wk, sk, sv, dm);
+    if (PROBE == 1) mode = 3;  // global loads and stores only
     if (mode == 0) {
         __syncthreads();
         phase_sort<K, V, E, NT>(sk, sv, tb, dm);
@@ -482,7 +574,7 @@ __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, ty
     // The steps of the pass as a list of segments: a first phase (a mirror step and the
     // half-cleaners in its window), then half-cleaners from bit `rem` down to `stop` in
     // phases.  SORT: one segment per stage above LOGE; MERGE and GROUP: one.
-    for (int s = LOGE + 1, last = mode == 0 ? tb : LOGE + 1; s <= last; ++s) {
+    for (int s = LOGE + 1, last = mode == 0 ? tb : mode == 3 ? 0 : LOGE + 1; s <= last; ++s) {
         int q = 0, mb = -1, steps = 0, rem, stop = 0;
         if (mode == 0) {  // the stage's mirror with its steps above bit LOGE, then the rest
             q = s - LOGE > LOGE ? s - LOGE : LOGE, mb = s - 1 - q, steps = mb + 1, rem = q - 1;
@@ -499,6 +591,7 @@ __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, ty
         half_cleaners<K, V, E, NT, TB>(sk, sv, tb, rem, stop, dm);
     }
     __syncthreads();
+    if (PROBE == 2) return;
     if (io == IO_ROWS) store_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
     else if (io == IO_STRIDED) store_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
     else if (io == IO_SHORT) store_tile<K, V, NT, LOGE, IO_SHORT>(keys, vals, n, wk, sk, sv, dm);
