@@ -65,3 +65,26 @@ def test_hopper_pass_counts(key, value, count, before):
     # A bitonic merge is one stage: its passes are as before.
     merge = passes.plan(cfg, 2**29, merge=True)
     assert len(merge) == 1 + -(-(29 - cfg.tile) // cfg.kmax)
+
+
+@pytest.mark.parametrize("key,value,threads,min_blocks,tile", [
+    (4, 0, 128, 3, 14), (8, 0, 256, 2, 13), (4, 4, 128, 3, 13), (8, 8, 128, 3, 12),
+    (1, 0, 128, 3, 16)])
+def test_hopper_block_shapes(key, value, threads, min_blocks, tile):
+    """Hopper's table: three 128-thread blocks per SM, but two of 256 threads for 8-byte
+    keys alone (``keys8``); the shared memory of ``min_blocks`` blocks fits an SM (228 KB,
+    1 KB of it reserved per block)."""
+    cfg = passes.config(tuning.TABLES[9], key, value)
+    assert (cfg.threads, cfg.min_blocks, cfg.tile) == (threads, min_blocks, tile)
+    assert cfg.min_blocks * (cfg.smem + 1024) <= 228 * 1024
+
+
+def test_tuning_override_holds_for_every_size(monkeypatch):
+    """``DISTSORT_TUNING`` sets one shape for every element size (``keys8`` is dropped)."""
+    monkeypatch.setenv("DISTSORT_TUNING", '{"threads": 512, "min_blocks": 1}')
+    tab = tuning.table(9)
+    for key, value in [(4, 0), (8, 0), (4, 4)]:
+        cfg = passes.config(tab, key, value)
+        assert (cfg.threads, cfg.min_blocks) == (512, 1)
+    monkeypatch.delenv("DISTSORT_TUNING")
+    assert passes.config(tuning.table(9), 8, 0).threads == 256

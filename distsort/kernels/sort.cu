@@ -372,13 +372,23 @@ __device__ __forceinline__ void load_any(int io, const Src& src, const typename 
                                          const Walk<NT, LOGE>& wk, typename K::U* sk,
                                          typename V::U* sv, typename K::U dm) {
     if constexpr (Async<K, V>::ok && DISTSORT_ASYNC) {
-        if (io == IO_ROWS) return load_tile_async<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, wk, sk, sv, dm);
-        if (io == IO_STRIDED) return load_tile_async<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, wk, sk, sv, dm);
-        if (io == IO_SHORT) return load_tile_async<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, wk, sk, sv, dm);
+        switch (io) {
+        case IO_ROWS:
+            return load_tile_async<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, wk, sk, sv, dm);
+        case IO_STRIDED:
+            return load_tile_async<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, wk, sk, sv, dm);
+        case IO_SHORT:
+            return load_tile_async<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, wk, sk, sv, dm);
+        }
     } else {
-        if (io == IO_ROWS) return load_tile<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
-        if (io == IO_STRIDED) return load_tile<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
-        if (io == IO_SHORT) return load_tile<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
+        switch (io) {
+        case IO_ROWS:
+            return load_tile<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
+        case IO_STRIDED:
+            return load_tile<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
+        case IO_SHORT:
+            return load_tile<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
+        }
     }
     load_tile<K, V, NT, LOGE, IO_ANY>(src, keys, vals, n, wk, sk, sv, dm);
 }
@@ -559,36 +569,38 @@ __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, ty
     const int io = io_kind<B>(wk, full);
     DISTSORT_IO_KIND(io);
     // A whole MERGE tile of the tuned size: its first phase loads from global memory.
-    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full && PROBE == 0;
+    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full && !PROBE;
     if (PROBE == 2) {  // phases only: the tile is whatever shared memory holds
     } else if (direct)
         merge_first_phase<K, V, E, NT, TB>(src, tile.start, keys + tile.start,
                                            vals + (HasValues<V>::value ? tile.start : 0), sk, sv, dm);
     else load_any<K, V, NT, LOGE>(io, src, keys, vals, n, wk, sk, sv, dm);
-    if (PROBE == 1) mode = 3;  // global loads and stores only
-    if (mode == 0) {
-        __syncthreads();
-        phase_sort<K, V, E, NT>(sk, sv, tb, dm);
-    }
-    if (mode == 2 && pre > 0) half_cleaners<K, V, E, NT, TB>(sk, sv, tb, pre - 1, 0, dm);
-    // The steps of the pass as a list of segments: a first phase (a mirror step and the
-    // half-cleaners in its window), then half-cleaners from bit `rem` down to `stop` in
-    // phases.  SORT: one segment per stage above LOGE; MERGE and GROUP: one.
-    for (int s = LOGE + 1, last = mode == 0 ? tb : mode == 3 ? 0 : LOGE + 1; s <= last; ++s) {
-        int q = 0, mb = -1, steps = 0, rem, stop = 0;
-        if (mode == 0) {  // the stage's mirror with its steps above bit LOGE, then the rest
-            q = s - LOGE > LOGE ? s - LOGE : LOGE, mb = s - 1 - q, steps = mb + 1, rem = q - 1;
-        } else if (mode == 1) {
-            rem = direct ? window(top, 0, tb, LOGE).low - 1 : top;
-        } else {
-            steps = mirror ? (k < LOGE ? k : LOGE) : 0;
-            q = tb - LOGE, mb = LOGE - 1, rem = tb - 1 - steps, stop = tb - k;
-        }
-        if (steps) {
+    if (PROBE != 1) {  // the steps (none when probing global loads and stores only)
+        if (mode == 0) {
             __syncthreads();
-            run_phase<K, V, E, NT, TB>(sk, sv, tb, q, mb, mb - 1, steps, dm);
+            phase_sort<K, V, E, NT>(sk, sv, tb, dm);
         }
-        half_cleaners<K, V, E, NT, TB>(sk, sv, tb, rem, stop, dm);
+        if (mode == 2 && pre > 0) half_cleaners<K, V, E, NT, TB>(sk, sv, tb, pre - 1, 0, dm);
+        // The steps of the pass as a list of segments: a first phase (a mirror step and the
+        // half-cleaners in its window), then half-cleaners from bit `rem` down to `stop` in
+        // phases.  SORT: one segment per stage above LOGE; MERGE and GROUP: one.
+        for (int s = LOGE + 1, last = mode == 0 ? tb : LOGE + 1; s <= last; ++s) {
+            int q = 0, mb = -1, steps = 0, rem, stop = 0;
+            if (mode == 0) {  // the stage's mirror with its steps above bit LOGE, then the rest
+                q = s - LOGE > LOGE ? s - LOGE : LOGE, mb = s - 1 - q, steps = mb + 1;
+                rem = q - 1;
+            } else if (mode == 1) {
+                rem = direct ? window(top, 0, tb, LOGE).low - 1 : top;
+            } else {
+                steps = mirror ? (k < LOGE ? k : LOGE) : 0;
+                q = tb - LOGE, mb = LOGE - 1, rem = tb - 1 - steps, stop = tb - k;
+            }
+            if (steps) {
+                __syncthreads();
+                run_phase<K, V, E, NT, TB>(sk, sv, tb, q, mb, mb - 1, steps, dm);
+            }
+            half_cleaners<K, V, E, NT, TB>(sk, sv, tb, rem, stop, dm);
+        }
     }
     __syncthreads();
     if (PROBE == 2) return;
