@@ -26,27 +26,39 @@ from distsort.kernels.loader import Module  # noqa: E402
 from pass_profile import MODES, fresh  # noqa: E402
 
 
-def pass_times(mod, cfg, keys, values, reps):
-    """Median ms of each pass of an ascending sort (``reps`` runs)."""
+def run_plan(mod, cfg, keys, values):
+    """Launch the passes of an ascending sort of ``keys`` (one lane); a pair of CUDA
+    events around each."""
     n = keys.size
     head = (keys, keys if values is None else values, np.int64(n), np.int64(n))
     dm = (cpb._dmask(keys.dtype, False),)
-    plan = passes.plan(cfg, n)
+    events = []
+    for p in passes.plan(cfg, n):
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        a.record()
+        cpb._launch(mod.bitonic_pass, cfg, p, 1, lambda _: head, dm)
+        b.record()
+        events.append((a, b))
+    return events
+
+
+def pass_times(mod, cfg, keys, values, reps):
+    """Median ms of each pass (``reps`` runs after a warm-up), the arrays refilled with
+    fresh random elements before every run."""
     times = []
-    for _ in range(reps + 1):  # the first run compiles and warms up
-        events = []
-        for p in plan:
-            a, b = cupy.cuda.Event(), cupy.cuda.Event()
-            a.record()
-            cpb._launch(mod.bitonic_pass, cfg, p, 1, lambda _: head, dm)
-            b.record()
-            events.append((a, b))
+    for r in range(reps + 1):  # the first run compiles and warms up
+        keys[:] = fresh(keys.size, keys.dtype, 100 + r)
+        if values is not None:
+            values[:] = fresh(values.size, values.dtype, 200 + r)
+        events = run_plan(mod, cfg, keys, values)
         cupy.cuda.Device().synchronize()
         times.append([cupy.cuda.get_elapsed_time(a, b) for a, b in events])
-    return plan, np.median(np.array(times[1:]), axis=0)
+    return np.median(np.array(times[1:]), axis=0)
 
 
 def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
+    """Per-pass times of a sort of ``n`` elements of ``pair`` ("uint32", "uint32+uint32") under each
+    of ``probes``, and a check of the library's kernel (probe 0) on fresh data."""
     kd, _, vd = pair.partition("+")
     vd = vd or None
     cfg = cpb._config(kd, vd)
@@ -56,19 +68,15 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
         mod = Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile,
                      defines=(f"-DDISTSORT_PROBE={probe_id}", *defines))
         mod.allow_smem(cfg.smem)
-        plan, ms = pass_times(mod, cfg, keys, values, reps)
-        rows[probe_id] = ms
-    # correctness of the probe-0 kernel on fresh data (it is the library's kernel)
+        rows[probe_id] = pass_times(mod, cfg, keys, values, reps)
+    plan = passes.plan(cfg, n)
     keys, values = fresh(n, kd, 3), None if vd is None else fresh(n, vd, 4)
     ref = cupy.sort(keys) if vd is None else cupy.lexsort(cupy.stack([values, keys]))
     refk = ref if vd is None else keys[ref]
     refv = None if vd is None else values[ref]
     mod = Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile, defines=defines)
     mod.allow_smem(cfg.smem)
-    for p in passes.plan(cfg, n):
-        cpb._launch(mod.bitonic_pass, cfg, p, 1, lambda _: (keys, keys if vd is None else values,
-                                                             np.int64(n), np.int64(n)),
-                    (cpb._dmask(keys.dtype, False),))
+    run_plan(mod, cfg, keys, values)
     ok = bool((keys == refk).all()) and (vd is None or bool((values == refv).all()))
     kinds = defaultdict(lambda: np.zeros(4))
     out = []
