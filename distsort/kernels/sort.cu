@@ -365,30 +365,32 @@ __device__ __forceinline__ void load_tile_async(const Src& src, const typename K
         }
 }
 
-// The load of a tile by the addressing `io`: cp.async where the sizes allow.
+// The load of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT): by cp.async where
+// the sizes allow, else through registers.
+template <class K, class V, int NT, int LOGE, int IO, class Src>
+__device__ __forceinline__ void load_whole(const Src& src, const typename K::U* keys,
+                                           const typename V::U* vals, long long n,
+                                           const Walk<NT, LOGE>& wk, typename K::U* sk,
+                                           typename V::U* sv, typename K::U dm) {
+    if constexpr (Async<K, V>::ok && DISTSORT_ASYNC)
+        load_tile_async<K, V, NT, LOGE, IO>(src, keys, vals, wk, sk, sv, dm);
+    else
+        load_tile<K, V, NT, LOGE, IO>(src, keys, vals, n, wk, sk, sv, dm);
+}
+
+// The load of a tile by the addressing `io`.
 template <class K, class V, int NT, int LOGE, class Src>
 __device__ __forceinline__ void load_any(int io, const Src& src, const typename K::U* keys,
                                          const typename V::U* vals, long long n,
                                          const Walk<NT, LOGE>& wk, typename K::U* sk,
                                          typename V::U* sv, typename K::U dm) {
-    if constexpr (Async<K, V>::ok && DISTSORT_ASYNC) {
-        switch (io) {
-        case IO_ROWS:
-            return load_tile_async<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, wk, sk, sv, dm);
-        case IO_STRIDED:
-            return load_tile_async<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, wk, sk, sv, dm);
-        case IO_SHORT:
-            return load_tile_async<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, wk, sk, sv, dm);
-        }
-    } else {
-        switch (io) {
-        case IO_ROWS:
-            return load_tile<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
-        case IO_STRIDED:
-            return load_tile<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
-        case IO_SHORT:
-            return load_tile<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
-        }
+    switch (io) {
+    case IO_ROWS:
+        return load_whole<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
+    case IO_STRIDED:
+        return load_whole<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
+    case IO_SHORT:
+        return load_whole<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
     }
     load_tile<K, V, NT, LOGE, IO_ANY>(src, keys, vals, n, wk, sk, sv, dm);
 }
