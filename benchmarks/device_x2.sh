@@ -2,7 +2,7 @@
 # The GPU runs of the distributed issues, in stages; one call of at most 10 minutes
 # takes mixed (about 6 minutes), another tests2 + big (about 4); tests1 and outofcore
 # need one GPU only (the kind nvidia-h200 does):
-#   bash benchmarks/device_x2.sh split|mixed|final|verify|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|latency|largest|shared|outofcore|deploy
+#   bash benchmarks/device_x2.sh variants|split|mixed|final|verify|big|big2|backend_ooc|merge|passes|kernels|full|transfer|tests1|tests2|local|bench2|bench1|latency|largest|shared|outofcore|deploy
 # RUNS=1 times one run per case after the warm-up (default 2); SIZES1, SIZES2 and DTYPES
 # narrow bench1 and bench2; BACKEND_TIMEOUT (default 400 s) bounds the backend tests (170
 # tests took 289 s on an H200; the 280 s they had stopped them at 84 %, device_x27).
@@ -156,6 +156,22 @@ for stage in "$@"; do
       wait
       summarize cupy_backend_tests gpu_tests_1gpu outofcore
       tail -8 "$OUT/local.log" ;;
+    variants)  # issue 3: the three target sorts (2^28) on GPU 0 under each kernel variant of
+               # VARIANTS (default "base"; a variant: -D options of sort.cu without the
+               # DISTSORT_ prefix, joined by commas, e.g. ASYNC=0), then the
+               # key-value sort probed (overlap_probe.py) under PROBE_VARIANT
+      export CUDA_VISIBLE_DEVICES=0
+      for v in ${VARIANTS:-base}; do
+        defs=(); [ "$v" = base ] || for d in ${v//,/ }; do defs+=(--define "DISTSORT_$d"); done
+        timeout 150 python3 benchmarks/overlap_probe.py --full-only "${defs[@]}" \
+          --json "$OUT/variant_${v//[=,]/_}.json" 2>&1 | grep -E "passes|Error|error"
+      done
+      if [ -n "${PROBE_VARIANT:-}" ]; then
+        defs=(); for d in ${PROBE_VARIANT//,/ }; do defs+=(--define "DISTSORT_$d"); done
+        timeout 120 python3 benchmarks/overlap_probe.py --pairs uint32+uint32 "${defs[@]}" \
+          2>&1 | tee "$OUT/variant_probe.log"
+      fi
+      unset CUDA_VISIBLE_DEVICES ;;
     verify)  # every one-GPU test on the final code: GPU 1 runs the out-of-core test and the
              # backend tests, GPU 0 every other one-GPU GPU test
       CUDA_VISIBLE_DEVICES=1 outofcore_test ${OOC_TIMEOUT:-500} &

@@ -25,6 +25,8 @@ from distsort.kernels.loader import HERE as KERNELS, scalar_type
 
 EMU = Path(__file__).resolve().parent / "emulator" / "emu.cpp"
 CXX = os.environ.get("CXX", "g++")
+#: Extra -D options of the kernels (e.g. "-DDISTSORT_ASYNC=0"), to emulate a variant.
+DEFINES = os.environ.get("DISTSORT_EMU_DEFINES", "").split()
 
 
 def available():
@@ -37,14 +39,16 @@ def build(key_dtype, value_dtype, regs, threads, tile):
     kt = scalar_type(key_dtype)
     vt = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
     sources = b"".join(p.read_bytes() for p in sorted(KERNELS.glob("*.cu*"))) + EMU.read_bytes()
-    tag = hashlib.sha1(sources + f"{kt}{vt}{regs}{threads}/{tile}".encode()).hexdigest()[:16]
+    tag = f"{kt}{vt}{regs}{threads}/{tile}{DEFINES}"
+    tag = hashlib.sha1(sources + tag.encode()).hexdigest()[:16]
     lib = Path(tempfile.gettempdir()) / "distsort-emu" / f"{tag}.so"
     if not lib.exists():
         lib.parent.mkdir(exist_ok=True)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
                         "-w", f"-I{KERNELS}", f"-DKT={kt}", f"-DVT={vt}", f"-DE_={regs}",
-                        f"-DNT_={threads}", f"-DTB_={tile}", str(EMU), "-o", str(tmp)], check=True)
+                        f"-DNT_={threads}", f"-DTB_={tile}", *DEFINES, str(EMU), "-o", str(tmp)],
+                       check=True)
         os.replace(tmp, lib)
     so = ctypes.CDLL(str(lib))
     ll, ull, p = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p
