@@ -47,7 +47,8 @@ def table(major: int) -> dict:
     tab = TABLES[major] if major in TABLES else TABLES[9] if major > 9 else DEFAULT
     override = os.environ.get("DISTSORT_TUNING")
     if override:
-        tab = {**{k: v for k, v in tab.items() if k != "keys8"}, **json.loads(override)}
+        tab = {**tab, **json.loads(override)}
+        tab.pop("keys8", None)
     return tab
 
 
@@ -58,9 +59,10 @@ def shape(tab: dict, key_size: int, value_size: int) -> dict:
     >>> shape(TABLES[9], 8, 0)["threads"], shape(TABLES[9], 4, 4)["threads"]
     (256, 128)
     """
-    flat = {k: v for k, v in tab.items() if k != "keys8"}
+    flat = dict(tab)
+    keys8 = flat.pop("keys8", {})
     if key_size == 8 and not value_size:
-        flat.update(tab.get("keys8", {}))
+        flat.update(keys8)
     return flat
 
 
