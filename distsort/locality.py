@@ -108,7 +108,7 @@ def pairs_in_flight(client=None, per_worker=PAIRS_PER_WORKER, hosts=...) -> int:
     if hosts is ...:
         hosts = worker_hosts(client)
     workers = os.cpu_count() if hosts is None else len(hosts)
-    return per_worker * max(1, workers or 1)
+    return per_worker * (workers or 1)  # cpu_count() may be None
 
 
 def share_crossing_parts(client=None, hosts=...) -> bool:
