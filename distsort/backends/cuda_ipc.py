@@ -149,23 +149,19 @@ def opened(chunk):
     copy what crosses with :func:`copy_in` (on the current stream) before the block
     ends: the owner may free the memory once what the stream had queued by then is
     done."""
-    if isinstance(chunk, Shared):
-        try:
-            yield chunk.chunk, False
-        finally:
-            mark_read(*chunk._ticket)
-        return
-    if not isinstance(chunk, Remote):
+    if not isinstance(chunk, (Shared, Remote)):
         yield chunk, False
         return
-    if chunk.pid == os.getpid() and chunk.host == host_id():  # pickled and back (spilled)
-        own = _LOCAL.get(chunk.key)
+    own = chunk if isinstance(chunk, Shared) else None
+    if own is None and chunk.pid == os.getpid() and chunk.host == host_id():
+        own = _LOCAL.get(chunk.key)  # pickled and back (spilled)
         if own is None:
             raise RuntimeError("distsort: a shared chunk was read after its owner freed it")
+    if own is not None:  # this process's own share: read in place, then unpinned
         try:
             yield own.chunk, False
         finally:
-            mark_read(*chunk.ticket)
+            mark_read(*own._ticket)
         return
     if chunk.host != host_id():
         raise RuntimeError(
