@@ -23,26 +23,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from distsort.backends import cupy as cpb, passes  # noqa: E402
 from distsort.kernels.loader import Module  # noqa: E402
-from pass_profile import MODES, fresh  # noqa: E402
+from pass_profile import MODES, fresh, launches, timed_sort  # noqa: E402
 
 
-def run_plan(mod, cfg, keys, values):
-    """Launch the passes of an ascending sort of ``keys`` (one lane); a pair of CUDA
-    events around each."""
-    n = keys.size
-    head = (keys, keys if values is None else values, np.int64(n), np.int64(n))
-    dm = (cpb._dmask(keys.dtype, False),)
-    events = []
-    for p in passes.plan(cfg, n):
-        a, b = cupy.cuda.Event(), cupy.cuda.Event()
-        a.record()
-        cpb._launch(mod.bitonic_pass, cfg, p, 1, lambda _: head, dm)
-        b.record()
-        events.append((a, b))
-    return events
-
-
-def pass_times(mod, cfg, keys, values, reps):
+def pass_times(mod, keys, values, reps):
     """Median ms of each pass (``reps`` runs after a warm-up), the arrays refilled with
     fresh random elements before every run."""
     times = []
@@ -50,9 +34,7 @@ def pass_times(mod, cfg, keys, values, reps):
         keys[:] = fresh(keys.size, keys.dtype, 100 + r)
         if values is not None:
             values[:] = fresh(values.size, values.dtype, 200 + r)
-        events = run_plan(mod, cfg, keys, values)
-        cupy.cuda.Device().synchronize()
-        times.append([cupy.cuda.get_elapsed_time(a, b) for a, b in events])
+        times.append([ms for _, ms in timed_sort(keys, values, mod)])
     return np.median(np.array(times[1:]), axis=0)
 
 
@@ -62,21 +44,22 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
     kd, _, vd = pair.partition("+")
     vd = vd or None
     cfg = cpb._config(kd, vd)
+
+    def build(*extra):  # the kernels of this shape under `defines` and `extra`
+        return Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile,
+                      defines=(*extra, *defines))
+
     keys, values = fresh(n, kd, 1), None if vd is None else fresh(n, vd, 2)
     rows = {}
     for probe_id in probes:
-        mod = Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile,
-                     defines=(f"-DDISTSORT_PROBE={probe_id}", *defines))
-        mod.allow_smem(cfg.smem)
-        rows[probe_id] = pass_times(mod, cfg, keys, values, reps)
+        rows[probe_id] = pass_times(build(f"-DDISTSORT_PROBE={probe_id}"), keys, values, reps)
     plan = passes.plan(cfg, n)
     keys, values = fresh(n, kd, 3), None if vd is None else fresh(n, vd, 4)
     ref = cupy.sort(keys) if vd is None else cupy.lexsort(cupy.stack([values, keys]))
     refk = ref if vd is None else keys[ref]
     refv = None if vd is None else values[ref]
-    mod = Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile, defines=defines)
-    mod.allow_smem(cfg.smem)
-    run_plan(mod, cfg, keys, values)
+    for _, go in launches(keys, values, build()):
+        go()
     ok = bool((keys == refk).all()) and (vd is None or bool((values == refv).all()))
     kinds = defaultdict(lambda: np.zeros(4))
     out = []

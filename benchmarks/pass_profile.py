@@ -25,10 +25,13 @@ from distsort.backends import cupy as cpb, passes  # noqa: E402
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
 
-def launches(keys, values):
+def launches(keys, values, mod=None):
     """``(pass, launch thunk)`` for each pass of an ascending sort of ``keys`` (one lane):
-    the launches of ``cpb.sort_inplace``, one at a time."""
-    cfg, mod = cpb._kernels(keys.dtype, None if values is None else values.dtype)
+    the launches of ``cpb.sort_inplace``, one at a time; ``mod``: the kernels of another
+    build of the same shape (``loader.Module(..., defines=...)``), default the library's."""
+    vdtype = None if values is None else values.dtype
+    cfg = cpb._config(keys.dtype, vdtype)
+    mod = cpb._kernels(keys.dtype, vdtype)[1] if mod is None else mod
     mod.allow_smem(cfg.smem)
     n = keys.size
     head = (keys, keys if values is None else values, np.int64(n), np.int64(n))
@@ -45,9 +48,10 @@ def fresh(n, dtype, seed):
     return rs.randint(0, info.max, size=n, dtype=np.uint64).astype(dtype)
 
 
-def timed_sort(keys, values):
+def timed_sort(keys, values, mod=None):
+    """``(pass, ms)`` of each pass of one sort (``launches``), timed by CUDA events."""
     rows = []
-    for p, go in launches(keys, values):
+    for p, go in launches(keys, values, mod):
         a, b = cupy.cuda.Event(), cupy.cuda.Event()
         a.record()
         go()
