@@ -21,7 +21,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import cupy as cpb, passes  # noqa: E402
+from distsort.backends import cupy as cpb  # noqa: E402
 from distsort.kernels.loader import Module  # noqa: E402
 from pass_profile import MODES, fresh, launches, timed_sort  # noqa: E402
 
@@ -43,17 +43,17 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
     of ``probes``, and a check of the library's kernel (probe 0) on fresh data."""
     kd, _, vd = pair.partition("+")
     vd = vd or None
-    cfg = cpb._config(kd, vd)
+    keys, values = fresh(n, kd, 1), None if vd is None else fresh(n, vd, 2)
+    cfg, packed = cpb.kernel_shape(keys, values)
 
     def build(*extra):  # the kernels of this shape under `defines` and `extra`
         return Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile,
-                      defines=(*extra, *defines))
+                      defines=(*extra, *defines), packed=packed)
 
-    keys, values = fresh(n, kd, 1), None if vd is None else fresh(n, vd, 2)
     rows = {}
     for probe_id in probes:
         rows[probe_id] = pass_times(build(f"-DDISTSORT_PROBE={probe_id}"), keys, values, reps)
-    plan = passes.plan(cfg, n)
+    plan = [p for p, _ in launches(keys, values, build())]
     keys, values = fresh(n, kd, 3), None if vd is None else fresh(n, vd, 4)
     ref = cupy.sort(keys) if vd is None else cupy.lexsort(cupy.stack([values, keys]))
     refk = ref if vd is None else keys[ref]
@@ -70,12 +70,14 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
         out.append({"pass": list(p), "kind": kind, "full_ms": t[0], "io_ms": t[1],
                     "phases_ms": t[2]})
     total = {j: float(rows[j].sum()) if j in rows else float("nan") for j in (0, 1, 2)}
-    print(f"{pair} n={n} {' '.join(defines)}: {len(plan)} passes, full {total[0]:.2f} ms, "
-          f"io only {total[1]:.2f}, phases only {total[2]:.2f}, checked {ok}")
+    print(f"{pair} n={n} {'packed ' * packed}{' '.join(defines)}: {len(plan)} passes, "
+          f"full {total[0]:.2f} ms, io only {total[1]:.2f}, phases only {total[2]:.2f}, "
+          f"checked {ok}")
     print(f"  {'kind':6s} {'passes':>6s} {'full':>8s} {'io':>8s} {'phases':>8s}  (ms per pass)")
     for kind, (c, f, io, ph) in kinds.items():
         print(f"  {kind:6s} {int(c):6d} {f / c:8.3f} {io / c:8.3f} {ph / c:8.3f}")
-    return {"pair": pair, "n": n, "config": cfg._asdict(), "ok": ok, "passes": out}
+    return {"pair": pair, "n": n, "config": cfg._asdict(), "packed": packed, "ok": ok,
+            "passes": out}
 
 
 def main():

@@ -20,7 +20,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import cupy as cpb, passes  # noqa: E402
+from distsort.backends import cupy as cpb  # noqa: E402
 
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
@@ -28,16 +28,9 @@ MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 def launches(keys, values, mod=None):
     """``(pass, launch thunk)`` for each pass of an ascending sort of ``keys`` (one lane):
     the launches of ``cpb.sort_inplace``, one at a time; ``mod``: the kernels of another
-    build of the same shape (``loader.Module(..., defines=...)``), default the library's."""
-    vdtype = None if values is None else values.dtype
-    cfg = cpb._config(keys.dtype, vdtype)
-    mod = cpb._kernels(keys.dtype, vdtype)[1] if mod is None else mod
-    mod.allow_smem(cfg.smem)
-    n = keys.size
-    head = (keys, keys if values is None else values, np.int64(n), np.int64(n))
-    dm = (cpb._dmask(keys.dtype, False),)
-    for p in passes.plan(cfg, n):
-        yield p, (lambda p=p: cpb._launch(mod.bitonic_pass, cfg, p, 1, lambda _: head, dm))
+    build of the same shape (``cpb.kernel_shape``; ``loader.Module(..., defines=...)``),
+    default the library's."""
+    return cpb.launches(keys, values, mod=mod)
 
 
 def fresh(n, dtype, seed):

@@ -54,6 +54,7 @@ def build(key_dtype, value_dtype, regs, threads, tile):
     ll, ull, p = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p
     so.emu_pass.argtypes = [p, p, ll, ll] + [ctypes.c_int] * 6 + [ull, ll, ll, ll]
     so.emu_merge_pass.argtypes = [p, p, ll, p, p, ll, p, p] + [ctypes.c_int] * 6 + [ull, ll, ll]
+    so.emu_packed_pass.argtypes = [p, p, ll, ll] + [ctypes.c_int] * 8 + [ull, ll, ll, ll]
     so.emu_crossing.argtypes = [p, p, ll, p, p, ll, ull]
     so.emu_crossing.restype = ll
     so.emu_static_hits.restype = ctypes.c_uint
@@ -66,22 +67,43 @@ def _storage(a):
     return a.view(np.uint8) if a.dtype == np.bool_ else a
 
 
-def _instance(tab, key_dtype, value_dtype):
-    """``(block shape, compiled emulator)`` of these dtypes under the tuning table ``tab``."""
+def _instance(tab, key_dtype, value_dtype, packed=False):
+    """``(block shape, compiled emulator)`` of these dtypes under the tuning table ``tab``
+    (``packed``: of their packed sort, whose shape is 8-byte keys')."""
     kdt, vdt = np.dtype(key_dtype), None if value_dtype is None else np.dtype(value_dtype)
-    cfg = passes.config(tab, kdt.itemsize, 0 if vdt is None else vdt.itemsize)
+    if packed:
+        cfg = passes.config(tab, 8)
+    else:
+        cfg = passes.config(tab, kdt.itemsize, 0 if vdt is None else vdt.itemsize)
     return cfg, build(kdt.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
 
 
-def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False):
-    """``cupy.sort_inplace`` on NumPy arrays under the tuning table ``tab``."""
+def packs(tab, keys, values, n):
+    """Whether ``cupy.sort_inplace`` sorts these arrays packed (``cupy.kernel_shape``)."""
+    if values is None or keys.ctypes.data % 8 or values.ctypes.data % 8:
+        return False
+    return passes.packs(keys.dtype, values.dtype, n, passes.config(tab, 8).threads)
+
+
+def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False, packed=None):
+    """``cupy.sort_inplace`` on NumPy arrays under the tuning table ``tab``.  ``packed``:
+    None packs where the GPU launcher would, False never; True asserts that it does."""
     if keys.size == 0 or lanes == 0:
         return keys, values
     n = keys.size // lanes
-    cfg, so = _instance(tab, keys.dtype, None if values is None else values.dtype)
+    pack = packed is not False and not merge and packs(tab, keys, values, n)
+    assert pack or not packed, "these arrays do not sort packed"
+    cfg, so = _instance(tab, keys.dtype, None if values is None else values.dtype, pack)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
     dm = passes.descending_mask(keys.dtype.itemsize, descending)
+    if pack:
+        zb = passes.split_bit(cfg.threads)
+        for p, ends in passes.packed_plan(cfg, n):
+            rc = so.emu_packed_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(), zb, ends,
+                                    dm, p.blocks, lanes, cfg.smem)
+            assert rc == 0, "shared memory of the emulator too small for this tile"
+        return keys, values
     for p in passes.plan(cfg, n, merge):
         rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(), dm, p.blocks,
                          lanes, cfg.smem)
@@ -128,15 +150,17 @@ def crossing_count(tab, a, av, b, bv, descending):
                            passes.descending_mask(a.dtype.itemsize, descending))
 
 
-def static_phases(tab, key_dtype, value_dtype=None):
+def static_phases(tab, key_dtype, value_dtype=None, packed=False):
     """``(ran, all)``: bit masks of the kernel's compile-time phases (``Static`` in
-    ``sort.cu``) that ran since the last call under ``tab``, and of all of them."""
-    _, so = _instance(tab, key_dtype, value_dtype)
+    ``sort.cu``) that ran since the last call under ``tab``, and of all of them
+    (``packed``: of the packed sort's kernels)."""
+    _, so = _instance(tab, key_dtype, value_dtype, packed)
     return so.emu_static_hits(), so.emu_static_all()
 
 
-def io_kinds(tab, key_dtype, value_dtype=None):
+def io_kinds(tab, key_dtype, value_dtype=None, packed=False):
     """Bit mask of the ways of addressing global memory (``IO_*`` in ``sort.cu``: bit 0
-    IO_ANY, 1 IO_ROWS, 2 IO_STRIDED, 3 IO_SHORT) that blocks used since the last call."""
-    _, so = _instance(tab, key_dtype, value_dtype)
+    IO_ANY, 1 IO_ROWS, 2 IO_STRIDED, 3 IO_SHORT) that blocks used since the last call
+    (``packed``: those of the packed sort's kernels)."""
+    _, so = _instance(tab, key_dtype, value_dtype, packed)
     return so.emu_io_hits()

@@ -222,15 +222,57 @@ def test_sort_blocks(order, keyed):
                 np.testing.assert_array_equal(gv.get(), rv)
 
 
-def test_no_allocation():
-    """Sorting in place allocates nothing from the memory pool."""
-    x = cupy.asarray(_keys(np.random.default_rng(0), 2**22 + 3, "uint32"))
+PACKED_PAIRS = [("uint32", "uint32"), ("int32", "int32"), ("int32", "uint32"), ("uint32", "int32")]
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype,vdtype", PACKED_PAIRS)
+def test_packed(dtype, vdtype, order):
+    """4-byte integer keys and values sort packed (``passes.packs``): every multiple of
+    32 up to 4096, tiles and ragged ends past them, and lanes, against the NumPy
+    backend; arrays that do not pack (a length or a view off 8-byte alignment) sort
+    unpacked, in the same order."""
+    order = Order(order.descending, True)
+    rng = np.random.default_rng(31 + PACKED_PAIRS.index((dtype, vdtype)) + 7 * order.descending)
+    t = 1 << cpb._packed_config(dtype, vdtype, 1 << 20).tile
+    sizes = list(range(32, 4097, 32)) + [t, 3 * t - 32, 2**20, 2**20 + 96, 3 * 2**20 + 32]
+    for n in sizes:
+        keys, values = _keys(rng, n, dtype), _values(rng, n, vdtype)
+        k, v = cupy.asarray(keys), cupy.asarray(values)
+        assert cpb.kernel_shape(k, v)[1], n
+        cpb.sort_inplace(k, v, order.descending)
+        _check((k, v), keys, values, order)
+    for n, off in [(4096 + 16, 0), (4096, 1)]:  # these sort unpacked
+        keys, values = _keys(rng, n + off, dtype), _values(rng, n + off, vdtype)
+        k, v = cupy.asarray(keys)[off:], cupy.asarray(values)[off:]
+        assert not cpb.kernel_shape(k, v)[1]
+        cpb.sort_inplace(k, v, order.descending)
+        _check((k, v), keys[off:], values[off:], order)
+    lanes, n = 3, 2 * t + 64
+    keys, values = _keys(rng, lanes * n, dtype), _values(rng, lanes * n, vdtype)
+    k, v = cupy.asarray(keys), cupy.asarray(values)
+    cpb.sort_inplace(k, v, order.descending, lanes=lanes)
+    for i in range(lanes):
+        part = slice(i * n, (i + 1) * n)
+        _check((k[part], v[part]), keys[part], values[part], order)
+
+
+@pytest.mark.parametrize("n", [2**22 + 3, 2**22])
+def test_no_allocation(n):
+    """Sorting in place allocates nothing from the memory pool: keys alone, and keys
+    with values (packed where the length allows)."""
+    rng = np.random.default_rng(0)
+    x = cupy.asarray(_keys(rng, n, "uint32"))
+    v = cupy.asarray(_keys(rng, n, "uint32"))
     cpb.sort_inplace(x)  # compile and warm up
-    x = cupy.asarray(_keys(np.random.default_rng(1), 2**22 + 3, "uint32"))
+    cpb.sort_inplace(x, v)
+    x = cupy.asarray(_keys(rng, n, "uint32"))
+    v = cupy.asarray(_keys(rng, n, "uint32"))
     pool = cupy.get_default_memory_pool()
     cupy.cuda.runtime.deviceSynchronize()
     before = pool.used_bytes(), pool.total_bytes()
     cpb.sort_inplace(x)
+    cpb.sort_inplace(x, v)
     cupy.cuda.runtime.deviceSynchronize()
     assert (pool.used_bytes(), pool.total_bytes()) == before
     assert bool((x[1:] >= x[:-1]).all())

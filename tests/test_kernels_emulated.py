@@ -134,6 +134,67 @@ def test_key_value(dtype, vdtype, order, tuning):
         np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
 
 
+PACKED_PAIRS = [("uint32", "uint32"), ("int32", "int32"), ("int32", "uint32"), ("uint32", "int32")]
+
+
+@pytest.mark.parametrize("tuning", ["small", "wide", "hopper"])
+@pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype,vdtype", PACKED_PAIRS)
+def test_packed(dtype, vdtype, order, tuning):
+    """Packed key-value sorts (``packed_pass``: one 64-bit code per element, kept in the
+    keys' and values' own bytes): one pass, several, ragged ends and lanes, against the
+    NumPy backend and bit for bit against the unpacked kernels."""
+    tab = HOPPER_SHAPE if tuning == "hopper" else TUNINGS[tuning]
+    cfg = emu.passes.config(tab, 8)
+    unit, t = 2 << emu.passes.split_bit(cfg.threads), 1 << cfg.tile
+    rng = np.random.default_rng(PACKED_PAIRS.index((dtype, vdtype)) + 10 * order.descending)
+    order = Order(order.descending, True)
+    sizes = [unit, 3 * unit, t, 2 * t - unit, 4 * t, 5 * t + 3 * unit]
+    if tuning != "hopper":
+        sizes += [64 * t, 37 * t + unit]
+    for n in sizes:
+        lanes = 2 if n == 3 * unit else 1
+        keys = _keys(rng, n * lanes, dtype)
+        values = random_keys(rng, n * lanes, vdtype, special_fraction=0.1, duplicates=True)
+        gk, gv = keys.copy(), values.copy()
+        emu.sort_inplace(tab, gk, gv, order.descending, lanes=lanes, packed=True)
+        uk, uv = keys.copy(), values.copy()
+        emu.sort_inplace(tab, uk, uv, order.descending, lanes=lanes, packed=False)
+        for i in range(lanes):
+            part = slice(i * n, (i + 1) * n)
+            rk, rv = kernel_reference(keys[part], values[part], order)
+            np.testing.assert_array_equal(bits(gk[part]), bits(rk), err_msg=f"n={n}")
+            np.testing.assert_array_equal(bits(gv[part]), bits(rv), err_msg=f"n={n}")
+        np.testing.assert_array_equal(gk, uk)
+        np.testing.assert_array_equal(gv, uv)
+
+
+def test_packed_paths():
+    """A packed sort reaches every way of addressing global memory through its layout
+    (``Split``), the first MERGE phase from global memory and every compile-time phase;
+    and only 4-byte integer pairs of whole units, 8-byte aligned, pack."""
+    tab = TUNINGS["wide"]
+    emu.io_kinds(tab, "uint32", "uint32", packed=True)  # forget earlier tests' blocks
+    emu.static_phases(tab, "uint32", "uint32", packed=True)
+    rng = np.random.default_rng(9)
+    for n in [2**17, 2**16 + 48]:
+        keys, values = _keys(rng, n, "uint32"), rng.integers(0, 2**32, n).astype(np.uint32)
+        gk, gv = keys.copy(), values.copy()
+        emu.sort_inplace(tab, gk, gv, packed=True)
+        rk, rv = kernel_reference(keys, values, Order(False, True))
+        np.testing.assert_array_equal(gk, rk)
+        np.testing.assert_array_equal(gv, rv)
+    assert emu.io_kinds(tab, "uint32", "uint32", packed=True) == 0b1111
+    ran, every = emu.static_phases(tab, "uint32", "uint32", packed=True)
+    assert ran == every and ran & (1 << 30), f"phases that never ran: {every & ~ran:#x}"
+    k32, v32 = np.zeros(64, np.uint32), np.zeros(64, np.int32)
+    assert emu.packs(tab, k32, v32, 64)
+    assert not emu.packs(tab, k32, v32.astype(np.float32), 64)
+    assert not emu.packs(tab, k32[:40], v32[:40], 40)  # not whole units of 2^(zb+1)
+    assert not emu.packs(tab, k32[1:33], v32[1:33], 32)  # not 8-byte aligned
+    assert not emu.packs(tab, k32, None, 64)
+
+
 @pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
 @pytest.mark.parametrize("dtype", ["uint32", "float64", "int8"])
 def test_bitonic_merge(dtype, order):

@@ -67,15 +67,15 @@ def test_hopper_pass_counts(key, value, count, before):
     assert len(merge) == 1 + -(-(29 - cfg.tile) // cfg.kmax)
 
 
-@pytest.mark.parametrize("key,value,threads,min_blocks,tile", [
-    (4, 0, 128, 3, 14), (8, 0, 256, 2, 13), (4, 4, 128, 3, 13), (8, 8, 128, 3, 12),
-    (1, 0, 128, 3, 16)])
-def test_hopper_block_shapes(key, value, threads, min_blocks, tile):
-    """Hopper's table: three 128-thread blocks per SM, but two of 256 threads for 8-byte
-    keys alone (``keys8``); the shared memory of ``min_blocks`` blocks fits an SM (228 KB,
-    1 KB of it reserved per block)."""
+@pytest.mark.parametrize("key,value,regs,tile", [
+    (4, 0, 32, 14), (8, 0, 32, 13), (4, 4, 16, 13), (8, 8, 8, 12), (1, 0, 32, 16)])
+def test_hopper_block_shapes(key, value, regs, tile):
+    """Hopper's table: three 128-thread blocks per SM, 32 elements per thread for keys of
+    4 bytes and of 8 (``keys8``, also the packed sorts' shape), 16 for other elements of
+    8 bytes; the shared memory of ``min_blocks`` blocks fits an SM (228 KB, 1 KB of it
+    reserved per block)."""
     cfg = passes.config(tuning.TABLES[9], key, value)
-    assert (cfg.threads, cfg.min_blocks, cfg.tile) == (threads, min_blocks, tile)
+    assert (cfg.threads, cfg.min_blocks, cfg.regs, cfg.tile) == (128, 3, regs, tile)
     assert cfg.min_blocks * (cfg.smem + 1024) <= 228 * 1024
 
 
@@ -85,6 +85,6 @@ def test_tuning_override_holds_for_every_size(monkeypatch):
     tab = tuning.table(9)
     for key, value in [(4, 0), (8, 0), (4, 4)]:
         cfg = passes.config(tab, key, value)
-        assert (cfg.threads, cfg.min_blocks) == (512, 1)
+        assert (cfg.threads, cfg.min_blocks, cfg.regs) == (512, 1, 32 if key + value <= 4 else 16)
     monkeypatch.delenv("DISTSORT_TUNING")
-    assert passes.config(tuning.table(9), 8, 0).threads == 256
+    assert passes.config(tuning.table(9), 8, 0).regs == 32

@@ -14,6 +14,8 @@ crossing count.
 """
 from __future__ import annotations
 
+import functools
+
 import cupy
 import numpy as np
 
@@ -34,27 +36,43 @@ def _chunk(keys, values):
 
 
 # ---------------------------------------------------------------- the launch plan
+def _table():
+    major = cupy.cuda.Device().compute_capability
+    return tuning.table(int(major[:-1]))
+
+
 def _config(key_dtype, value_dtype):
     """The block shape (``passes.Config``) on this device for these dtypes."""
-    major = cupy.cuda.Device().compute_capability
     vs = np.dtype(value_dtype).itemsize if value_dtype is not None else 0
-    return passes.config(tuning.table(int(major[:-1])), np.dtype(key_dtype).itemsize, vs)
+    return passes.config(_table(), np.dtype(key_dtype).itemsize, vs)
+
+
+def _module(key_dtype, value_dtype, cfg, packed=False):
+    return get_module(key_dtype, value_dtype, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile,
+                      packed)
 
 
 def _kernels(key_dtype, value_dtype):
     """``(block shape, compiled module)`` for these dtypes on this device."""
     cfg = _config(key_dtype, value_dtype)
-    return cfg, get_module(key_dtype, value_dtype, cfg.regs, cfg.threads, cfg.min_blocks,
-                           cfg.tile)
+    return cfg, _module(key_dtype, value_dtype, cfg)
 
 
 def _dmask(dtype, descending):
     return np.uint64(passes.descending_mask(np.dtype(dtype).itemsize, descending))
 
 
+def _packed_config(key_dtype, value_dtype, n):
+    """The block shape of a packed sort of ``n`` elements (``passes.packs``: 8-byte keys'),
+    or None where these dtypes and ``n`` do not pack."""
+    cfg = passes.config(_table(), 8)
+    return cfg if passes.packs(key_dtype, value_dtype, n, cfg.threads) else None
+
+
 def pass_count(n, key_dtype, value_dtype=None, merge=False):
     """Passes over global memory of a sort of ``n`` keys (each reads and writes them once)."""
-    return len(passes.plan(_config(key_dtype, value_dtype), n, merge))
+    cfg = None if merge else _packed_config(key_dtype, value_dtype, n)
+    return len(passes.plan(cfg or _config(key_dtype, value_dtype), n, merge))
 
 
 def _storage(a):
@@ -77,15 +95,24 @@ def _launch(kernel, cfg, p, lanes, head, tail):
                shared_mem=cfg.smem)
 
 
-def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
-    """Sort ``keys`` (C-contiguous, ``lanes`` lanes of equal length) in place, the values
-    moving with them; with ``merge`` the lanes must be bitonic (descending, then
-    ascending).  Keyed: ties by the value's canonical code (NumPy backend's order)."""
-    total = keys.size
-    if total == 0 or lanes == 0:
-        return keys, values
-    n = total // lanes
-    cfg, mod = _kernels(keys.dtype, None if values is None else values.dtype)
+def kernel_shape(keys, values=None, lanes=1, merge=False):
+    """``(block shape, packed)`` of ``sort_inplace`` of these arrays: packed
+    (``passes.packs``) where the dtypes and the lanes' length allow and both arrays are
+    8-byte aligned."""
+    vdtype = None if values is None else values.dtype
+    aligned = values is not None and keys.data.ptr % 8 == 0 and values.data.ptr % 8 == 0
+    n = keys.size // lanes if lanes else 0
+    cfg = _packed_config(keys.dtype, vdtype, n) if aligned and not merge else None
+    return (cfg, True) if cfg is not None else (_config(keys.dtype, vdtype), False)
+
+
+def launches(keys, values=None, descending=False, lanes=1, merge=False, mod=None):
+    """``(pass, launch)`` of each pass of ``sort_inplace`` of these (non-empty) arrays:
+    what it runs, one launch at a time (``benchmarks/pass_profile.py`` times them).
+    ``mod``: the kernels of another build of the same shape (``kernel_shape``)."""
+    n = keys.size // lanes
+    cfg, packed = kernel_shape(keys, values, lanes, merge)
+    mod = mod or _module(keys.dtype, None if values is None else values.dtype, cfg, packed)
     mod.allow_smem(cfg.smem)
     kst, vst = (a.ravel() for a in _storages(keys, values))
 
@@ -93,9 +120,25 @@ def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
         off = first * n
         return kst[off:], vst[off:], np.int64(n), np.int64(n)
 
-    dm = (_dmask(keys.dtype, descending),)
-    for p in passes.plan(cfg, n, merge):
-        _launch(mod.bitonic_pass, cfg, p, lanes, head, dm)
+    dm = _dmask(keys.dtype, descending)
+    if packed:
+        tail = (np.int32(passes.split_bit(cfg.threads)), dm)
+        for p, ends in passes.packed_plan(cfg, n):
+            yield p, functools.partial(_launch, mod.packed_pass[ends], cfg, p, lanes, head, tail)
+    else:
+        for p in passes.plan(cfg, n, merge):
+            yield p, functools.partial(_launch, mod.bitonic_pass, cfg, p, lanes, head, (dm,))
+
+
+def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
+    """Sort ``keys`` (C-contiguous, ``lanes`` lanes of equal length) in place, the values
+    moving with them; with ``merge`` the lanes must be bitonic (descending, then
+    ascending).  Keyed: ties by the value's canonical code (NumPy backend's order).
+    4-byte integer keys and values sort packed (``passes.packs``), in the same order."""
+    if keys.size == 0 or lanes == 0:
+        return keys, values
+    for _, go in launches(keys, values, descending, lanes, merge):
+        go()
     return keys, values
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from . import tuning
 
 
@@ -112,3 +114,45 @@ def plan(cfg: Config, n, merge=False):
     """``schedule`` of ``n`` elements under the block shape ``cfg`` (what the GPU
     launcher, the CPU emulation and the pass profiler all run)."""
     return schedule(n, cfg.tile, cfg.regs.bit_length() - 1, cfg.kmax, merge)
+
+
+# ---------------------------------------------------------------- packed key-value sorts
+def split_bit(threads: int) -> int:
+    """``zb`` of a packed sort's layout (``Split`` in ``sort.cu``): runs of 2^zb elements
+    (128 bytes of 8-byte elements) lie together in the keys' or the values' memory, and
+    a block of ``threads`` steps through its tile by multiples of 2^(zb+1).
+
+    >>> split_bit(256), split_bit(8)
+    (4, 2)
+    """
+    return min(4, threads.bit_length() - 2)
+
+
+def packs(key_dtype, value_dtype, n: int, threads: int) -> bool:
+    """Whether a key-value sort of ``n`` elements runs packed (``packed_pass``: one 64-bit
+    code per element, moved as a keys-only sort of 8-byte keys moves its keys): 4-byte
+    integer keys and values, ``n`` a multiple of 2^(zb+1) (``split_bit``), and a sort,
+    not a merge.  The launcher also needs both arrays 8-byte aligned.
+
+    >>> packs("int32", "uint32", 1 << 20, 256), packs("float32", "uint32", 1 << 20, 256)
+    (True, False)
+    >>> packs("uint32", "uint32", (1 << 20) + 16, 256)
+    False
+    """
+    if value_dtype is None:
+        return False
+    kd, vd = np.dtype(key_dtype), np.dtype(value_dtype)
+    whole = n % (2 << split_bit(threads)) == 0
+    return kd.kind in "iu" and vd.kind in "iu" and kd.itemsize == vd.itemsize == 4 and whole
+
+
+def packed_plan(cfg: Config, n):
+    """``(pass, ends)`` of a packed sort of ``n`` elements under ``cfg`` (the block shape
+    of 8-byte keys): ``plan``'s passes, ``ends`` bit 0 on the first (it packs the keys
+    and values) and bit 1 on the last (it unpacks them).
+
+    >>> [e for _, e in packed_plan(Config(6, 4, 8, 3, 0, 1), 1 << 9)]
+    [1, 0, 0, 0, 0, 2]
+    """
+    steps = plan(cfg, n)
+    return [(p, int(i == 0) | int(i == len(steps) - 1) << 1) for i, p in enumerate(steps)]

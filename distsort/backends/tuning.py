@@ -13,7 +13,8 @@ threads it has and how many elements each thread holds in registers.
               read and written whole, so 128 bytes keep the accesses coalesced.
 ``min_blocks`` blocks per SM the register budget must allow (``__launch_bounds__``).
 
-``keys8``     entries that replace the others for 8-byte keys without values.
+``keys8``     entries that replace the others for 8-byte keys without values (and for
+              packed key-value sorts, whose elements are 8-byte codes).
 
 ``DISTSORT_TUNING`` (a JSON object in the environment) overrides entries of every
 table, and then holds for every element size (``keys8`` is dropped), for tuning
@@ -29,11 +30,14 @@ TABLES = {
     # Three blocks of 128 threads per SM (2^14-element tiles of 4-byte keys, 2^13 of
     # 8-byte elements, 168 registers): while one block waits for its tile, two run
     # their phases.  Tiles load by cp.async (sort.cu), which holds no registers.  On an
-    # H200, 2^28 elements, against two blocks of 256 threads (the table until v11, and
-    # still the faster shape for 8-byte keys alone): uint32 20.0 vs 21.5 ms, float64
-    # 48.8 vs 47.5, uint32+uint32 49.5 vs 56.3 (benchmarks/NOTES_local_sort.md, v12).
+    # H200, 2^28 elements, against two blocks of 256 threads (the table until v11):
+    # uint32 20.0 vs 21.5 ms, uint32+uint32 unpacked 49.5 vs 56.3.  8-byte keys, and
+    # packed key-value sorts (4-byte integer keys and values, passes.packs), hold 32 of
+    # them per thread (fewer, longer phases): float64 47.0, uint64 42.1, uint32+uint32
+    # packed 43.6 ms, against 47.4 / 44.0 / 44.5 with 16 in two blocks of 256 threads
+    # (benchmarks/NOTES_local_sort.md, v13).
     9: {"smem": 74 * 1024, "threads": 128, "regs": (32, 16, 8), "row_bytes": 128,
-        "min_blocks": 3, "keys8": {"smem": 113 * 1024, "threads": 256, "min_blocks": 2}},
+        "min_blocks": 3, "keys8": {"regs": (32, 32, 8)}},
     # Ampere / Ada: 163 KB (A100) or 99 KB (consumer); the smaller one is safe.
     8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
         "min_blocks": 1},
@@ -56,8 +60,8 @@ def shape(tab: dict, key_size: int, value_size: int) -> dict:
     """The entries of ``tab`` for keys of ``key_size`` bytes and values of ``value_size``
     (0: none).
 
-    >>> shape(TABLES[9], 8, 0)["threads"], shape(TABLES[9], 4, 4)["threads"]
-    (256, 128)
+    >>> shape(TABLES[9], 8, 0)["regs"], shape(TABLES[9], 4, 4)["regs"]
+    ((32, 32, 8), (32, 16, 8))
     """
     flat = dict(tab)
     keys8 = flat.pop("keys8", {})

@@ -26,43 +26,49 @@ def scalar_type(dtype) -> str:
 class Module:
     """The compiled kernels of one (key dtype, value dtype or None, E, threads, blocks
     per SM that the register budget must allow, log2 of the tuned tile: the phases of
-    its MERGE passes are compiled with compile-time windows).  ``defines``: extra
-    ``-D`` options, for benchmarks (``DISTSORT_PROBE``)."""
+    its MERGE passes are compiled with compile-time windows).  ``packed``: instead, the
+    four ``packed_pass`` kernels of a packed key-value sort (``packed_pass[ends]``).
+    ``defines``: extra ``-D`` options, for benchmarks (``DISTSORT_PROBE``)."""
 
-    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile, defines=()):
+    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile, defines=(),
+                 packed=False):
         import cupy
 
         k = scalar_type(key_dtype)
         v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
-        self.pass_name = f"bitonic_pass<{k},{v},{regs},{threads},{min_blocks},{tile}>"
-        self.merge_name = f"merge_pass<{k},{v},{regs},{threads},{min_blocks},{tile}>"
-        self.cross_name = f"crossing_count<{k},{v}>"
+        targs = f"{k},{v},{regs},{threads},{min_blocks},{tile}"
+        if packed:
+            names = [f"packed_pass<{targs},{ends}>" for ends in range(4)]
+        else:
+            names = [f"bitonic_pass<{targs}>", f"merge_pass<{targs}>", f"crossing_count<{k},{v}>"]
         source = (HERE / "sort.cu").read_text()
-        self.module = cupy.RawModule(
-            code=source, options=("-std=c++17", f"-I{HERE}", *defines),
-            name_expressions=[self.pass_name, self.merge_name, self.cross_name])
-        self.bitonic_pass = self.module.get_function(self.pass_name)
-        self.merge_pass = self.module.get_function(self.merge_name)
-        self.crossing_count = self.module.get_function(self.cross_name)
+        self.module = cupy.RawModule(code=source, options=("-std=c++17", f"-I{HERE}", *defines),
+                                     name_expressions=names)
+        kernels = [self.module.get_function(name) for name in names]
+        if packed:
+            self.packed_pass = self._passes = kernels
+        else:
+            self.bitonic_pass, self.merge_pass, self.crossing_count = kernels
+            self._passes = kernels[:2]
         self._smem = 0
 
     def allow_smem(self, nbytes):
         """Raise the pass kernels' dynamic shared-memory limit (needed above 48 KB)."""
         if nbytes > self._smem:
-            self.bitonic_pass.max_dynamic_shared_size_bytes = nbytes
-            self.merge_pass.max_dynamic_shared_size_bytes = nbytes
+            for kernel in self._passes:
+                kernel.max_dynamic_shared_size_bytes = nbytes
             self._smem = nbytes
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device, key, value, regs, threads, min_blocks, tile):
-    return Module(key, value, regs, threads, min_blocks, tile)
+def _module(device, key, value, regs, threads, min_blocks, tile, packed):
+    return Module(key, value, regs, threads, min_blocks, tile, packed=packed)
 
 
-def get_module(key_dtype, value_dtype, regs, threads, min_blocks, tile):
+def get_module(key_dtype, value_dtype, regs, threads, min_blocks, tile, packed=False):
     """The module for these dtypes on the current device (compiled once, then cached)."""
     import cupy
 
     value = None if value_dtype is None else np.dtype(value_dtype).str
     return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, regs, threads,
-                   min_blocks, tile)
+                   min_blocks, tile, packed)

@@ -232,77 +232,6 @@ __device__ __forceinline__ int io_kind(const Walk<NT, LOGE>& wk, bool full) {
     return IO_ANY;
 }
 
-// Where a pass reads its elements: the array it writes (`InPlace`), or, in the first
-// pass of a compare-split's merge, the two runs that the merge combines, read where
-// they lie (`Runs`): element i of the V-shaped sequence is  a[ma - 1 - i]  below ma
-// (the lower run, reversed) and  b[i - ma]  above.  Reading them in place saves the
-// merge a pass that would copy them into the output first.
-struct InPlace {
-    static constexpr bool runs = false;
-};
-template <class K, class V> struct Runs {
-    static constexpr bool runs = true;
-    const typename K::U* a_end;  // a + ma - 1: element i < ma is a_end[-i]
-    const typename V::U* av_end;
-    const typename K::U* b;
-    const typename V::U* bv;
-    long long ma;
-    __device__ __forceinline__ typename K::U key(long long i) const {
-        return i < ma ? a_end[-i] : b[i - ma];
-    }
-    __device__ __forceinline__ typename V::U val(long long i) const {
-        return i < ma ? av_end[-i] : bv[i - ma];
-    }
-    __device__ __forceinline__ const typename K::U* key_at(long long i) const {
-        return i < ma ? a_end - i : b + (i - ma);
-    }
-    __device__ __forceinline__ const typename V::U* val_at(long long i) const {
-        return i < ma ? av_end - i : bv + (i - ma);
-    }
-};
-
-template <class K, class V> struct Batch {  // loads in flight per thread
-    // one or two blocks per SM: memory-level parallelism comes from each thread's loads
-    static constexpr int N = sizeof(typename K::U) + sizeof(typename V::U) <= 8 ? 16 : 8;
-};
-
-template <class K, class V, int NT, int LOGE, int IO, class Src>
-__device__ __forceinline__ void load_tile(const Src& src, const typename K::U* keys,
-                                          const typename V::U* vals, long long n,
-                                          const Walk<NT, LOGE>& wk, typename K::U* sk,
-                                          typename V::U* sv, typename K::U dm) {
-    typedef typename K::U U;
-    typedef typename V::U VU;
-    constexpr bool HV = HasValues<V>::value;
-    constexpr int B = Batch<K, V>::N;
-    for (int e0 = 0; e0 < wk.count; e0 += B) {
-        const long long i0 = IO == IO_ANY ? 0 : wk.at(e0);
-        const U* kp = keys + i0;
-        const VU* vp = vals + (HV ? i0 : 0);
-        U c[B];
-        VU v[B];
-        bool ok[B];
-#pragma unroll
-        for (int u = 0; u < B; ++u) {  // raw loads first: all B in flight
-            const long long i = batch_at<NT, LOGE, IO>(wk, IO == IO_ANY ? e0 + u : u);
-            ok[u] = IO != IO_ANY || (e0 + u < wk.count && i < n);
-            if constexpr (Src::runs) {
-                c[u] = ok[u] ? src.key(i0 + i) : (U)0;
-                if constexpr (HV) v[u] = ok[u] ? src.val(i0 + i) : (VU)0;
-            } else {
-                c[u] = ok[u] ? kp[i] : (U)0;
-                if constexpr (HV) v[u] = ok[u] ? vp[i] : (VU)0;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < B; ++u) {
-            if (IO == IO_ANY && e0 + u >= wk.count) continue;
-            sk[wk.spos(e0 + u)] = ok[u] ? (U)(K::total(c[u]) ^ dm) : (U)~(U)0;
-            if constexpr (HV) sv[wk.spos(e0 + u)] = ok[u] ? v[u] : V::value_max();
-        }
-    }
-}
-
 // Copies from global to shared memory that hold no registers while in flight (cp.async,
 // sm_80 and later; 4 or 8 bytes): a thread has its whole share of a tile in flight at
 // once, where the loads through registers (`load_tile`) have one batch.  Three blocks of
@@ -331,88 +260,253 @@ template <class K, class V> struct Async {  // element sizes cp.async copies
         (!HasValues<V>::value || sizeof(typename V::U) == 4 || sizeof(typename V::U) == 8);
 };
 
-// `load_tile` of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT) by cp.async: the
-// raw bits land in shared memory, and each thread then turns its own keys into order
-// codes (nothing to do for unsigned ascending keys).
-template <class K, class V, int NT, int LOGE, int IO, class Src>
-__device__ __forceinline__ void load_tile_async(const Src& src, const typename K::U* keys,
-                                                const typename V::U* vals,
-                                                const Walk<NT, LOGE>& wk, typename K::U* sk,
-                                                typename V::U* sv, typename K::U dm) {
+// Where a pass reads its elements (`Src`) and writes them (`Dst`) in global memory.
+// Element  i0 + d : i0 the first element of a thread's batch, d its offset in the batch
+// (`batch_at`: multiples of NT; d = 0 in IO_ANY, where i0 is the element).  `fetch`
+// reads an element's code and value through registers; `copy` puts its bits into its
+// shared-memory slots by cp.async, and `fix` turns them into its code afterwards where
+// `raw` says that they are not; `put` writes one.  `affine(q)`: offsets of 2^q are d's.
+template <class K> struct Codes {  // keys as codes: the total order, XOR the descending mask
     typedef typename K::U U;
-    constexpr bool HV = HasValues<V>::value;
-    constexpr int B = Batch<K, V>::N;
-    for (int e0 = 0; e0 < wk.count; e0 += B) {
-        const long long i0 = wk.at(e0);
-#pragma unroll
-        for (int u = 0; u < B; ++u) {
-            const long long i = i0 + batch_at<NT, LOGE, IO>(wk, u);
-            const int a = wk.spos(e0 + u);
-            if constexpr (Src::runs) {
-                copy_async(sk + a, src.key_at(i));
-                if constexpr (HV) copy_async(sv + a, src.val_at(i));
-            } else {
-                copy_async(sk + a, keys + i);
-                if constexpr (HV) copy_async(sv + a, vals + i);
-            }
-        }
-    }
-    copy_async_wait();
-    if (K::KIND != KIND_UNSIGNED || dm != 0)
-        for (int e = 0; e < wk.count; ++e) {
-            U& c = sk[wk.spos(e)];
-            c = (U)(K::total(c) ^ dm);
-        }
-}
+    U dm;
+    __device__ __forceinline__ bool raw() const { return K::KIND != KIND_UNSIGNED || dm != 0; }
+    __device__ __forceinline__ void fix(U& c) const { c = (U)(K::total(c) ^ dm); }
+    __device__ __forceinline__ bool affine(int) const { return true; }
+};
 
-// The load of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT): by cp.async where
-// the sizes allow, else through registers.
+// The array a pass sorts in place: element i at keys[i] (and vals[i]).
+template <class K, class V> struct Flat : Codes<K> {
+    typedef typename K::U U;
+    typedef typename V::U VU;
+    static constexpr bool HV = HasValues<V>::value;
+    U* keys;
+    VU* vals;
+    __device__ __forceinline__ Flat(U* k, VU* v, U dm) : Codes<K>{dm}, keys(k), vals(v) {}
+    __device__ __forceinline__ void fetch(long long i0, long long d, U& c, VU& v) const {
+        c = (U)(K::total(keys[i0 + d]) ^ this->dm);
+        if constexpr (HV) v = vals[i0 + d];
+    }
+    __device__ __forceinline__ void copy(long long i0, long long d, U* ks, VU* vs) const {
+        copy_async(ks, keys + i0 + d);
+        if constexpr (HV) copy_async(vs, vals + i0 + d);
+    }
+    __device__ __forceinline__ void put(long long i0, long long d, U c, VU v) const {
+        keys[i0 + d] = K::untotal((U)(c ^ this->dm));
+        if constexpr (HV) vals[i0 + d] = v;
+    }
+};
+
+// The first pass of a compare-split's merge reads the two runs that the merge combines
+// where they lie: element i of the V-shaped sequence is  a[ma - 1 - i]  below ma (the
+// lower run, reversed) and  b[i - ma]  above.  It saves the merge a pass that would copy
+// them into the output first.
+template <class K, class V> struct Runs : Codes<K> {
+    typedef typename K::U U;
+    typedef typename V::U VU;
+    static constexpr bool HV = HasValues<V>::value;
+    const U* a_end;  // a + ma - 1: element i < ma is a_end[-i]
+    const VU* av_end;
+    const U* b;
+    const VU* bv;
+    long long ma;
+    __device__ __forceinline__ Runs(const U* a, const VU* av, long long ma_, const U* b_,
+                                    const VU* bv_, U dm)
+        : Codes<K>{dm}, a_end(a + (ma_ - 1)), av_end(av + (HV ? ma_ - 1 : 0)), b(b_), bv(bv_),
+          ma(ma_) {}
+    __device__ __forceinline__ const U* key_at(long long i) const {
+        return i < ma ? a_end - i : b + (i - ma);
+    }
+    __device__ __forceinline__ const VU* val_at(long long i) const {
+        return i < ma ? av_end - i : bv + (i - ma);
+    }
+    __device__ __forceinline__ void fetch(long long i0, long long d, U& c, VU& v) const {
+        c = (U)(K::total(*key_at(i0 + d)) ^ this->dm);
+        if constexpr (HV) v = *val_at(i0 + d);
+    }
+    __device__ __forceinline__ void copy(long long i0, long long d, U* ks, VU* vs) const {
+        copy_async(ks, key_at(i0 + d));
+        if constexpr (HV) copy_async(vs, val_at(i0 + d));
+    }
+};
+
+// Packed key-value sorts: 4-byte integer keys and 4-byte integer values, each element one
+// 64-bit code (the key's code above the value's, the keyed order of `Cmp`), so that every
+// pass moves one stream of 8-byte elements with one compare per comparator, as a sort of
+// uint64 keys does.  The first pass packs the user's keys and values (`Pairs`) and the
+// last unpacks them; between them the elements live in the same bytes (`Split`).
+template <class KS, class VS> struct Packed {
+    static_assert(sizeof(typename KS::U) == 4 && sizeof(typename VS::U) == 4 &&
+                  KS::KIND != KIND_FLOAT && VS::KIND != KIND_FLOAT,
+                  "packed sorts: 4-byte integer keys and values");
+    typedef u64_t U;
+    static constexpr int KIND = KIND_UNSIGNED;
+    static __host__ __device__ __forceinline__ U total(U c) { return c; }
+    static __host__ __device__ __forceinline__ U untotal(U c) { return c; }
+    // The value's code is its canonical code (integers: the total one, a bijection).
+    static __host__ __device__ __forceinline__ U code(u32_t key, u32_t val, u32_t dm) {
+        return (U)(KS::total(key) ^ dm) << 32 | VS::value_code(val);
+    }
+    static __host__ __device__ __forceinline__ u32_t key(U c, u32_t dm) {
+        return KS::untotal((u32_t)(c >> 32) ^ dm);
+    }
+    static __host__ __device__ __forceinline__ u32_t val(U c) { return VS::untotal((u32_t)c); }
+};
+
+// A packed sort's keys and values where the user has them (its first and last pass).
+template <class KS, class VS> struct Pairs {
+    typedef Packed<KS, VS> P;
+    typedef u64_t U;
+    typedef NoValue::U VU;
+    u32_t* keys;
+    u32_t* vals;
+    u32_t dm;
+    __device__ __forceinline__ void fetch(long long i0, long long d, U& c, VU&) const {
+        c = P::code(keys[i0 + d], vals[i0 + d], dm);
+    }
+    __device__ __forceinline__ void copy(long long i0, long long d, U* ks, VU*) const {
+        u32_t* w = reinterpret_cast<u32_t*>(ks);  // little-endian: the key is the high word
+        copy_async(w + 1, keys + i0 + d);
+        copy_async(w, vals + i0 + d);
+    }
+    __device__ __forceinline__ bool raw() const {
+        return KS::KIND != KIND_UNSIGNED || VS::KIND != KIND_UNSIGNED || dm != 0;
+    }
+    __device__ __forceinline__ void fix(U& c) const { c = P::code((u32_t)(c >> 32), (u32_t)c, dm); }
+    __device__ __forceinline__ void put(long long i0, long long d, U c, VU) const {
+        keys[i0 + d] = P::key(c, dm);
+        vals[i0 + d] = P::val(c);
+    }
+    __device__ __forceinline__ bool affine(int) const { return true; }
+};
+
+// A packed sort's elements between its first and last pass: element i in the 64-bit slot
+// (i without its bit zb) of the keys' memory where that bit is 0, of the values' where 1.
+// So a tile of 2^tb > 2^zb elements fills exactly the bytes that its keys and values had
+// (packing and unpacking are in place), runs of 2^zb elements (128 bytes) are contiguous,
+// and an offset d that is a multiple of 2^(zb+1) (NT is, `passes.split_bit`) is d/2 slots.
+struct Split {
+    typedef u64_t U;
+    typedef NoValue::U VU;
+    u64_t* kz;
+    u64_t* vz;
+    int zb;
+    __device__ __forceinline__ u64_t* at(long long i) const {
+        const long long low = i & ((1LL << zb) - 1);
+        return ((i >> zb) & 1 ? vz : kz) + ((i >> (zb + 1)) << zb | low);
+    }
+    __device__ __forceinline__ void fetch(long long i0, long long d, U& c, VU&) const {
+        c = at(i0)[d >> 1];
+    }
+    __device__ __forceinline__ void copy(long long i0, long long d, U* ks, VU*) const {
+        copy_async(ks, at(i0) + (d >> 1));
+    }
+    __device__ __forceinline__ bool raw() const { return false; }
+    __device__ __forceinline__ void fix(U&) const {}
+    __device__ __forceinline__ void put(long long i0, long long d, U c, VU) const {
+        at(i0)[d >> 1] = c;
+    }
+    __device__ __forceinline__ bool affine(int q) const { return q > zb; }
+};
+
+template <class K, class V> struct Batch {  // loads in flight per thread
+    // one or two blocks per SM: memory-level parallelism comes from each thread's loads
+    static constexpr int N = sizeof(typename K::U) + sizeof(typename V::U) <= 8 ? 16 : 8;
+};
+
 template <class K, class V, int NT, int LOGE, int IO, class Src>
-__device__ __forceinline__ void load_whole(const Src& src, const typename K::U* keys,
-                                           const typename V::U* vals, long long n,
-                                           const Walk<NT, LOGE>& wk, typename K::U* sk,
-                                           typename V::U* sv, typename K::U dm) {
-    if constexpr (Async<K, V>::ok && DISTSORT_ASYNC)
-        load_tile_async<K, V, NT, LOGE, IO>(src, keys, vals, wk, sk, sv, dm);
-    else
-        load_tile<K, V, NT, LOGE, IO>(src, keys, vals, n, wk, sk, sv, dm);
-}
-
-// The load of a tile by the addressing `io`.
-template <class K, class V, int NT, int LOGE, class Src>
-__device__ __forceinline__ void load_any(int io, const Src& src, const typename K::U* keys,
-                                         const typename V::U* vals, long long n,
-                                         const Walk<NT, LOGE>& wk, typename K::U* sk,
-                                         typename V::U* sv, typename K::U dm) {
-    switch (io) {
-    case IO_ROWS:
-        return load_whole<K, V, NT, LOGE, IO_ROWS>(src, keys, vals, n, wk, sk, sv, dm);
-    case IO_STRIDED:
-        return load_whole<K, V, NT, LOGE, IO_STRIDED>(src, keys, vals, n, wk, sk, sv, dm);
-    case IO_SHORT:
-        return load_whole<K, V, NT, LOGE, IO_SHORT>(src, keys, vals, n, wk, sk, sv, dm);
-    }
-    load_tile<K, V, NT, LOGE, IO_ANY>(src, keys, vals, n, wk, sk, sv, dm);
-}
-
-template <class K, class V, int NT, int LOGE, int IO>
-__device__ __forceinline__ void store_tile(typename K::U* keys, typename V::U* vals, long long n,
-                                           const Walk<NT, LOGE>& wk, const typename K::U* sk,
-                                           const typename V::U* sv, typename K::U dm) {
+__device__ __forceinline__ void load_tile(const Src& src, long long n, const Walk<NT, LOGE>& wk,
+                                          typename K::U* sk, typename V::U* sv) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr bool HV = HasValues<V>::value;
     constexpr int B = Batch<K, V>::N;
     for (int e0 = 0; e0 < wk.count; e0 += B) {
         const long long i0 = IO == IO_ANY ? 0 : wk.at(e0);
-        U* kp = keys + i0;
-        VU* vp = vals + (HV ? i0 : 0);
+        U c[B];
+        VU v[B];
+        bool ok[B];
+#pragma unroll
+        for (int u = 0; u < B; ++u) {  // loads first: all B in flight
+            if constexpr (IO == IO_ANY) {
+                const long long i = wk.at(e0 + u);
+                ok[u] = e0 + u < wk.count && i < n;
+                if (ok[u]) src.fetch(i, 0, c[u], v[u]);
+            } else {
+                ok[u] = true;
+                src.fetch(i0, batch_at<NT, LOGE, IO>(wk, u), c[u], v[u]);
+            }
+        }
 #pragma unroll
         for (int u = 0; u < B; ++u) {
-            const long long i = batch_at<NT, LOGE, IO>(wk, IO == IO_ANY ? e0 + u : u);
-            if (IO == IO_ANY && (e0 + u >= wk.count || i >= n)) continue;
-            kp[i] = K::untotal((U)(sk[wk.spos(e0 + u)] ^ dm));
-            if constexpr (HV) vp[i] = sv[wk.spos(e0 + u)];
+            if (IO == IO_ANY && e0 + u >= wk.count) continue;
+            sk[wk.spos(e0 + u)] = ok[u] ? c[u] : (U)~(U)0;
+            if constexpr (HV) sv[wk.spos(e0 + u)] = ok[u] ? v[u] : V::value_max();
+        }
+    }
+}
+
+// `load_tile` of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT) by cp.async: the
+// raw bits land in shared memory, and each thread then turns its own into codes
+// (nothing to do for unsigned ascending keys).
+template <class K, class V, int NT, int LOGE, int IO, class Src>
+__device__ __forceinline__ void load_tile_async(const Src& src, const Walk<NT, LOGE>& wk,
+                                                typename K::U* sk, typename V::U* sv) {
+    constexpr int B = Batch<K, V>::N;
+    for (int e0 = 0; e0 < wk.count; e0 += B) {
+        const long long i0 = wk.at(e0);
+#pragma unroll
+        for (int u = 0; u < B; ++u) {
+            const int a = wk.spos(e0 + u);
+            src.copy(i0, batch_at<NT, LOGE, IO>(wk, u), sk + a, sv + a);
+        }
+    }
+    copy_async_wait();
+    if (src.raw())
+        for (int e = 0; e < wk.count; ++e) src.fix(sk[wk.spos(e)]);
+}
+
+// The load of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT): by cp.async where
+// the sizes allow, else through registers.
+template <class K, class V, int NT, int LOGE, int IO, class Src>
+__device__ __forceinline__ void load_whole(const Src& src, long long n, const Walk<NT, LOGE>& wk,
+                                           typename K::U* sk, typename V::U* sv) {
+    if constexpr (Async<K, V>::ok && DISTSORT_ASYNC)
+        load_tile_async<K, V, NT, LOGE, IO>(src, wk, sk, sv);
+    else
+        load_tile<K, V, NT, LOGE, IO>(src, n, wk, sk, sv);
+}
+
+// The load of a tile by the addressing `io`.
+template <class K, class V, int NT, int LOGE, class Src>
+__device__ __forceinline__ void load_any(int io, const Src& src, long long n,
+                                         const Walk<NT, LOGE>& wk, typename K::U* sk,
+                                         typename V::U* sv) {
+    switch (io) {
+    case IO_ROWS: return load_whole<K, V, NT, LOGE, IO_ROWS>(src, n, wk, sk, sv);
+    case IO_STRIDED: return load_whole<K, V, NT, LOGE, IO_STRIDED>(src, n, wk, sk, sv);
+    case IO_SHORT: return load_whole<K, V, NT, LOGE, IO_SHORT>(src, n, wk, sk, sv);
+    }
+    load_tile<K, V, NT, LOGE, IO_ANY>(src, n, wk, sk, sv);
+}
+
+template <class K, class V, int NT, int LOGE, int IO, class Dst>
+__device__ __forceinline__ void store_tile(const Dst& dst, long long n, const Walk<NT, LOGE>& wk,
+                                           const typename K::U* sk, const typename V::U* sv) {
+    typedef typename V::U VU;
+    constexpr bool HV = HasValues<V>::value;
+    constexpr int B = Batch<K, V>::N;
+    for (int e0 = 0; e0 < wk.count; e0 += B) {
+        const long long i0 = IO == IO_ANY ? 0 : wk.at(e0);
+#pragma unroll
+        for (int u = 0; u < B; ++u) {
+            const int a = wk.spos(e0 + u);
+            if constexpr (IO == IO_ANY) {
+                const long long i = wk.at(e0 + u);
+                if (e0 + u >= wk.count || i >= n) continue;
+                dst.put(i, 0, sk[a], HV ? sv[a] : (VU)0);
+            } else {
+                dst.put(i0, batch_at<NT, LOGE, IO>(wk, u), sk[a], HV ? sv[a] : (VU)0);
+            }
         }
     }
 }
@@ -507,10 +601,8 @@ __device__ __forceinline__ void half_cleaners(typename K::U* sk, typename V::U* 
 #define DISTSORT_DIRECT_PHASE()
 #endif
 template <class K, class V, int E, int NT, int TB, class Src>
-__device__ __noinline__ void merge_first_phase(const Src& src, long long start,
-                                               const typename K::U* keys, const typename V::U* vals,
-                                               typename K::U* sk, typename V::U* sv,
-                                               typename K::U dm) {
+__device__ __noinline__ void merge_first_phase(const Src src, long long start, typename K::U* sk,
+                                               typename V::U* sv, typename K::U dm) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
@@ -523,15 +615,7 @@ __device__ __noinline__ void merge_first_phase(const Src& src, long long start,
         U r[E];
         VU w[E];
 #pragma unroll
-        for (int m = 0; m < E; ++m) {
-            if constexpr (Src::runs) {
-                r[m] = (U)(K::total(src.key(start + (m << W.q) + g)) ^ dm);
-                if constexpr (HV) w[m] = src.val(start + (m << W.q) + g);
-            } else {
-                r[m] = (U)(K::total(keys[(m << W.q) + g]) ^ dm);
-                if constexpr (HV) w[m] = vals[(m << W.q) + g];
-            }
-        }
+        for (int m = 0; m < E; ++m) src.fetch(start + g, (long long)m << W.q, r[m], w[m]);
         half_clean_seq<K, V, E, W.j, W.s>(r, w, dm);
         const int a = pad<LOGE>(g);
 #pragma unroll
@@ -549,11 +633,12 @@ __device__ __noinline__ void merge_first_phase(const Src& src, long long start,
 #endif
 constexpr int PROBE = DISTSORT_PROBE;
 
-// One pass (see the top of this file), its elements read from `src`.
-template <class K, class V, int E, int NT, int TB, class Src>
-__device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, typename V::U* vals,
-                                         long long n, long long lane, int tb, int mode, int top,
-                                         int k, int mirror, int pre, u64_t dmask) {
+// One pass (see the top of this file), its elements read from `src` and written to `dst`;
+// `dm` is the descending mask of the keyed compares.
+template <class K, class V, int E, int NT, int TB, class Src, class Dst>
+__device__ __forceinline__ void run_pass(const Src& src, const Dst& dst, long long n, int tb,
+                                         int mode, int top, int k, int mirror, int pre,
+                                         typename K::U dm) {
     typedef typename K::U U;
     typedef typename V::U VU;
     constexpr int LOGE = Log2<E>::v;
@@ -561,22 +646,19 @@ __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, ty
     extern __shared__ __align__(16) unsigned char smem[];
     U* sk = reinterpret_cast<U*>(smem);
     VU* sv = reinterpret_cast<VU*>(smem + ((pad<LOGE>(1 << tb) * sizeof(U) + 15) & ~15));
-    const U dm = (U)dmask;
     const Tile tile((long long)blockIdx.x, tb, mode, top, k, mirror);
     if (tile.start >= n) return;  // all padding (the map increases with L)
-    keys += blockIdx.y * lane;
-    vals += HasValues<V>::value ? blockIdx.y * lane : 0;
     const Walk<NT, LOGE> wk(tile, tb);
     const bool full = tile.last(tb) < n;
     const int io = io_kind<B>(wk, full);
     DISTSORT_IO_KIND(io);
     // A whole MERGE tile of the tuned size: its first phase loads from global memory.
-    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full && !PROBE;
+    const bool direct = mode == 1 && tb == TB && top == TB - 1 && full && !PROBE &&
+                        src.affine(TB - LOGE);
     if (PROBE == 2) {  // phases only: the tile is whatever shared memory holds
     } else if (direct)
-        merge_first_phase<K, V, E, NT, TB>(src, tile.start, keys + tile.start,
-                                           vals + (HasValues<V>::value ? tile.start : 0), sk, sv, dm);
-    else load_any<K, V, NT, LOGE>(io, src, keys, vals, n, wk, sk, sv, dm);
+        merge_first_phase<K, V, E, NT, TB>(src, tile.start, sk, sv, dm);
+    else load_any<K, V, NT, LOGE>(io, src, n, wk, sk, sv);
     if (PROBE != 1) {  // the steps (none when probing global loads and stores only)
         if (mode == 0) {
             __syncthreads();
@@ -606,17 +688,20 @@ __device__ __forceinline__ void run_pass(const Src& src, typename K::U* keys, ty
     }
     __syncthreads();
     if (PROBE == 2) return;
-    if (io == IO_ROWS) store_tile<K, V, NT, LOGE, IO_ROWS>(keys, vals, n, wk, sk, sv, dm);
-    else if (io == IO_STRIDED) store_tile<K, V, NT, LOGE, IO_STRIDED>(keys, vals, n, wk, sk, sv, dm);
-    else if (io == IO_SHORT) store_tile<K, V, NT, LOGE, IO_SHORT>(keys, vals, n, wk, sk, sv, dm);
-    else store_tile<K, V, NT, LOGE, IO_ANY>(keys, vals, n, wk, sk, sv, dm);
+    if (io == IO_ROWS) store_tile<K, V, NT, LOGE, IO_ROWS>(dst, n, wk, sk, sv);
+    else if (io == IO_STRIDED) store_tile<K, V, NT, LOGE, IO_STRIDED>(dst, n, wk, sk, sv);
+    else if (io == IO_SHORT) store_tile<K, V, NT, LOGE, IO_SHORT>(dst, n, wk, sk, sv);
+    else store_tile<K, V, NT, LOGE, IO_ANY>(dst, n, wk, sk, sv);
 }
 
 template <class K, class V, int E, int NT, int MINB, int TB>
 __global__ void __launch_bounds__(NT, MINB)
 bitonic_pass(typename K::U* keys, typename V::U* vals, long long n, long long lane, int tb,
              int mode, int top, int k, int mirror, int pre, u64_t dmask) {
-    run_pass<K, V, E, NT, TB>(InPlace{}, keys, vals, n, lane, tb, mode, top, k, mirror, pre, dmask);
+    const typename K::U dm = (typename K::U)dmask;
+    const Flat<K, V> io(keys + blockIdx.y * lane,
+                        vals + (HasValues<V>::value ? blockIdx.y * lane : 0), dm);
+    run_pass<K, V, E, NT, TB>(io, io, n, tb, mode, top, k, mirror, pre, dm);
 }
 
 // The first pass of a compare-split's merge: it reads the lower run a[0 .. ma) reversed,
@@ -628,8 +713,32 @@ merge_pass(typename K::U* keys, typename V::U* vals, long long n, const typename
            const typename V::U* av, long long ma, const typename K::U* b,
            const typename V::U* bv, int tb, int mode, int top, int k, int mirror, int pre,
            u64_t dmask) {
-    const Runs<K, V> src{a + (ma - 1), av + (HasValues<V>::value ? ma - 1 : 0), b, bv, ma};
-    run_pass<K, V, E, NT, TB>(src, keys, vals, n, 0, tb, mode, top, k, mirror, pre, dmask);
+    const typename K::U dm = (typename K::U)dmask;
+    const Runs<K, V> src(a, av, ma, b, bv, dm);
+    run_pass<K, V, E, NT, TB>(src, Flat<K, V>(keys, vals, dm), n, tb, mode, top, k, mirror, pre,
+                              dm);
+}
+
+// A pass of a packed key-value sort (`Packed`) of 4-byte integer keys (KS) and values
+// (VS): ENDS bit 0 for its first pass (it reads the keys and values, `Pairs`), bit 1 for
+// its last (it writes them); the others read and write `Split` (its bit `zb`).
+template <class KS, class VS, int E, int NT, int MINB, int TB, int ENDS>
+__global__ void __launch_bounds__(NT, MINB)
+packed_pass(u32_t* keys, u32_t* vals, long long n, long long lane, int tb, int mode, int top,
+            int k, int mirror, int pre, int zb, u64_t dmask) {
+    typedef Packed<KS, VS> K;
+    keys += blockIdx.y * lane;
+    vals += blockIdx.y * lane;
+    const Pairs<KS, VS> pairs{keys, vals, (u32_t)dmask};
+    const Split split{reinterpret_cast<u64_t*>(keys), reinterpret_cast<u64_t*>(vals), zb};
+    if constexpr (ENDS == 0)
+        run_pass<K, NoValue, E, NT, TB>(split, split, n, tb, mode, top, k, mirror, pre, 0);
+    else if constexpr (ENDS == 1)
+        run_pass<K, NoValue, E, NT, TB>(pairs, split, n, tb, mode, top, k, mirror, pre, 0);
+    else if constexpr (ENDS == 2)
+        run_pass<K, NoValue, E, NT, TB>(split, pairs, n, tb, mode, top, k, mirror, pre, 0);
+    else
+        run_pass<K, NoValue, E, NT, TB>(pairs, pairs, n, tb, mode, top, k, mirror, pre, 0);
 }
 
 // Crossing count of a compare-split: #{i < min(ma, mb) : A[ma-1-i] > B[i]} by binary

@@ -78,6 +78,37 @@ extern "C" int emu_merge_pass(void* keys, void* vals, long long n, void* a, void
     });
 }
 
+// A pass of a packed key-value sort (`packed_pass`; `ends` its ENDS); 2 where KT and VT
+// are not 4-byte integers (the kernel does not exist).
+template <int ENDS>
+static int emu_packed(void* keys, void* vals, long long n, long long lane, int tb, int mode,
+                      int top, int k, int mirror, int pre, int zb, unsigned long long dmask,
+                      long long gx, long long gy, long long smem_bytes) {
+    if constexpr (sizeof(KU) == 4 && sizeof(VU) == 4 && KT::KIND != KIND_FLOAT &&
+                  VT::KIND != KIND_FLOAT) {
+        return emu_launch(gx, gy, smem_bytes, [=] {
+            packed_pass<KT, VT, E_, NT_, 1, TB_, ENDS>((u32_t*)keys, (u32_t*)vals, n, lane, tb,
+                                                      mode, top, k, mirror, pre, zb, dmask);
+        });
+    } else {
+        return 2;
+    }
+}
+
+extern "C" int emu_packed_pass(void* keys, void* vals, long long n, long long lane, int tb,
+                               int mode, int top, int k, int mirror, int pre, int zb, int ends,
+                               unsigned long long dmask, long long gx, long long gy,
+                               long long smem_bytes) {
+    auto run = [&](auto f) { return f(keys, vals, n, lane, tb, mode, top, k, mirror, pre, zb,
+                                      dmask, gx, gy, smem_bytes); };
+    switch (ends) {
+    case 0: return run(emu_packed<0>);
+    case 1: return run(emu_packed<1>);
+    case 2: return run(emu_packed<2>);
+    default: return run(emu_packed<3>);
+    }
+}
+
 extern "C" long long emu_crossing(void* a, void* av, long long ma, void* b, void* bv,
                                   long long mb, unsigned long long dmask) {
     long long out = -1;
