@@ -1,6 +1,6 @@
 """Static counts of the GPU kernels without a GPU: registers, spills and SASS instructions.
 
-Compiles ``bitonic_pass`` as the loader does (``distsort/kernels/loader.py``: the source of
+Compiles ``bitonic_pass`` (``packed_pass`` for uint32+uint32) as the loader does (``distsort/kernels/loader.py``: the source of
 ``sort.cu``, ``-std=c++17 -I<kernels>``, one instantiation per dtype pair under a tuning
 table) with ``nvcc -cubin -arch=sm_XX -Xptxas -v``, disassembles it with ``cuobjdump -sass``
 and prints, per kernel: registers, spill bytes, instructions in all and in the phases
@@ -43,6 +43,10 @@ def instantiation(key, value, cfg, with_tile=True):
     targs = f"{k}, {v}, {cfg.regs}, {cfg.threads}, {cfg.min_blocks}"
     if with_tile:  # v6 on: the tuned tile is a template parameter
         targs += f", {cfg.tile}"
+    if passes.packs(key, value, 1 << 28, cfg.threads):  # the packed kernels, all four
+        return "".join(f"template __global__ void packed_pass<{targs}, {ends}>(u32_t*, u32_t*, "
+                       "long long, long long, int, int, int, int, int, int, int, u64_t);\n"
+                       for ends in range(4))
     return (f"template __global__ void bitonic_pass<{targs}>({ku}*, {vu}*, long long, "
             "long long, int, int, int, int, int, int, u64_t);\n")
 
@@ -68,6 +72,8 @@ def main():
         for key, value in PAIRS:
             vs = np.dtype(value).itemsize if value else 0
             cfg = passes.config(tab, np.dtype(key).itemsize, vs)
+            if passes.packs(key, value, 1 << 28, cfg.threads):  # packed: 8-byte keys' shape
+                cfg = passes.config(tab, 8)
             print(f"{key}+{value}: {cfg}")
             text += instantiation(key, value, cfg, not args.no_tile_param)
         cu.write_text(text)

@@ -1,7 +1,8 @@
 // In-place bitonic sort kernels (Peters et al., section 3.2, with virtual padding).
 //
 // One kernel, `bitonic_pass`, does every pass over global memory (and `merge_pass`, the
-// same pass reading two sorted runs, the first pass of a merge).  A block loads
+// same pass reading two sorted runs, the first pass of a merge; `packed_pass`, the passes
+// of a key-value sort of 4-byte integers as 64-bit codes, see `Packed`).  A block loads
 // 2^tb elements (a "tile", as large as shared memory allows) into shared memory,
 // runs several steps of the network on them, and stores them back.  Inside the
 // block the steps run in "phases": each thread takes E elements whose tile
