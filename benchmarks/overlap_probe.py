@@ -12,6 +12,7 @@ full = max(io, phases), they overlap completely.  The full sort is checked again
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections import defaultdict
@@ -26,7 +27,7 @@ from distsort.kernels.loader import Module  # noqa: E402
 from pass_profile import MODES, fresh, launches, timed_sort  # noqa: E402
 
 
-def pass_times(mod, keys, values, reps):
+def pass_times(build, keys, values, reps):
     """Median ms of each pass (``reps`` runs after a warm-up), the arrays refilled with
     fresh random elements before every run."""
     times = []
@@ -34,7 +35,7 @@ def pass_times(mod, keys, values, reps):
         keys[:] = fresh(keys.size, keys.dtype, 100 + r)
         if values is not None:
             values[:] = fresh(values.size, values.dtype, 200 + r)
-        times.append([ms for _, ms in timed_sort(keys, values, mod)])
+        times.append([ms for _, ms in timed_sort(keys, values, build)])
     return np.median(np.array(times[1:]), axis=0)
 
 
@@ -46,19 +47,23 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
     keys, values = fresh(n, kd, 1), None if vd is None else fresh(n, vd, 2)
     cfg, packed = cpb.kernel_shape(keys, values)
 
-    def build(*extra):  # the kernels of this shape under `defines` and `extra`
-        return Module(kd, vd, cfg.regs, cfg.threads, cfg.min_blocks, cfg.tile,
-                      defines=(*extra, *defines), packed=packed)
+    def build(*extra):  # the kernels of each block shape under `defines` and `extra`
+        @functools.lru_cache(maxsize=None)
+        def module(shape, packed):
+            return Module(kd, vd, shape.regs, shape.threads, shape.min_blocks, shape.tile,
+                          defines=(*extra, *defines), packed=packed)
+        return module
 
     rows = {}
     for probe_id in probes:
         rows[probe_id] = pass_times(build(f"-DDISTSORT_PROBE={probe_id}"), keys, values, reps)
-    plan = [p for p, _ in launches(keys, values, build())]
+    library = build()  # the library's kernels (probe 0)
+    plan = [p for p, _ in launches(keys, values, library)]
     keys, values = fresh(n, kd, 3), None if vd is None else fresh(n, vd, 4)
     ref = cupy.sort(keys) if vd is None else cupy.lexsort(cupy.stack([values, keys]))
     refk = ref if vd is None else keys[ref]
     refv = None if vd is None else values[ref]
-    for _, go in launches(keys, values, build()):
+    for _, go in launches(keys, values, library):
         go()
     ok = bool((keys == refk).all()) and (vd is None or bool((values == refv).all()))
     kinds = defaultdict(lambda: np.zeros(4))

@@ -25,12 +25,12 @@ from distsort.backends import cupy as cpb  # noqa: E402
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
 
-def launches(keys, values, mod=None):
+def launches(keys, values, build=None):
     """``(pass, launch thunk)`` for each pass of an ascending sort of ``keys`` (one lane):
-    the launches of ``cpb.sort_inplace``, one at a time; ``mod``: the kernels of another
-    build of the same shape (``cpb.kernel_shape``; ``loader.Module(..., defines=...)``),
+    the launches of ``cpb.sort_inplace``, one at a time; ``build(shape, packed)``: the
+    kernels of a block shape from another build (``loader.Module(..., defines=...)``),
     default the library's."""
-    return cpb.launches(keys, values, mod=mod)
+    return cpb.launches(keys, values, build=build)
 
 
 def fresh(n, dtype, seed):
@@ -41,10 +41,10 @@ def fresh(n, dtype, seed):
     return rs.randint(0, info.max, size=n, dtype=np.uint64).astype(dtype)
 
 
-def timed_sort(keys, values, mod=None):
+def timed_sort(keys, values, build=None):
     """``(pass, ms)`` of each pass of one sort (``launches``), timed by CUDA events."""
     rows = []
-    for p, go in launches(keys, values, mod):
+    for p, go in launches(keys, values, build):
         a, b = cupy.cuda.Event(), cupy.cuda.Event()
         a.record()
         go()

@@ -75,7 +75,17 @@ def _instance(tab, key_dtype, value_dtype, packed=False):
         cfg = passes.config(tab, 8)
     else:
         cfg = passes.config(tab, kdt.itemsize, 0 if vdt is None else vdt.itemsize)
-    return cfg, build(kdt.str, None if vdt is None else vdt.str, cfg.regs, cfg.threads, cfg.tile)
+    return cfg, _library(kdt, vdt, cfg)
+
+
+def _library(kdt, vdt, shape):
+    return build(kdt.str, None if vdt is None else vdt.str, shape.regs, shape.threads, shape.tile)
+
+
+def _pass_library(cfg, p, kdt, vdt):
+    """``(shape, compiled emulator)`` that run pass ``p`` under ``cfg`` (``pass_shape``)."""
+    shape = passes.pass_shape(cfg, p)
+    return shape, _library(np.dtype(kdt), None if vdt is None else np.dtype(vdt), shape)
 
 
 def packs(tab, keys, values, n):
@@ -93,20 +103,23 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False,
     n = keys.size // lanes
     pack = packed is not False and not merge and packs(tab, keys, values, n)
     assert pack or not packed, "these arrays do not sort packed"
-    cfg, so = _instance(tab, keys.dtype, None if values is None else values.dtype, pack)
+    vdt = None if values is None else values.dtype
+    cfg, _ = _instance(tab, keys.dtype, vdt, pack)
     kst = _storage(keys)
     vst = kst if values is None else _storage(values)
     dm = passes.descending_mask(keys.dtype.itemsize, descending)
     if pack:
         zb = passes.split_bit(cfg.threads)
         for p, ends in passes.packed_plan(cfg, n):
+            shape, so = _pass_library(cfg, p, keys.dtype, vdt)
             rc = so.emu_packed_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(), zb, ends,
-                                    dm, p.blocks, lanes, cfg.smem)
+                                    dm, p.blocks, lanes, shape.smem)
             assert rc == 0, "shared memory of the emulator too small for this tile"
         return keys, values
     for p in passes.plan(cfg, n, merge):
+        shape, so = _pass_library(cfg, p, keys.dtype, vdt)
         rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, n, n, *p.args(), dm, p.blocks,
-                         lanes, cfg.smem)
+                         lanes, shape.smem)
         assert rc == 0, "shared memory of the emulator too small for this tile"
     return keys, values
 
@@ -117,7 +130,8 @@ def merge_runs(tab, a, av, b, bv, descending=False):
     ma, m = a.size, a.size + b.size
     keys = np.empty(m, a.dtype)
     values = None if av is None else np.empty(m, av.dtype)
-    cfg, so = _instance(tab, a.dtype, None if av is None else av.dtype)
+    vdt = None if av is None else av.dtype
+    cfg, _ = _instance(tab, a.dtype, vdt)
     plan = passes.plan(cfg, m, merge=True)
     assert 0 < ma < m and plan, "merge_runs merges two non-empty runs"
     kst, ast, bst = _storage(keys), _storage(a), _storage(b)
@@ -126,13 +140,15 @@ def merge_runs(tab, a, av, b, bv, descending=False):
     bvs = bst if bv is None else _storage(bv)
     dm = passes.descending_mask(a.dtype.itemsize, descending)
     p = plan[0]
+    shape, so = _pass_library(cfg, p, a.dtype, vdt)
     rc = so.emu_merge_pass(kst.ctypes.data, vst.ctypes.data, m, ast.ctypes.data,
                            avs.ctypes.data, ma, bst.ctypes.data, bvs.ctypes.data, *p.args(),
-                           dm, p.blocks, cfg.smem)
+                           dm, p.blocks, shape.smem)
     assert rc == 0, "shared memory of the emulator too small for this tile"
     for p in plan[1:]:
+        shape, so = _pass_library(cfg, p, a.dtype, vdt)
         rc = so.emu_pass(kst.ctypes.data, vst.ctypes.data, m, m, *p.args(), dm, p.blocks, 1,
-                         cfg.smem)
+                         shape.smem)
         assert rc == 0
     return keys, values
 

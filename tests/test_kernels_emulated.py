@@ -195,6 +195,42 @@ def test_packed_paths():
     assert not emu.packs(tab, k32, None, 64)
 
 
+#: "wide" with another block shape for the GROUP passes (``passes.pass_shape``): the same
+#: tiles (2^10 of 4-byte keys, 2^9 of 8 bytes) with half the threads and E.
+MIXED = {**TUNINGS["wide"], "group": {"threads": 8, "regs": [16, 8, 4]}}
+
+
+@pytest.mark.parametrize("dtype,vdtype", [("uint32", None), ("float64", None),
+                                          ("uint32", "uint32"), ("float32", "int16")])
+def test_group_shape(dtype, vdtype):
+    """GROUP passes in another block shape than the rest of the sort (``group`` in the
+    tuning table): sorts, a packed one and a merge of two runs, against NumPy."""
+    vs = 0 if vdtype is None else np.dtype(vdtype).itemsize
+    cfg = emu.passes.config(MIXED, np.dtype(dtype).itemsize, vs)
+    assert cfg.group is not None and cfg.group.threads == 8
+    rng = np.random.default_rng(13)
+    order = Order(False, vdtype is not None)
+    for n in [2**15, 2**14 + 96]:
+        keys = _keys(rng, n, dtype)
+        values = None if vdtype is None else random_keys(rng, n, vdtype, duplicates=True)
+        gk, gv = keys.copy(), None if values is None else values.copy()
+        emu.sort_inplace(MIXED, gk, gv)
+        rk, rv = kernel_reference(keys, values, order)
+        np.testing.assert_array_equal(bits(gk), bits(rk), err_msg=f"n={n}")
+        if values is not None:
+            np.testing.assert_array_equal(bits(gv), bits(rv), err_msg=f"n={n}")
+    ak, av = kernel_reference(_keys(rng, 3000, dtype), None if vdtype is None else
+                              random_keys(rng, 3000, vdtype), order)
+    bk, bv = kernel_reference(_keys(rng, 9000, dtype), None if vdtype is None else
+                              random_keys(rng, 9000, vdtype), order)
+    gk, gv = emu.merge_runs(MIXED, ak, av, bk, bv)
+    rk, rv = kernel_reference(np.concatenate([ak, bk]), None if vdtype is None else
+                              np.concatenate([av, bv]), order)
+    np.testing.assert_array_equal(bits(gk), bits(rk))
+    if vdtype is not None:
+        np.testing.assert_array_equal(bits(gv), bits(rv))
+
+
 @pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
 @pytest.mark.parametrize("dtype", ["uint32", "float64", "int8"])
 def test_bitonic_merge(dtype, order):

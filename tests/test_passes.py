@@ -88,3 +88,19 @@ def test_tuning_override_holds_for_every_size(monkeypatch):
         assert (cfg.threads, cfg.min_blocks, cfg.regs) == (512, 1, 32 if key + value <= 4 else 16)
     monkeypatch.delenv("DISTSORT_TUNING")
     assert passes.config(tuning.table(9), 8, 0).regs == 32
+
+
+def test_group_shape_only_with_the_same_schedule():
+    """A table's ``group`` entries give GROUP passes that end no stage another block
+    shape, only where its tile and steps per pass are the plan's (else it is dropped)."""
+    base = {"smem": 8192, "threads": 16, "regs": [32, 16, 8], "row_bytes": 32, "min_blocks": 1}
+    cfg = passes.config({**base, "group": {"threads": 8, "regs": [16, 8, 4]}}, 4)
+    assert cfg.group == passes.config({**base, "threads": 8, "regs": [16, 8, 4]}, 4)
+    shapes = {(p.mode, p.pre > 0): passes.pass_shape(cfg, p).threads
+              for p in passes.plan(cfg, 2**20)}
+    assert shapes == {(passes.SORT, False): 16, (passes.GROUP, False): 8,
+                      (passes.GROUP, True): 16, (passes.MERGE, False): 16}
+    assert passes.config({**base, "group": {"smem": 4096}}, 4).group is None  # smaller tile
+    hopper = passes.config(tuning.TABLES[9], 8)
+    assert (hopper.group.threads, hopper.group.tile) == (256, hopper.tile)
+    assert passes.config(tuning.TABLES[9], 4).group is None

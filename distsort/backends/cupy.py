@@ -106,14 +106,24 @@ def kernel_shape(keys, values=None, lanes=1, merge=False):
     return (cfg, True) if cfg is not None else (_config(keys.dtype, vdtype), False)
 
 
-def launches(keys, values=None, descending=False, lanes=1, merge=False, mod=None):
+def _pass_kernels(cfg, p, build):
+    """``(shape, module)`` that run pass ``p`` of a plan under ``cfg`` (``pass_shape``);
+    ``build(shape)`` gives the module of a shape."""
+    shape = passes.pass_shape(cfg, p)
+    mod = build(shape)
+    mod.allow_smem(shape.smem)
+    return shape, mod
+
+
+def launches(keys, values=None, descending=False, lanes=1, merge=False, build=None):
     """``(pass, launch)`` of each pass of ``sort_inplace`` of these (non-empty) arrays:
     what it runs, one launch at a time (``benchmarks/pass_profile.py`` times them).
-    ``mod``: the kernels of another build of the same shape (``kernel_shape``)."""
+    ``build(shape, packed)``: the kernels of a block shape from another build (such as
+    ``loader.Module(..., defines=...)``), default the library's."""
     n = keys.size // lanes
     cfg, packed = kernel_shape(keys, values, lanes, merge)
-    mod = mod or _module(keys.dtype, None if values is None else values.dtype, cfg, packed)
-    mod.allow_smem(cfg.smem)
+    vdtype = None if values is None else values.dtype
+    build = build or functools.partial(_module, keys.dtype, vdtype)
     kst, vst = (a.ravel() for a in _storages(keys, values))
 
     def head(first):
@@ -124,10 +134,12 @@ def launches(keys, values=None, descending=False, lanes=1, merge=False, mod=None
     if packed:
         tail = (np.int32(passes.split_bit(cfg.threads)), dm)
         for p, ends in passes.packed_plan(cfg, n):
-            yield p, functools.partial(_launch, mod.packed_pass[ends], cfg, p, lanes, head, tail)
+            shape, mod = _pass_kernels(cfg, p, lambda s: build(s, True))
+            yield p, functools.partial(_launch, mod.packed_pass[ends], shape, p, lanes, head, tail)
     else:
         for p in passes.plan(cfg, n, merge):
-            yield p, functools.partial(_launch, mod.bitonic_pass, cfg, p, lanes, head, (dm,))
+            shape, mod = _pass_kernels(cfg, p, lambda s: build(s, False))
+            yield p, functools.partial(_launch, mod.bitonic_pass, shape, p, lanes, head, (dm,))
 
 
 def sort_inplace(keys, values=None, descending=False, lanes=1, merge=False):
@@ -155,17 +167,19 @@ def merge_runs(a, b, descending=False):
         if values is not None:
             values[:ma], values[ma:] = av, bv
         return _chunk(keys, values)
-    cfg, mod = _kernels(ak.dtype, None if av is None else av.dtype)
-    mod.allow_smem(cfg.smem)
+    vdtype = None if av is None else av.dtype
+    cfg = _config(ak.dtype, vdtype)
+    build = functools.partial(_module, ak.dtype, vdtype)
     plan = passes.plan(cfg, m, merge=True)  # m >= 2: at least one pass
     (kst, vst), (ast, avs), (bst, bvs) = (_storages(keys, values), _storages(ak, av),
                                           _storages(bk, bv))
     dm = (_dmask(ak.dtype, descending),)
-    _launch(mod.merge_pass, cfg, plan[0], 1,
+    shape, mod = _pass_kernels(cfg, plan[0], build)
+    _launch(mod.merge_pass, shape, plan[0], 1,
             lambda _: (kst, vst, np.int64(m), ast, avs, np.int64(ma), bst, bvs), dm)
     for p in plan[1:]:
-        _launch(mod.bitonic_pass, cfg, p, 1,
-                lambda _: (kst, vst, np.int64(m), np.int64(m)), dm)
+        shape, mod = _pass_kernels(cfg, p, build)
+        _launch(mod.bitonic_pass, shape, p, 1, lambda _: (kst, vst, np.int64(m), np.int64(m)), dm)
     return _chunk(keys, values)
 
 

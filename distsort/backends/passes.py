@@ -20,12 +20,25 @@ class Config(NamedTuple):
     kmax: int        # global steps per GROUP pass
     smem: int        # shared-memory bytes per block
     min_blocks: int  # blocks per SM the register budget must allow
+    group: "Config | None" = None  # the shape of the GROUP passes, if another (pass_shape)
 
 
 def config(tab: dict, key_size: int, value_size: int = 0) -> Config:
     """The block shape for keys of ``key_size`` bytes and values of ``value_size``
-    (0: keys only) under the tuning table ``tab``."""
+    (0: keys only) under the tuning table ``tab``; with the shape of the table's
+    ``group`` entries as ``group`` where they give the same tile and steps per pass
+    (so the same schedule)."""
     tab = tuning.shape(tab, key_size, value_size)
+    group = tab.pop("group", None)
+    cfg = _block(tab, key_size, value_size)
+    if group:
+        other = _block({**tab, **group}, key_size, value_size)
+        if (other.tile, other.kmax) == (cfg.tile, cfg.kmax):
+            cfg = cfg._replace(group=other)
+    return cfg
+
+
+def _block(tab: dict, key_size: int, value_size: int) -> Config:
     regs = tuning.regs_per_thread(tab, key_size + value_size)
     tile = tuning.tile_bits(tab, key_size, value_size, regs)
     # A phase's register window sits at tile bit 0 or at bit log2 E or above, so a
@@ -108,6 +121,17 @@ def schedule(n, tile, loge, kmax, merge=False):
             passes.append(Pass(GROUP, tb, s, k, 1, h + 1, rows))
             s, h = s + 1, s - k
     return passes
+
+
+def pass_shape(cfg: Config, p: Pass) -> Config:
+    """The block shape that runs pass ``p``: ``cfg.group`` for the GROUP passes that end
+    no stage (``pre`` 0), where there is one, else ``cfg``.
+
+    >>> cfg = Config(6, 4, 8, 3, 0, 1, group=Config(6, 2, 16, 3, 0, 1))
+    >>> [pass_shape(cfg, p).threads for p in schedule(1000, tile=6, loge=2, kmax=3)][:4]
+    [8, 16, 8, 8]
+    """
+    return cfg.group if cfg.group is not None and p.mode == GROUP and not p.pre else cfg
 
 
 def plan(cfg: Config, n, merge=False):

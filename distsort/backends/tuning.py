@@ -15,6 +15,8 @@ threads it has and how many elements each thread holds in registers.
 
 ``keys8``     entries that replace the others for 8-byte keys without values (and for
               packed key-value sorts, whose elements are 8-byte codes).
+``group``     entries that replace the others for the GROUP passes that end no stage
+              (``passes.pass_shape``), where they give the same tile and steps per pass.
 
 ``DISTSORT_TUNING`` (a JSON object in the environment) overrides entries of every
 table, and then holds for every element size (``keys8`` is dropped), for tuning
@@ -36,8 +38,12 @@ TABLES = {
     # them per thread (fewer, longer phases): float64 47.0, uint64 42.1, uint32+uint32
     # packed 43.6 ms, against 47.4 / 44.0 / 44.5 with 16 in two blocks of 256 threads
     # (benchmarks/NOTES_local_sort.md, v13).
+    # Their GROUP passes, though, run faster in two blocks of 256 threads holding 16 each
+    # (uint64 1.19 against 1.25 ms per pass, float64 1.27 against 1.37).
     9: {"smem": 74 * 1024, "threads": 128, "regs": (32, 16, 8), "row_bytes": 128,
-        "min_blocks": 3, "keys8": {"regs": (32, 32, 8)}},
+        "min_blocks": 3,
+        "keys8": {"regs": (32, 32, 8), "group": {"smem": 113 * 1024, "threads": 256,
+                                                 "min_blocks": 2, "regs": (32, 16, 8)}}},
     # Ampere / Ada: 163 KB (A100) or 99 KB (consumer); the smaller one is safe.
     8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
         "min_blocks": 1},
