@@ -66,6 +66,22 @@ def count_chunks(n, count):
 CHUNK_COUNTS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 31]
 
 
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+def test_packed_chunks(client, descending):
+    """Chunks of 4-byte integer keys and values whose lengths are multiples of 32 sort
+    packed on the GPU (``passes.packs``) and merge unpacked: NumPy's order, ties (many)
+    by value."""
+    rng = np.random.default_rng()
+    n = 6 * 2**16
+    x = rng.integers(-500, 500, n).astype(np.int32)
+    v = rng.integers(0, 2**32, n).astype(np.uint32)
+    dx, dv = to_dask(x, count_chunks(n, 6)), to_dask(v, count_chunks(n, 6))
+    sk, sv = client.compute([*distsort.sort_by_key(dx, dv, descending=descending)], sync=True)
+    rk, rv = sort_by_key_reference(x, v, descending)
+    np.testing.assert_array_equal(cupy.asnumpy(sk), rk)
+    np.testing.assert_array_equal(cupy.asnumpy(sv), rv)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_dtype(client, dtype):
     i = DTYPES.index(dtype)
