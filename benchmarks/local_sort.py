@@ -120,11 +120,11 @@ def memory_check(n, values=False):
     keys (with ``values``: and as many uint32 values, a packed sort)."""
     x = cupy.empty(n, dtype=np.uint32)
     v = cupy.empty(n, dtype=np.uint32) if values else None
+    pool = cupy.get_default_memory_pool()
     for seed in (99, 98):  # the first sort compiles and warms up
         fill(x, seed)
         if values:
             fill(v, seed + 1)
-        pool = cupy.get_default_memory_pool()
         cupy.cuda.runtime.deviceSynchronize()
         before = (pool.used_bytes(), pool.total_bytes(), cupy.cuda.runtime.memGetInfo()[0])
         cpb.sort_inplace(x, v)
