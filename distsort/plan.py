@@ -52,16 +52,27 @@ def cleaner_pairs(c: int, stride: int) -> tuple[tuple[int, int], ...]:
     return tuple((i, i + stride) for i in range(c - stride) if not i & stride)
 
 
-def plan_network(c: int) -> tuple[Round, ...]:
+def plan_network(c: int, run: int = 1) -> tuple[Round, ...]:
     """Rounds of the bitonic network on ``c`` chunks (empty rounds omitted).
+
+    ``run`` (a power of two) says that every ``run`` consecutive chunks already hold
+    one sorted run (chunk ``i`` of a group holds its ``i``-th slice): the network then
+    starts at the stage that merges pairs of runs, since each earlier stage only sorts
+    blocks that are sorted already.  A group that is sorted as one on a single GPU
+    (out of core, or many chunks of one worker) skips ``L (L + 1) / 2`` rounds,
+    ``L = log2(run)``.
 
     >>> [r.pairs for r in plan_network(3)]
     [((0, 1),), ((1, 2),), ((0, 1),)]
     >>> len(plan_network(8)), len(plan_network(9))
     (6, 10)
+    >>> [r.pairs for r in plan_network(4, run=2)]
+    [((0, 3), (1, 2)), ((0, 1), (2, 3))]
     """
+    if run < 1 or run & (run - 1):
+        raise ValueError(f"run must be a power of two >= 1, got {run}")
     rounds = []
-    stage = 2
+    stage = 2 * run
     while stage <= padded_count(c):
         steps = [(0, mirror_pairs(c, stage))]
         stride = stage // 4
@@ -86,10 +97,16 @@ def spread_order(pairs, c: int) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(pairs, key=lambda p: int(f"{p[0]:0{bits}b}"[::-1], 2)))
 
 
-def round_count(c: int) -> int:
-    """Rounds a full network on ``padded_count(c)`` chunks has: ``L (L + 1) / 2``."""
+def round_count(c: int, run: int = 1) -> int:
+    """Rounds a full network on ``padded_count(c)`` chunks has: ``L (L + 1) / 2``, less
+    those of the stages inside sorted runs of ``run`` chunks (``plan_network``).
+
+    >>> round_count(16), round_count(16, run=4)
+    (10, 7)
+    """
     levels = padded_count(c).bit_length() - 1
-    return levels * (levels + 1) // 2
+    inner = max(0, min(levels, run.bit_length() - 1))
+    return (levels * (levels + 1) - inner * (inner + 1)) // 2
 
 
 def regular_chunks(n: int, chunk: int) -> tuple[int, ...]:

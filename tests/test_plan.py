@@ -102,3 +102,25 @@ def test_normalize_chunks_is_regular_and_keeps_length(chunks):
     assert len(out) <= max(1, sum(1 for c in chunks if c))
     if is_regular(tuple(chunks)):
         assert out == tuple(chunks)
+
+
+@pytest.mark.parametrize("c", range(0, 13))
+@pytest.mark.parametrize("run", [1, 2, 4, 8])
+def test_network_from_sorted_runs_sorts_0_1_inputs(c, run):
+    """Groups of ``run`` chunks sorted first (as one GPU sorts what fits it), then the
+    rounds of ``plan_network(c, run)``: every 0-1 input comes out sorted."""
+    inputs = np.array(list(itertools.product((0, 1), repeat=c)), dtype=np.int8).reshape(2**c, c)
+    for g in range(0, c, run):
+        inputs[:, g:g + run] = np.sort(inputs[:, g:g + run], axis=1)
+    rounds = plan_network(c, run)
+    assert len(rounds) <= round_count(c, run)
+    out = apply_network(rounds, inputs)
+    assert (np.diff(out, axis=1) >= 0).all()
+
+
+def test_network_from_runs_is_the_tail_of_the_full_network():
+    full = plan_network(16)
+    assert plan_network(16, 4) == full[len(full) - round_count(16, 4):]
+    assert plan_network(16, 16) == () and round_count(16, 32) == 0
+    with pytest.raises(ValueError):
+        plan_network(8, 3)
