@@ -14,7 +14,8 @@ except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
 from .backends import Order, array_module_name, get_backend
-from .graph import SortGraph, finish_layer, sort_layers
+from .graph import (SortGraph, finish_layer, out_of_core_layers, run_output_layer,
+                    sort_layers)
 from .order import check_dtype
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
@@ -58,38 +59,76 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     hosts = worker_hosts()
     window = pairs_in_flight(hosts=hosts)
-    share = share_crossing_parts(hosts=hosts) and array_module_name(keys._meta) == "cupy"
     chunks = normalize_chunks(keys.chunks[0])
     if chunks != keys.chunks[0]:
         keys = keys.rechunk((chunks,))
     if values is not None and values.chunks[0] != chunks:
         values = values.rechunk((chunks,))
-    backend = get_backend(keys._meta, share)
+    gpu = array_module_name(keys._meta) == "cupy"
+    ooc = _out_of_core(keys, values, chunks, positions, hosts)
+    share = ooc is None and gpu and share_crossing_parts(hosts=hosts)
+    backend = get_backend(keys._meta, share) if ooc is None else ooc[0]
     token = tokenize(keys.name, values.name if values is not None else None, order, positions,
-                     window, share)
+                     window, share, ooc)
     graph = SortGraph(token)
-    sorted_keys = sort_layers(graph, keys.name, values.name if values is not None else None,
-                              chunks, backend, order, positions, window)
+    vname = values.name if values is not None else None
+    if ooc is None:
+        sorted_keys = sort_layers(graph, keys.name, vname, chunks, backend, order, positions,
+                                  window)
+    else:
+        sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
+                                         positions, ooc[1].run_chunks, stage=gpu, window=window)
     sources = [keys] + ([values] if values is not None else [])
     layers, deps = dict(graph.layers), dict(graph.dependencies)
     for src in sources:
         layers.update(src.dask.layers)
         deps.update(src.dask.dependencies)
 
-    def output(name, func, args, meta):
-        finish_layer(graph, name, sorted_keys, func, *args)
+    def output(name, part, func, args, meta):
+        if ooc is None:
+            finish_layer(graph, name, sorted_keys, func, *args)
+        else:
+            run_output_layer(graph, name, sorted_keys, chunks, ooc[1].run_chunks,
+                             backend.output, part, gpu)
         layers[name], deps[name] = graph.layers[name], graph.dependencies[name]
         return da.Array(HighLevelGraph(dict(layers), dict(deps)), name, (chunks,), meta=meta)
 
-    out_keys = output("sort-" + token, backend.finish_keys, (order, keys.dtype), keys._meta)
+    out_keys = output("sort-" + token, 0, backend.finish_keys if ooc is None else None,
+                      (order, keys.dtype), keys._meta)
     out_values = None
     if order.keyed:
         value_meta = (values._meta if values is not None
                       else _module(keys._meta).empty((0,), dtype=np.int64))
-        out_values = output("sort-values-" + token, backend.finish_values, (), value_meta)
+        out_values = output("sort-values-" + token, 1,
+                            backend.finish_values if ooc is None else None, (), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
         return verified(keys, values, out_keys, out_values, order, positions, what)
     return out_keys, out_values
+
+
+def _out_of_core(keys, values, chunks, positions, hosts):
+    """``(HostRuns backend, plan)`` when the data outgrow the workers' device budgets
+    (``distsort.outofcore``), else None.  CuPy chunks run on the GPU engine; NumPy
+    chunks on the one the config value ``distsort.out-of-core-engine`` names
+    (``"cpu"``, the default, or ``"gpu"``: host data sorted on the workers' GPUs)."""
+    import dask
+
+    from . import memory
+    from .backends.hostruns import HostRuns
+    from .locality import _current_client
+    from .outofcore import needs_out_of_core, plan_out_of_core
+
+    gpu = array_module_name(keys._meta) == "cupy"
+    engine = "gpu" if gpu else dask.config.get("distsort.out-of-core-engine", "cpu")
+    budgets = memory.device_budgets(_current_client(), workers=len(hosts or [None]),
+                                    ask_workers=engine == "gpu")
+    itemsize = keys.dtype.itemsize + (8 if positions else
+                                      values.dtype.itemsize if values is not None else 0)
+    if not needs_out_of_core(sum(chunks) * itemsize, budgets):
+        return None
+    budget = min(budgets)
+    plan = plan_out_of_core(chunks, itemsize, budget)
+    return HostRuns(engine, plan.segment, budget), plan
 
 
 def _validate(x, axis, what="x"):

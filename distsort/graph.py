@@ -220,3 +220,52 @@ def finish_layer(graph, out_name, sorted_keys, func, *args):
     graph.dependencies[out_name] = set(graph.layers)
     graph.layers[out_name] = tasks
     return out_name
+
+
+def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, positions,
+                       run_chunks, stage, window=None):
+    """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one), then
+    the network between runs; returns the keys of the sorted runs.
+
+    ``backend`` is a ``distsort.backends.hostruns.HostRuns``.  With ``stage``, every
+    input chunk is first copied to host memory by a task of its own (``backend.stage``,
+    where the chunk lives), so that forming a run holds no input chunk on the device.
+    Arguments otherwise as ``sort_layers``; ``chunks`` regular.
+    """
+    from .outofcore import run_lengths
+
+    deps = {keys_name} | ({values_name} if values_name else set())
+    names = [keys_name] + ([values_name] if values_name else [])
+    if stage:
+        tasks = {}
+        for j, name in enumerate(names):
+            for i in range(len(chunks)):
+                tasks[(f"distsort-stage{'kv'[j]}-{graph.token}", i)] = (backend.stage,
+                                                                       (name, i))
+        graph.add("stage", tasks, deps)
+        names = [f"distsort-stage{'kv'[j]}-{graph.token}" for j in range(len(names))]
+    tasks, start = {}, 0
+    for r, lo in enumerate(range(0, len(chunks), run_chunks)):
+        idx = range(lo, min(len(chunks), lo + run_chunks))
+        pieces = [[(name, i) for i in idx] for name in names]
+        tasks[("distsort-run-" + graph.token, r)] = (
+            backend.make_run, pieces[0], pieces[1] if len(pieces) > 1 else None, order,
+            start if positions else None)
+        start += sum(chunks[i] for i in idx)
+    graph.add("run", tasks, set(graph.layers) | deps)
+    runs = [("distsort-run-" + graph.token, r) for r in range(len(tasks))]
+    return network_layers(graph, runs, run_lengths(chunks, run_chunks), backend, order,
+                          window)
+
+
+def run_output_layer(graph, out_name, sorted_runs, chunks, run_chunks, func, *args):
+    """The output array's layer from sorted runs: ``(out_name, j) = func(run, start,
+    stop, *args)``, chunk ``j`` being elements ``start:stop`` of its run."""
+    tasks = {}
+    for j, size in enumerate(chunks):
+        r, first = divmod(j, run_chunks)
+        start = first * chunks[0]
+        tasks[(out_name, j)] = (func, sorted_runs[r], start, start + size, *args)
+    graph.dependencies[out_name] = set(graph.layers)
+    graph.layers[out_name] = tasks
+    return out_name

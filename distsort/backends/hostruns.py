@@ -1,0 +1,179 @@
+"""Sorted runs in host memory, merged by an engine: the backend of out-of-core sorts.
+
+A *run* is a sorted piece of the array held in host memory (pinned, on GPU workers):
+the keys in the user's dtype, or a ``(keys, values)`` tuple.  It is a chunk of the
+backend interface (``distsort.backends``), so ``distsort.graph.network_layers`` runs
+the bitonic network between runs unchanged: edges, heads and tails are host views,
+crossing counts are binary searches in host memory, and the merges of a compare-split
+stream through an *engine* in segments (``distsort.outofcore``):
+
+* ``"gpu"`` (``distsort.backends.stream_gpu``): copies in, the bitonic merge kernels,
+  copies out, two segments in flight on two CUDA streams;
+* ``"cpu"``: NumPy, the same segments one after the other (the reference, and what CI
+  runs).
+
+Order: the keys' ``total`` codes (``distsort.order``), or ``order_codes`` of
+``(keys, values)`` (NumPy backend's keyed order): the order the GPU kernels use, so
+that every engine gives the same runs bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..order import encode
+from .numpy import crossing_bound  # noqa: F401  (probes are NumPy's codes)
+from .numpy import order_codes, probe_codes
+
+
+def parts(run):
+    """``(keys, values or None)`` of a run."""
+    return run if isinstance(run, tuple) else (run, None)
+
+
+def make_run(keys, values):
+    return keys if values is None else (keys, values)
+
+
+def length(run):
+    return len(parts(run)[0])
+
+
+def slice_run(run, start, stop):
+    keys, values = parts(run)
+    return make_run(keys[start:stop], None if values is None else values[start:stop])
+
+
+def code(run, i, order):
+    """The order code of element ``i`` (a tuple, compared lexicographically)."""
+    keys, values = parts(run)
+    if values is None:
+        return (int(encode(keys[i:i + 1], descending=order.descending)[0]),)
+    return tuple(int(c[0]) for c in order_codes(keys[i:i + 1], values[i:i + 1],
+                                                 order.descending))
+
+
+def crossing_count(top, bottom, order):
+    """``#{i : top[-1-i] > bottom[i]}``: how many elements cross between a lower run
+    whose top is ``top`` and a higher run whose bottom is ``bottom`` (binary search)."""
+    lo, hi, n = 0, min(length(top), length(bottom)), length(top)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if code(top, n - 1 - mid, order) > code(bottom, mid, order):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def co_rank(x, y, o, order):
+    """How many of the first ``o`` elements of the merge of sorted ``x`` and ``y`` come
+    from ``x`` (merge path; ``x`` first on ties).
+
+    >>> from distsort.backends import Order
+    >>> co_rank(np.array([1, 3, 5]), np.array([2, 3, 4]), 4, Order())
+    2
+    """
+    nx, ny = length(x), length(y)
+    lo, hi = max(0, o - ny), min(o, nx)
+    while lo < hi:
+        i = (lo + hi) // 2
+        if code(x, i, order) <= code(y, o - i - 1, order):
+            lo = i + 1  # x[i] is among the first o: take more of x
+        else:
+            hi = i
+    return lo
+
+
+def segments(x, y, segment, order):
+    """``(i0, i1, j0, j1, o0)`` of each output segment of ``segment`` elements of the
+    merge of ``x`` and ``y``: it merges ``x[i0:i1]`` and ``y[j0:j1]`` into
+    ``out[o0:o0 + (i1 - i0) + (j1 - j0)]``."""
+    total = length(x) + length(y)
+    cuts = [0] + [co_rank(x, y, o, order) for o in range(segment, total, segment)]
+    cuts.append(length(x))
+    out = []
+    for s, (i0, i1) in enumerate(zip(cuts[:-1], cuts[1:])):
+        o0 = s * segment
+        o1 = min(total, o0 + segment)
+        out.append((i0, i1, o0 - i0, o1 - i1, o0))
+    return out
+
+
+@dataclass(frozen=True)
+class HostRuns:
+    """The backend of an out-of-core sort: runs in host memory merged by ``engine``
+    (``"gpu"`` or ``"cpu"``) in segments of ``segment`` elements, within a device
+    ``budget`` in bytes (None: no limit)."""
+
+    engine: str = "cpu"
+    segment: int = 1 << 24
+    budget: int | None = None
+
+    def _engine(self):
+        if self.engine == "gpu":
+            from . import stream_gpu
+            return stream_gpu
+        from . import stream_cpu
+        return stream_cpu
+
+    # -- runs from the input chunks
+    def stage(self, chunk):
+        """The chunk in host memory (pinned on GPU workers): taken off the GPU at once,
+        so that forming a run holds nothing of the input on the device."""
+        return self._engine().to_host(chunk)
+
+    def make_run(self, keys, values, order, start=None):
+        """The sorted run of the chunks ``keys`` (and ``values``, or positions from
+        ``start``), in host memory."""
+        return self._engine().sort_run(keys, values, order, start, self.budget)
+
+    # -- the backend interface of the network
+    length = staticmethod(length)
+    crossing_bound = staticmethod(crossing_bound)
+
+    @staticmethod
+    def probe(run, stride, top, order):
+        keys, values = parts(run)
+        n = len(keys)
+        index = np.arange(n - 1, -1, -stride) if top else np.arange(0, n, stride)
+        return probe_codes(keys[index], None if values is None else values[index], order)
+
+    @staticmethod
+    def head(run, k):
+        return slice_run(run, 0, k)
+
+    @staticmethod
+    def tail(run, k):
+        return slice_run(run, length(run) - k, length(run))
+
+    def merge_low(self, a, b_head, order):
+        """The ``len(a)`` smallest of ``a`` and the higher run whose head is ``b_head``."""
+        k = crossing_count(a, b_head, order)
+        n = length(a)
+        if k == 0:
+            return a
+        if k == n:
+            return b_head if length(b_head) == k else slice_run(b_head, 0, k)
+        return self._merge(slice_run(a, 0, n - k), slice_run(b_head, 0, k), order)
+
+    def merge_high(self, b, a_tail, order):
+        """The ``len(b)`` largest of ``b`` and the lower run whose tail is ``a_tail``."""
+        k = crossing_count(a_tail, b, order)
+        n, m = length(a_tail), length(b)
+        if k == 0:
+            return b
+        if k == m:
+            return slice_run(a_tail, n - k, n)
+        return self._merge(slice_run(a_tail, n - k, n), slice_run(b, k, m), order)
+
+    def _merge(self, x, y, order):
+        cuts = segments(x, y, self.segment, order)
+        return self._engine().merge(x, y, cuts, order, self.budget)
+
+    # -- output chunks
+    def output(self, run, start, stop, part, like_gpu):
+        """Keys (``part`` 0) or values (1) ``start:stop`` of a run, as an output chunk:
+        on the GPU when ``like_gpu`` (the input's chunks were CuPy arrays)."""
+        return self._engine().output(parts(run)[part][start:stop], like_gpu)

@@ -1,0 +1,129 @@
+"""The GPU engine of out-of-core sorts (``distsort.backends.hostruns``).
+
+Runs live in pinned host memory (CuPy's pinned pool, which keeps freed blocks for
+the next run of the same size: pinning is slow, about a second for a few GB, and is
+paid once per worker).  A run is formed by copying its chunks in, sorting them in
+place (``distsort.backends.cupy.sort_inplace``) and copying them out; a merge copies
+each segment's two inputs in, merges them (``merge_runs``) and copies the result out,
+with two segments in flight on two streams, so that the copies of one overlap the
+other's kernels and the two directions of the link run at once.
+
+Before it allocates, a task makes room within the budget: a dask-cuda worker may hold
+chunks on the device (the input, read by earlier tasks), and those are spilled first
+(``make_room``), so that the device never holds more than the budget.
+"""
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from . import cupy as gpu
+from .hostruns import make_run, parts
+
+
+def pinned_empty(n, dtype):
+    """A NumPy array of ``n`` elements in pinned host memory (kept by the array)."""
+    dtype = np.dtype(dtype)
+    mem = cupy.cuda.alloc_pinned_memory(max(1, n * dtype.itemsize))
+    return np.frombuffer(mem, dtype, n)
+
+
+def make_room(nbytes, budget):
+    """Spill what the dask-cuda worker holds on the device until ``nbytes`` more fit
+    the ``budget`` (nothing to do outside a dask-cuda worker)."""
+    if budget is None:
+        return
+    try:
+        from distributed import get_worker
+        data = get_worker().data
+    except (ImportError, ValueError):
+        return
+    fast = getattr(getattr(data, "device_buffer", None), "fast", None)
+    while fast is not None and len(fast) and fast.total_weight + nbytes > budget:
+        fast.evict()
+
+
+def to_host(chunk):
+    """A pinned host copy of a CuPy chunk (NumPy chunks are used where they are)."""
+    if isinstance(chunk, np.ndarray):
+        return chunk.ravel()
+    out = pinned_empty(chunk.size, chunk.dtype)
+    cupy.ascontiguousarray(chunk).ravel().get(out=out)
+    return out
+
+
+def _fill(dst, pieces):
+    off = 0
+    for p in pieces:
+        n = p.size
+        if isinstance(p, np.ndarray):
+            dst[off:off + n].set(np.ascontiguousarray(p).ravel())
+        else:
+            dst[off:off + n] = p.ravel()
+        off += n
+
+
+def _itemsize(keys, values):
+    return keys.dtype.itemsize + (0 if values is None else values.dtype.itemsize)
+
+
+def sort_run(keys, values, order, start, budget):
+    """Copy the pieces ``keys`` (and ``values``, or positions from ``start``) to the
+    device, sort them there in place as one, and copy the run back to pinned memory."""
+    n = sum(p.size for p in keys)
+    vdtype = np.int64 if start is not None else (None if values is None else values[0].dtype)
+    make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
+              budget)
+    dk = cupy.empty(n, keys[0].dtype)
+    _fill(dk, keys)
+    dv = None
+    if start is not None:
+        dv = cupy.arange(start, start + n, dtype=np.int64)
+    elif values is not None:
+        dv = cupy.empty(n, vdtype)
+        _fill(dv, values)
+    gpu.sort_inplace(dk, dv, order.descending)
+    hk = pinned_empty(n, dk.dtype)
+    dk.get(out=hk)
+    hv = None
+    if dv is not None:
+        hv = pinned_empty(n, dv.dtype)
+        dv.get(out=hv)
+    return make_run(hk, hv)
+
+
+def merge(x, y, cuts, order, budget):
+    """The merge of sorted host runs ``x`` and ``y`` into a new pinned run, segment by
+    segment (``cuts``: ``hostruns.segments``), two segments in flight."""
+    (xk, xv), (yk, yv) = parts(x), parts(y)
+    total = len(xk) + len(yk)
+    ok = pinned_empty(total, xk.dtype)
+    ov = None if xv is None else pinned_empty(total, xv.dtype)
+    seg = max((i1 - i0) + (j1 - j0) for i0, i1, j0, j1, _ in cuts)
+    make_room(4 * seg * _itemsize(xk, xv), budget)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    bufs = [(cupy.empty(seg, xk.dtype), None if xv is None else cupy.empty(seg, xv.dtype))
+            for _ in range(2)]
+    for s, (i0, i1, j0, j1, o0) in enumerate(cuts):
+        st, (bk, bv) = streams[s % 2], bufs[s % 2]
+        nx, ny = i1 - i0, j1 - j0
+        with st:
+            bk[:nx].set(xk[i0:i1], stream=st)
+            bk[nx:nx + ny].set(yk[j0:j1], stream=st)
+            if bv is not None:
+                bv[:nx].set(xv[i0:i1], stream=st)
+                bv[nx:nx + ny].set(yv[j0:j1], stream=st)
+            a = make_run(bk[:nx], None if bv is None else bv[:nx])
+            b = make_run(bk[nx:nx + ny], None if bv is None else bv[nx:nx + ny])
+            mk, mv = parts(gpu.merge_runs(a, b, order.descending))
+            mk.get(out=ok[o0:o0 + nx + ny], stream=st, blocking=False)
+            if mv is not None:
+                mv.get(out=ov[o0:o0 + nx + ny], stream=st, blocking=False)
+    for st in streams:
+        st.synchronize()
+    return make_run(ok, ov)
+
+
+def output(piece, like_gpu):
+    """An output chunk: on the device for CuPy inputs, else the host slice itself."""
+    return cupy.asarray(piece) if like_gpu else piece

@@ -1,0 +1,145 @@
+"""Out of core: the plan of a sort larger than the GPUs' memory, in integers alone.
+
+A worker's device budget ``B`` (dask-cuda's ``device_memory_limit``, or the Dask
+config value ``distsort.device-memory-limit``) bounds what a sort keeps on its GPU.
+Past it, distsort keeps the chunks as **sorted runs in pinned host memory** and
+streams them through the GPU; nothing goes through Dask's spilling.
+
+1. *Runs.*  Every ``G`` consecutive chunks (``G`` as large as the budget allows)
+   are copied to the GPU, sorted there as one (the in-place bitonic kernels: no second
+   copy), and copied back to pinned host memory: the network's first
+   ``L (L + 1) / 2`` rounds (``L = log2 G``) on resident data, for one trip each way.
+2. *The network between runs.*  The bitonic network on the ``R = ceil(C / G)`` runs
+   (``distsort.plan.plan_network``), where a compare-split of two host runs is a binary
+   search for the crossing count in host memory and two merges that stream through the
+   GPU in segments (merge path: each segment's inputs found by a binary search on the
+   host, copied in, merged, copied out, while the next segment's copy runs).
+3. *Finish.*  Each output chunk is a slice of a run (copied to the GPU for CuPy
+   output).
+
+The floor: every byte crosses PCIe once each way to form the runs, and once each way
+per round of the network between runs (a compare-split of random data moves almost
+all of both runs; a prefix of the lower run below the higher run's first element,
+and the mirror suffix, stay where they are).  With ``N`` bytes of keys (and values),
+pinned copies at ``h2d`` and ``d2h`` bytes/s that overlap (the two directions are
+separate DMA engines), and ``r`` rounds::
+
+    floor = (1 + r) * N / min(h2d, d2h)        (+ N / h2d for output on the GPU)
+
+16 GiB of float32 with a 4 GB budget: runs of 3 chunks of 1 GiB (3.2 GB), 6 runs
+(the last of one chunk), ``r = 6`` rounds of 2 or 3 compare-splits: 98 GiB each way
+with the runs (``bytes_moved``), about 1.9 s at 55 GB/s.  The local sorts (0.3 s at 13 Gkeys/s) and merges overlap the copies.
+Not counted in the floor: reading CuPy inputs that dask-cuda has spilled to host
+memory, and spilling the CuPy output chunks, which dask-cuda does through pageable
+memory at 2-3 GB/s (measured: 6.2 s to read 16 GiB of spilled 1 GiB chunks on an
+H200 with a 4 GB limit).
+
+Examples
+--------
+>>> p = plan_out_of_core((2**28,) * 16, itemsize=4, budget=4 * 10**9)
+>>> p.run_chunks, p.runs, len(p.rounds)
+(3, 6, 6)
+>>> p.segment >= 2**24
+True
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .plan import Round, plan_network
+
+__all__ = ["OutOfCorePlan", "plan_out_of_core", "needs_out_of_core", "run_lengths",
+           "bytes_moved", "RUN_FRACTION", "SEGMENT_FRACTION", "IN_MEMORY_FRACTION"]
+
+#: Part of the budget a run may take on the GPU while it is sorted in place (the rest:
+#: the CUDA context's share of the pool, the crossing count, what Dask holds there).
+RUN_FRACTION = 0.85
+#: Part of the budget the segments of a streaming merge take: two segments in flight,
+#: each its two inputs and its output (``2 * 2 * segment`` elements).
+SEGMENT_FRACTION = 0.8
+#: Above this part of the workers' budgets, a sort runs out of core: an in-memory
+#: compare-split holds its chunk, the partner's crossing part and its output.
+IN_MEMORY_FRACTION = 0.5
+
+
+class OutOfCorePlan(NamedTuple):
+    """How an out-of-core sort runs: ``run_chunks`` chunks per run, ``runs`` runs,
+    the network ``rounds`` between runs, and merges in segments of ``segment``
+    elements."""
+
+    run_chunks: int
+    runs: int
+    rounds: tuple[Round, ...]
+    segment: int
+
+
+def needs_out_of_core(nbytes: int, budgets) -> bool:
+    """Whether ``nbytes`` of data (keys and values) outgrow the workers' device
+    budgets (bytes each; None where a worker has none): no budget, no out of core.
+
+    >>> needs_out_of_core(16 * 2**30, [4 * 10**9]), needs_out_of_core(10**9, [4 * 10**9])
+    (True, False)
+    >>> needs_out_of_core(10**12, [None])
+    False
+    """
+    budgets = list(budgets)
+    if not budgets or not all(budgets):  # a worker without a budget may use its whole GPU
+        return False
+    return nbytes > IN_MEMORY_FRACTION * sum(budgets)
+
+
+def plan_out_of_core(chunks, itemsize: int, budget: int) -> OutOfCorePlan:
+    """The plan for a regular chunking ``chunks`` (``distsort.plan.is_regular``) of
+    elements of ``itemsize`` bytes (keys and values) under a device ``budget`` in bytes.
+
+    Raises MemoryError when one chunk alone cannot be sorted within the budget, with
+    the chunk size that would fit.
+
+    >>> plan_out_of_core((100,) * 10, 4, budget=1000).run_chunks
+    2
+    >>> plan_out_of_core((100,) * 10, 4, budget=400)
+    Traceback (most recent call last):
+    ...
+    MemoryError: a chunk of 100 elements of 4 bytes (400 B) does not fit the device budget of 400 B for out-of-core sorting (runs take 85% of it): rechunk to at most 85 elements, or raise the budget
+    """
+    m = int(chunks[0]) if chunks else 0
+    usable = int(budget * RUN_FRACTION)
+    if m * itemsize > usable:
+        fit = usable // itemsize
+        raise MemoryError(
+            f"a chunk of {m} elements of {itemsize} bytes ({_fmt(m * itemsize)}) does not "
+            f"fit the device budget of {_fmt(budget)} for out-of-core sorting (runs take "
+            f"{RUN_FRACTION:.0%} of it): rechunk to at most {fit} elements, or raise the "
+            f"budget")
+    g = max(1, min(len(chunks), usable // max(1, m * itemsize)))
+    runs = -(-len(chunks) // g)
+    segment = max(1, int(budget * SEGMENT_FRACTION) // (4 * itemsize))
+    return OutOfCorePlan(g, runs, plan_network(runs), segment)
+
+
+def run_lengths(chunks, run_chunks: int) -> tuple[int, ...]:
+    """Elements in each run: the sums of ``run_chunks`` consecutive chunks.
+
+    >>> run_lengths((4, 4, 4, 4, 2), 2)
+    (8, 8, 2)
+    """
+    return tuple(sum(chunks[i:i + run_chunks]) for i in range(0, len(chunks), run_chunks))
+
+
+def bytes_moved(plan: OutOfCorePlan, lengths, itemsize: int) -> int:
+    """Bytes the plan copies host to device (the same device to host): the runs once,
+    then both runs of every compare-split of the network (the floor's numerator).
+
+    >>> p = plan_out_of_core((100,) * 8, 4, budget=1000)
+    >>> p.runs, len(p.rounds), bytes_moved(p, run_lengths((100,) * 8, p.run_chunks), 4)
+    (4, 3, 12800)
+    """
+    moved = sum(lengths)
+    for rnd in plan.rounds:
+        moved += sum(lengths[lo] + lengths[hi] for lo, hi in rnd.pairs)
+    return moved * itemsize
+
+
+def _fmt(n):
+    from .memory import format_bytes
+    return format_bytes(n)

@@ -1,0 +1,219 @@
+"""Out of core: the plan on integers, the host-run backend's searches against brute
+force, and whole sorts under a tiny device budget, on NumPy and (marked gpu) CuPy."""
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import distsort
+from distsort.backends import Order
+from distsort.backends import hostruns
+from distsort.order import encode
+from distsort.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core,
+                                run_lengths)
+
+from arrays import assert_sorted_like_numpy, bits, random_keys
+from backends import BACKENDS, cupy
+
+ORDERS = [Order(), Order(descending=True), Order(keyed=True),
+          Order(descending=True, keyed=True)]
+
+
+def _codes(run, order):
+    return [hostruns.code(run, i, order) for i in range(hostruns.length(run))]
+
+
+def _sorted_run(rng, n, dtype, order, keyed):
+    keys = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(0, 4, n).astype(np.int32) if keyed else None
+    run = hostruns.make_run(keys, values)
+    perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
+    return hostruns.slice_run(hostruns.make_run(keys[perm], None if values is None
+                                                else values[perm]), 0, n)
+
+
+# ---------------------------------------------------------------- the plan
+def test_plan_on_integers():
+    p = plan_out_of_core((2**28,) * 16, 4, budget=4 * 10**9)
+    assert (p.run_chunks, p.runs) == (3, 6)
+    assert run_lengths((2**28,) * 16, 3) == (3 * 2**28,) * 5 + (2**28,)
+    assert 4 * 4 * p.segment <= 0.8 * 4 * 10**9  # two segments in flight: inputs + output
+    assert all(hi < p.runs for r in p.rounds for _, hi in r.pairs)
+    # every run once, then both runs of each compare-split
+    lengths = run_lengths((2**28,) * 16, 3)
+    pairs = sum(lengths[lo] + lengths[hi] for r in p.rounds for lo, hi in r.pairs)
+    assert bytes_moved(p, lengths, 4) == 4 * (sum(lengths) + pairs)
+
+
+def test_one_run_when_everything_fits_and_memory_error_when_a_chunk_cannot():
+    assert plan_out_of_core((10,) * 4, 4, budget=10**6).runs == 1
+    assert plan_out_of_core((10,) * 4, 4, budget=10**6).rounds == ()
+    with pytest.raises(MemoryError, match="rechunk to at most 85 elements"):
+        plan_out_of_core((100,) * 4, 4, budget=400)
+
+
+def test_needs_out_of_core():
+    assert needs_out_of_core(3 * 10**9, [2 * 10**9, 2 * 10**9])
+    assert not needs_out_of_core(2 * 10**9, [2 * 10**9, 2 * 10**9])
+    assert not needs_out_of_core(10**12, [2 * 10**9, None])  # a worker with no limit
+    assert not needs_out_of_core(10**12, [])
+
+
+# ---------------------------------------------------------------- searches
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 40), st.sampled_from(ORDERS),
+       st.sampled_from(["int8", "float32", "uint64"]), st.integers(0, 2**32 - 1))
+def test_co_rank_and_crossing_count_against_brute_force(nx, ny, order, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = _sorted_run(rng, nx, dtype, order, order.keyed)
+    y = _sorted_run(rng, ny, dtype, order, order.keyed)
+    cx, cy = _codes(x, order), _codes(y, order)
+    merged = sorted(cx + cy)
+    for o in range(nx + ny + 1):
+        i = hostruns.co_rank(x, y, o, order)
+        assert sorted(cx[:i] + cy[:o - i]) == merged[:o]
+    k = hostruns.crossing_count(x, y, order)
+    assert k == sum(1 for i in range(min(nx, ny)) if cx[nx - 1 - i] > cy[i])
+
+
+@pytest.mark.parametrize("segment", [1, 3, 7, 64])
+def test_segments_cover_the_merge(segment):
+    rng = np.random.default_rng(segment)
+    order = Order()
+    x, y = (_sorted_run(rng, n, "int16", order, False) for n in (23, 17))
+    cuts = hostruns.segments(x, y, segment, order)
+    assert cuts[0][0] == cuts[0][2] == 0 and cuts[-1][1] == 23 and cuts[-1][3] == 17
+    out = np.concatenate([np.sort(np.concatenate((x[i0:i1], y[j0:j1])))
+                          for i0, i1, j0, j1, _ in cuts])
+    assert np.array_equal(out, np.sort(np.concatenate((x, y))))
+    assert all(b[0] == a[1] and b[2] == a[3] for a, b in zip(cuts, cuts[1:]))
+
+
+# ---------------------------------------------------------------- whole sorts
+def _budget(chunk, itemsize, runs_of=3):
+    """A budget in which runs hold ``runs_of`` chunks and merges stream in segments."""
+    return int(runs_of * chunk * itemsize / 0.85) + 1
+
+
+def _out_of_core(array, chunk, itemsize, runs_of, fn):
+    """``fn()`` under the budget of ``_budget``; checks that the graph ran out of core
+    wherever the data outgrow half the budget."""
+    budget = _budget(chunk, itemsize, runs_of)
+    with dask.config.set({"distsort.device-memory-limit": budget,
+                          "distsort.out-of-core-engine": "cpu"}):
+        out = fn()
+    first = out[0] if isinstance(out, tuple) else out
+    ooc = any(name.startswith("distsort-run-") for name in first.dask.layers)
+    assert ooc == (array.size * itemsize > budget / 2)
+    return out
+
+
+def _ops(xd, vd):
+    ops = [lambda: distsort.sort(xd), lambda: distsort.sort(xd, descending=True),
+           lambda: distsort.argsort(xd)]
+    return ops + ([lambda: distsort.sort_by_key(xd, vd)] if vd is not None else [])
+
+
+def _check_all(x, chunk, xp, values=None, runs_of=3):
+    """Every operation out of core equals NumPy, and the in-memory path bit for bit."""
+    xd = da.from_array(xp.asarray(x), chunks=chunk, asarray=False)
+    vd = None if values is None else da.from_array(xp.asarray(values), chunks=chunk,
+                                                     asarray=False)
+    k = x.dtype.itemsize
+    sizes = [k, k, k + 8] + ([k + values.dtype.itemsize] if values is not None else [])
+    outs, refs = [], []
+    for op, itemsize in zip(_ops(xd, vd), sizes):
+        out, ref = _out_of_core(x, chunk, itemsize, runs_of, op), op()
+        outs += list(out) if isinstance(out, tuple) else [out]
+        refs += list(ref) if isinstance(ref, tuple) else [ref]
+    host = (lambda a: a.get()) if xp is not np else np.asarray
+    got = [host(o) for o in dask.compute(*outs, scheduler="sync")]
+    want = [host(o) for o in dask.compute(*refs, scheduler="sync")]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(bits(g), bits(w))
+    assert_sorted_like_numpy(got[0], x)
+    assert_sorted_like_numpy(got[1], x, descending=True)
+    assert np.array_equal(got[2], np.argsort(x, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "float16", "float32",
+                                   "float64", "uint64"])
+@pytest.mark.parametrize("n,chunk", [(1000, 64), (777, 50), (10, 3), (1, 1)])
+def test_sorts_under_a_tiny_budget_equal_numpy(dtype, n, chunk):
+    rng = np.random.default_rng(n + chunk)
+    x = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(-50, 50, n).astype(np.int16)
+    _check_all(x, chunk, np, values)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 600), st.integers(1, 90), st.integers(1, 5),
+       st.sampled_from(["int16", "float32", "float64"]), st.integers(0, 2**32 - 1))
+def test_property_out_of_core_equals_numpy(n, chunk, runs_of, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = random_keys(rng, n, dtype, duplicates=True)
+    _check_all(x, chunk, np, runs_of=runs_of)
+
+
+def test_on_a_cluster_with_verification(cluster_client):
+    rng = np.random.default_rng(5)
+    x = random_keys(rng, 20_000, "float64", duplicates=True)
+    xd = da.from_array(x, chunks=1000)
+    with dask.config.set({"distsort.device-memory-limit": _budget(1000, 16)}):
+        s = distsort.sort(xd, verify=True)
+        a = distsort.argsort(xd, verify=True)
+        got_s, got_a = cluster_client.compute([s, a], sync=True)
+    assert np.array_equal(got_s, np.sort(x), equal_nan=True)
+    assert np.array_equal(got_a, np.argsort(x, kind="stable"))
+
+
+def test_a_chunk_larger_than_the_budget_is_refused_with_advice():
+    x = da.from_array(np.arange(1000.0), chunks=500)
+    with dask.config.set({"distsort.device-memory-limit": 1000}):
+        with pytest.raises(MemoryError, match="rechunk to at most"):
+            distsort.sort(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_engines_give_the_same_merges_bit_for_bit(backend):
+    """The GPU engine's streamed merge equals the NumPy engine's (and NumPy's sort)."""
+    from distsort.backends import stream_cpu
+    rng = np.random.default_rng(7)
+    order = Order()
+    x, y = (random_keys(rng, n, "float32") for n in (5000, 3001))
+    x, y = (a[np.argsort(encode(a), kind="stable")] for a in (x, y))  # the total order
+    cuts = hostruns.segments(x, y, 700, order)
+    ref = stream_cpu.merge(x, y, cuts, order, None)
+    if backend == "cupy":
+        from distsort.backends import stream_gpu
+        got = stream_gpu.merge(x, y, cuts, order, 10**8)
+        assert np.array_equal(got.view(np.uint32), ref.view(np.uint32))
+    assert np.array_equal(ref, np.sort(np.concatenate((x, y))), equal_nan=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "uint64", "int16", "float64"])
+def test_gpu_engine_sorts_cupy_chunks_out_of_core(dtype):
+    rng = np.random.default_rng(11)
+    x = random_keys(rng, 300_001, dtype, duplicates=True)
+    values = rng.integers(0, 2**31, 300_001).astype(np.uint32)
+    chunk = 20_000
+    xd = da.from_array(cupy.asarray(x), chunks=chunk, asarray=False)
+    vd = da.from_array(cupy.asarray(values), chunks=chunk, asarray=False)
+    with dask.config.set({"distsort.device-memory-limit": _budget(chunk, 12, 4)}):
+        s, a = distsort.sort(xd), distsort.argsort(xd, descending=True)
+        k, v = distsort.sort_by_key(xd, vd)
+        assert any(name.startswith("distsort-run-") for name in s.dask.layers)
+        got = [o.get() for o in dask.compute(s, a, k, v, scheduler="sync")]
+    ref = np.sort(x)
+    assert np.array_equal(got[0], ref, equal_nan=True)
+    assert np.array_equal(got[2], ref, equal_nan=True)
+    # the in-memory GPU path is the reference of argsort's ties and the values' order
+    with dask.config.set({"distsort.device-memory-limit": None}):
+        a2, v2 = dask.compute(distsort.argsort(xd, descending=True),
+                              distsort.sort_by_key(xd, vd)[1], scheduler="sync")
+    assert np.array_equal(got[1], a2.get())
+    assert np.array_equal(x[got[1]], ref[::-1], equal_nan=True)
+    assert np.array_equal(got[3], v2.get())
