@@ -108,9 +108,13 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
 
 def _out_of_core(keys, values, chunks, positions, hosts):
     """``(HostRuns backend, plan)`` when the data outgrow the workers' device budgets
-    (``distsort.outofcore``), else None.  CuPy chunks run on the GPU engine; NumPy
-    chunks on the one the config value ``distsort.out-of-core-engine`` names
-    (``"cpu"``, the default, or ``"gpu"``: host data sorted on the workers' GPUs)."""
+    (``distsort.outofcore``), else None.
+
+    CuPy chunks are merged on the GPUs; NumPy chunks too where the workers are dask-cuda
+    workers (host data sorted on their GPUs), else by NumPy.  The Dask config value
+    ``distsort.out-of-core-engine`` (``"auto"``, ``"gpu"``, ``"cpu"``) overrides this
+    for NumPy chunks.
+    """
     import dask
 
     from . import memory
@@ -119,9 +123,12 @@ def _out_of_core(keys, values, chunks, positions, hosts):
     from .outofcore import needs_out_of_core, plan_out_of_core
 
     gpu = array_module_name(keys._meta) == "cupy"
-    engine = "gpu" if gpu else dask.config.get("distsort.out-of-core-engine", "cpu")
-    budgets = memory.device_budgets(_current_client(), workers=len(hosts or [None]),
-                                    ask_workers=engine == "gpu")
+    engine = "gpu" if gpu else dask.config.get("distsort.out-of-core-engine", "auto")
+    reported = (memory.worker_device_budgets(_current_client()) if engine != "cpu"
+                else [None])
+    if engine == "auto":
+        engine = "gpu" if any(reported) else "cpu"
+    budgets = memory.device_budgets(reported, workers=len(hosts or [None]))
     itemsize = keys.dtype.itemsize + (8 if positions else
                                       values.dtype.itemsize if values is not None else 0)
     if not needs_out_of_core(sum(chunks) * itemsize, budgets):

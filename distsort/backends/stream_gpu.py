@@ -14,6 +14,10 @@ chunks on the device (the input, read by earlier tasks), and those are spilled f
 """
 from __future__ import annotations
 
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
 import cupy
 import numpy as np
 
@@ -21,10 +25,33 @@ from . import cupy as gpu
 from .hostruns import make_run, parts
 
 
+#: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
+_SECONDS: dict = defaultdict(float)
+
+
+@contextmanager
+def _phase(name):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _SECONDS[name] += time.perf_counter() - start
+
+
+def phase_seconds(reset=False):
+    """Seconds spent so far in each phase (pinning, making room, copies and kernels) by
+    this process's out-of-core tasks; ``reset`` starts the count again."""
+    out = dict(_SECONDS)
+    if reset:
+        _SECONDS.clear()
+    return out
+
+
 def pinned_empty(n, dtype):
     """A NumPy array of ``n`` elements in pinned host memory (kept by the array)."""
     dtype = np.dtype(dtype)
-    mem = cupy.cuda.alloc_pinned_memory(max(1, n * dtype.itemsize))
+    with _phase("pin"):
+        mem = cupy.cuda.alloc_pinned_memory(max(1, n * dtype.itemsize))
     return np.frombuffer(mem, dtype, n)
 
 
@@ -39,8 +66,9 @@ def make_room(nbytes, budget):
     except (ImportError, ValueError):
         return
     fast = getattr(getattr(data, "device_buffer", None), "fast", None)
-    while fast is not None and len(fast) and fast.total_weight + nbytes > budget:
-        fast.evict()
+    with _phase("make_room"):
+        while fast is not None and len(fast) and fast.total_weight + nbytes > budget:
+            fast.evict()
 
 
 def to_host(chunk):
@@ -48,7 +76,8 @@ def to_host(chunk):
     if isinstance(chunk, np.ndarray):
         return chunk.ravel()
     out = pinned_empty(chunk.size, chunk.dtype)
-    cupy.ascontiguousarray(chunk).ravel().get(out=out)
+    with _phase("stage_d2h"):
+        cupy.ascontiguousarray(chunk).ravel().get(out=out)
     return out
 
 
@@ -74,21 +103,24 @@ def sort_run(keys, values, order, start, budget):
     vdtype = np.int64 if start is not None else (None if values is None else values[0].dtype)
     make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
               budget)
-    dk = cupy.empty(n, keys[0].dtype)
-    _fill(dk, keys)
-    dv = None
-    if start is not None:
-        dv = cupy.arange(start, start + n, dtype=np.int64)
-    elif values is not None:
-        dv = cupy.empty(n, vdtype)
-        _fill(dv, values)
-    gpu.sort_inplace(dk, dv, order.descending)
+    with _phase("run_h2d"):
+        dk = cupy.empty(n, keys[0].dtype)
+        _fill(dk, keys)
+        dv = None
+        if start is not None:
+            dv = cupy.arange(start, start + n, dtype=np.int64)
+        elif values is not None:
+            dv = cupy.empty(n, vdtype)
+            _fill(dv, values)
+    with _phase("run_sort"):
+        gpu.sort_inplace(dk, dv, order.descending)
+        cupy.cuda.get_current_stream().synchronize()
     hk = pinned_empty(n, dk.dtype)
-    dk.get(out=hk)
-    hv = None
-    if dv is not None:
-        hv = pinned_empty(n, dv.dtype)
-        dv.get(out=hv)
+    hv = None if dv is None else pinned_empty(n, dv.dtype)
+    with _phase("run_d2h"):
+        dk.get(out=hk)
+        if dv is not None:
+            dv.get(out=hv)
     return make_run(hk, hv)
 
 
@@ -104,6 +136,7 @@ def merge(x, y, cuts, order, budget):
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
     bufs = [(cupy.empty(seg, xk.dtype), None if xv is None else cupy.empty(seg, xv.dtype))
             for _ in range(2)]
+    issue = time.perf_counter()
     for s, (i0, i1, j0, j1, o0) in enumerate(cuts):
         st, (bk, bv) = streams[s % 2], bufs[s % 2]
         nx, ny = i1 - i0, j1 - j0
@@ -119,11 +152,16 @@ def merge(x, y, cuts, order, budget):
             mk.get(out=ok[o0:o0 + nx + ny], stream=st, blocking=False)
             if mv is not None:
                 mv.get(out=ov[o0:o0 + nx + ny], stream=st, blocking=False)
-    for st in streams:
-        st.synchronize()
+    _SECONDS["merge_issue"] += time.perf_counter() - issue
+    with _phase("merge_wait"):
+        for st in streams:
+            st.synchronize()
     return make_run(ok, ov)
 
 
 def output(piece, like_gpu):
     """An output chunk: on the device for CuPy inputs, else the host slice itself."""
-    return cupy.asarray(piece) if like_gpu else piece
+    if not like_gpu:
+        return piece
+    with _phase("output_h2d"):
+        return cupy.asarray(piece)
