@@ -227,7 +227,7 @@ def _engine_of(array):
 @pytest.mark.parametrize("reported,config,want", [
     ([10**7], {}, {"gpu"}),  # dask-cuda workers: host chunks sorted on their GPUs
     ([None], {"distsort.device-memory-limit": 10**7}, {"cpu"}),
-    ([10**7], {"distsort.out-of-core-engine": "cpu"}, {"cpu"}),
+    ([10**7], {"distsort.out-of-core-engine": "cpu"}, set()),  # GPU budgets: not NumPy's
     ([10**12], {}, set()),  # fits the budget: in memory
 ])
 def test_engine_and_budget_choice(monkeypatch, reported, config, want):
