@@ -111,6 +111,11 @@ def _stats_pop(dask_worker=None):
     return peak, None
 
 
+def _pinned_stats(dask_worker=None):
+    from distsort.backends import pinned
+    return pinned.pool().stats()
+
+
 def _phase_seconds(dask_worker=None):
     """The GPU engine's seconds per phase since the last call (then reset)."""
     from distsort.backends import stream_gpu
@@ -144,6 +149,16 @@ def _stage(key):
     return stage
 
 
+def _summarize(keys, values=None, order=None):
+    """``verify.summarize`` on the GPU (host chunks are copied there first: hashing 16 GiB
+    with NumPy takes a minute)."""
+    import cupy
+
+    from distsort import verify
+    return verify.summarize(cupy.asarray(keys), None if values is None
+                            else cupy.asarray(values), order=order)
+
+
 def check(client, x, v, out, order_what):
     """Every output chunk sorted and, against the input, the same count and checksums."""
     import dask
@@ -152,9 +167,9 @@ def check(client, x, v, out, order_what):
     keyed = v is not None
     order = Order(keyed=keyed)
     outk, outv = (out if keyed else (out, None))
-    ins = [dask.delayed(verify.summarize)(k, vv) for k, vv in
+    ins = [dask.delayed(_summarize)(k, vv) for k, vv in
            zip(x.to_delayed(), v.to_delayed() if keyed else [None] * x.numblocks[0])]
-    outs = [dask.delayed(verify.summarize)(k, vv, order=order) for k, vv in
+    outs = [dask.delayed(_summarize)(k, vv, order=order) for k, vv in
             zip(outk.to_delayed(), outv.to_delayed() if keyed else [None] * outk.numblocks[0])]
     ins, outs = client.compute([ins, outs], sync=True)
     return verify.check(ins, outs, outk.chunks[0], order_what)
@@ -279,16 +294,19 @@ def main():
                 row = add_floor(one_case(client, args, dtype, 1000 + run, budget,
                                          args.gpus), bw)
                 row["warmup"] = run < args.warmup
+                row["pinned"] = next(iter(client.run(_pinned_stats).values()))
                 rows.append(row)
+                path = driver.save_rows(rows, f"out_of_core_{args.gpus}gpu",
+                                        f"{args.gpus}x{device}", args.out, bandwidth=bw,
+                                        argv=sys.argv[1:])  # after every case: kept on a timeout
                 print({k: row[k] for k in ("dtype", "input", "bytes", "seconds", "floor_s",
                                            "time_over_floor", "checked", "peak_device",
-                                           "peak_host_rss", "stages", "phases")}, flush=True)
+                                           "peak_host_rss", "stages", "phases", "pinned")},
+                      flush=True)
     timed = [r for r in rows if not r["warmup"]]
     driver.print_table(timed, [("dtype", "{}"), ("input", "{}"), ("gpus", "{}"),
                                ("seconds", "{:.2f}"), ("floor_s", "{:.2f}"),
                                ("time_over_floor", "{:.2f}"), ("checked", "{}")])
-    path = driver.save_rows(rows, f"out_of_core_{args.gpus}gpu", f"{args.gpus}x{device}",
-                            args.out, bandwidth=bw, argv=sys.argv[1:])
     print(path)
     try:
         print(plot(path))

@@ -237,3 +237,26 @@ def test_engine_and_budget_choice(monkeypatch, reported, config, want):
     x = da.from_array(np.arange(10**7, dtype=np.float32), chunks=10**6)
     with dask.config.set(config):
         assert _engine_of(distsort.sort(x)) == want
+
+
+def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
+    from distsort.backends.pinned import PAGE, PinnedPool
+    locked, unlocked = [], []
+    pool = PinnedPool(register=lambda a, n: locked.append((a, n)),
+                      unregister=unlocked.append)
+    a = pool.empty(3 * PAGE // 8, "float64")  # three pages
+    a[:] = np.arange(len(a))
+    view = a[5:9]
+    del a
+    assert pool.stats()["in_use_bytes"] == 3 * PAGE  # the view keeps the block
+    assert view[0] == 5
+    del view
+    assert pool.stats()["in_use_bytes"] == 0
+    b = pool.empty(3 * PAGE // 8, "float64")
+    assert len(locked) == 1 and b.ctypes.data == locked[0][0]  # taken again, not locked
+    c = pool.empty(10, "int8")  # another size: a block of its own
+    assert len(locked) == 2 and pool.stats()["peak_in_use_bytes"] == 4 * PAGE
+    del b, c
+    pool.trim()
+    assert sorted(unlocked) == sorted(a for a, _ in locked)
+    assert pool.stats()["locked_bytes"] == 0

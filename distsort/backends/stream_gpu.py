@@ -1,8 +1,8 @@
 """The GPU engine of out-of-core sorts (``distsort.backends.hostruns``).
 
-Runs live in pinned host memory (CuPy's pinned pool, which keeps freed blocks for
-the next run of the same size: pinning is slow, about a second for a few GB, and is
-paid once per worker).  A run is formed by copying its chunks in, sorting them in
+Runs live in page-locked host memory (``distsort.backends.pinned``: huge pages,
+registered with CUDA, kept for the next run of the same size, since locking pages
+costs about 0.2 s per GB and is paid once per worker).  A run is formed by copying its chunks in, sorting them in
 place (``distsort.backends.cupy.sort_inplace``) and copying them out; a merge copies
 each segment's two inputs in, merges them (``merge_runs``) and copies the result out,
 with two segments in flight on two streams, so that the copies of one overlap the
@@ -22,6 +22,7 @@ import cupy
 import numpy as np
 
 from . import cupy as gpu
+from . import pinned
 from .hostruns import make_run, parts
 
 
@@ -48,11 +49,9 @@ def phase_seconds(reset=False):
 
 
 def pinned_empty(n, dtype):
-    """A NumPy array of ``n`` elements in pinned host memory (kept by the array)."""
-    dtype = np.dtype(dtype)
+    """A NumPy array of ``n`` elements in page-locked host memory (``pinned.pool``)."""
     with _phase("pin"):
-        mem = cupy.cuda.alloc_pinned_memory(max(1, n * dtype.itemsize))
-    return np.frombuffer(mem, dtype, n)
+        return pinned.pool().empty(n, dtype)
 
 
 def make_room(nbytes, budget):
