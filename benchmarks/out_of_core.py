@@ -242,8 +242,8 @@ def plot(path):
     import matplotlib.pyplot as plt
     doc = json.loads(Path(path).read_text())
     rows = [r for r in doc["rows"] if "floor_s" in r]
-    labels = [f"{r['dtype']} {r['bytes'] / 2**30:.0f} GiB\n{r['gpus']} GPU, {r['input']}"
-              for r in rows]
+    labels = [f"{r['dtype']} {r['bytes'] / 2**30:.0f} GiB\n{r['gpus']} GPU, {r['input']} input"
+              f"\n{'first sort (cold)' if r.get('warmup') else 'warm'}" for r in rows]
     fig, ax = plt.subplots(figsize=(1.8 * len(rows) + 2, 4))
     xs = range(len(rows))
     ax.bar([i - 0.2 for i in xs], [r["seconds"] for r in rows], 0.4, label="distsort")

@@ -260,3 +260,15 @@ def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
     pool.trim()
     assert sorted(unlocked) == sorted(a for a, _ in locked)
     assert pool.stats()["locked_bytes"] == 0
+
+
+def test_pinned_pool_unlocks_free_blocks_before_passing_its_cap():
+    from distsort.backends.pinned import PAGE, PinnedPool
+    unlocked = []
+    pool = PinnedPool(register=lambda a, n: None, unregister=unlocked.append, cap=3 * PAGE)
+    a = pool.empty(PAGE, "uint8")
+    b = pool.empty(2 * PAGE, "uint8")
+    del a  # a free block of one page
+    c = pool.empty(PAGE + 1, "uint8")  # two pages more would pass the cap: trim first
+    assert len(unlocked) == 1 and pool.stats()["locked_bytes"] == 4 * PAGE
+    del b, c

@@ -18,6 +18,7 @@ on the CPU with stand-ins.
 from __future__ import annotations
 
 import mmap
+import os
 import threading
 import weakref
 from collections import defaultdict
@@ -38,8 +39,23 @@ def _cuda_unregister(address):
     cupy.cuda.runtime.hostUnregister(address)
 
 
+def _host_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not Linux: no cap
+        return None
+
+
+#: Free blocks are unlocked before the pool locks more than this part of host memory.
+CAP_FRACTION = 0.5
+
+
 class PinnedPool:
     """Page-locked host blocks handed out as NumPy arrays, reused by size.
+
+    Free blocks of other sizes are unlocked first where locking a new one would take the
+    pool past ``cap`` bytes (default: half of host memory): sorts of many shapes do not
+    keep page-locked memory they no longer use.
 
     >>> pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None)
     >>> a = pool.empty(1000, "float32"); a[:] = 1; address = a.ctypes.data
@@ -50,8 +66,10 @@ class PinnedPool:
     True
     """
 
-    def __init__(self, register=_cuda_register, unregister=_cuda_unregister):
+    def __init__(self, register=_cuda_register, unregister=_cuda_unregister, cap=None):
         self._register, self._unregister = register, unregister
+        host = _host_memory()
+        self.cap = cap if cap is not None else (int(host * CAP_FRACTION) if host else None)
         self._free = defaultdict(list)  # size -> [mmap]
         self._lock = threading.Lock()
         self.locked_bytes = 0
@@ -79,6 +97,8 @@ class PinnedPool:
             self.in_use += size
             self.peak_bytes = max(self.peak_bytes, self.in_use)
         if block is None:
+            if self.cap is not None and self.locked_bytes + size > self.cap:
+                self.trim()
             block = self._new_block(size)
         array = np.frombuffer(block, dtype, n)
         # Views keep ``array`` (their base) alive: the block returns when all are gone.
