@@ -77,7 +77,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
                                   window)
     else:
         sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
-                                         positions, ooc[1].run_chunks, stage=gpu, window=window)
+                                         positions, ooc[1].run_chunks, stage=gpu, window=window,
+                                         perm=ooc[2])
     sources = [keys] + ([values] if values is not None else [])
     layers, deps = dict(graph.layers), dict(graph.dependencies)
     for src in sources:
@@ -106,9 +107,28 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     return out_keys, out_values
 
 
+def _chunk_owners(client, keys):
+    """The worker holding each chunk of ``keys`` where it is in memory (persisted), else
+    None: one round trip to the scheduler."""
+    names = [k for k in keys.__dask_keys__()]
+
+    def owners(dask_scheduler=None, names=names):
+        tasks = dask_scheduler.tasks
+        return [min((ws.address for ws in tasks[k].who_has), default=None)
+                if k in tasks else None for k in names]
+
+    if client is None or client.asynchronous:
+        return [None] * len(names)
+    try:
+        return client.run_on_scheduler(owners)
+    except Exception:  # noqa: BLE001  (no answer: positions as given)
+        return [None] * len(names)
+
+
 def _out_of_core(keys, values, chunks, positions, hosts):
-    """``(HostRuns backend, plan)`` when the data outgrow the workers' device budgets
-    (``distsort.outofcore``), else None.
+    """``(HostRuns backend, plan, perm)`` when the data outgrow the workers' device
+    budgets (``distsort.outofcore``), else None; ``perm`` orders the chunks by the
+    worker holding them (``outofcore.group_by_owner``).
 
     CuPy chunks are merged on the GPUs; NumPy chunks too where the workers are dask-cuda
     workers (host data sorted on their GPUs), else by NumPy.  The Dask config value
@@ -120,7 +140,7 @@ def _out_of_core(keys, values, chunks, positions, hosts):
     from . import memory
     from .backends.hostruns import HostRuns
     from .locality import _current_client
-    from .outofcore import needs_out_of_core, plan_out_of_core
+    from .outofcore import group_by_owner, needs_out_of_core, plan_out_of_core
 
     gpu = array_module_name(keys._meta) == "cupy"
     engine = "gpu" if gpu else dask.config.get("distsort.out-of-core-engine", "auto")
@@ -135,7 +155,9 @@ def _out_of_core(keys, values, chunks, positions, hosts):
         return None
     budget = min(budgets)
     plan = plan_out_of_core(chunks, itemsize, budget)
-    return HostRuns(engine, plan.segment, budget), plan
+    many = len(hosts or []) > 1
+    perm = group_by_owner(_chunk_owners(_current_client(), keys)) if many else None
+    return HostRuns(engine, plan.segment, budget), plan, perm
 
 
 def _validate(x, axis, what="x"):

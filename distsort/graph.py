@@ -223,17 +223,23 @@ def finish_layer(graph, out_name, sorted_keys, func, *args):
 
 
 def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, positions,
-                       run_chunks, stage, window=None):
+                       run_chunks, stage, window=None, perm=None):
     """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one), then
     the network between runs; returns the keys of the sorted runs.
 
     ``backend`` is a ``distsort.backends.hostruns.HostRuns``.  With ``stage``, every
     input chunk is first copied to host memory by a task of its own (``backend.stage``,
     where the chunk lives), so that forming a run holds no input chunk on the device.
+    ``perm`` (``outofcore.group_by_owner``): position ``p`` takes input chunk
+    ``perm[p]`` (its elements keep their own positions for argsort).
     Arguments otherwise as ``sort_layers``; ``chunks`` regular.
     """
     from .outofcore import run_lengths
 
+    perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
+    offsets = [0]
+    for size in chunks:
+        offsets.append(offsets[-1] + size)
     deps = {keys_name} | ({values_name} if values_name else set())
     names = [keys_name] + ([values_name] if values_name else [])
     if stage:
@@ -244,18 +250,18 @@ def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, po
                                                                        (name, i))
         graph.add("stage", tasks, deps)
         names = [f"distsort-stage{'kv'[j]}-{graph.token}" for j in range(len(names))]
-    tasks, start = {}, 0
+    tasks = {}
     for r, lo in enumerate(range(0, len(chunks), run_chunks)):
-        idx = range(lo, min(len(chunks), lo + run_chunks))
+        idx = perm[lo:lo + run_chunks]
         pieces = [[(name, i) for i in idx] for name in names]
         tasks[("distsort-run-" + graph.token, r)] = (
             backend.make_run, pieces[0], pieces[1] if len(pieces) > 1 else None, order,
-            start if positions else None)
-        start += sum(chunks[i] for i in idx)
+            [offsets[i] for i in idx] if positions else None)
+        # by position: the last (maybe short) chunk stays last (group_by_owner)
     graph.add("run", tasks, set(graph.layers) | deps)
     runs = [("distsort-run-" + graph.token, r) for r in range(len(tasks))]
-    return network_layers(graph, runs, run_lengths(chunks, run_chunks), backend, order,
-                          window)
+    lengths = run_lengths([chunks[i] for i in perm], run_chunks)
+    return network_layers(graph, runs, lengths, backend, order, window)
 
 
 def run_output_layer(graph, out_name, sorted_runs, chunks, run_chunks, func, *args):

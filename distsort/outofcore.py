@@ -143,3 +143,25 @@ def bytes_moved(plan: OutOfCorePlan, lengths, itemsize: int) -> int:
 def _fmt(n):
     from .memory import format_bytes
     return format_bytes(n)
+
+
+def group_by_owner(owners) -> tuple[int, ...]:
+    """Network positions for chunks held by ``owners`` (a worker per chunk, None where
+    unknown): the chunks of one worker take consecutive positions, so that runs form
+    where their chunks are and the early rounds pair runs of one worker.  The last
+    chunk, which may be shorter, keeps the last position (only the last run may be
+    short).  Returns ``perm``: position ``p`` takes chunk ``perm[p]``.
+
+    >>> group_by_owner(["a", "b", "a", "b", "a"])
+    (0, 2, 1, 3, 4)
+    >>> group_by_owner([None, None, None])
+    (0, 1, 2)
+    """
+    owners = list(owners)
+    if len(owners) <= 1 or not any(owners):
+        return tuple(range(len(owners)))
+    first = {}
+    for o in owners[:-1]:
+        first.setdefault(o, len(first))
+    body = sorted(range(len(owners) - 1), key=lambda i: (first[owners[i]], i))
+    return (*body, len(owners) - 1)

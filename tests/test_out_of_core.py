@@ -272,3 +272,30 @@ def test_pinned_pool_unlocks_free_blocks_before_passing_its_cap():
     c = pool.empty(PAGE + 1, "uint8")  # two pages more would pass the cap: trim first
     assert len(unlocked) == 1 and pool.stats()["locked_bytes"] == 4 * PAGE
     del b, c
+
+
+def test_runs_form_where_persisted_chunks_live(cluster_client):
+    """Chunks persisted on two workers: each run takes chunks of one worker (argsort's
+    positions still the original ones), and the result equals NumPy's."""
+    from distributed import wait
+
+    from distsort.api import _chunk_owners
+    from distsort.outofcore import group_by_owner
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(16_000)
+    workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
+    parts = [cluster_client.persist(da.from_array(x[i:i + 1000], chunks=1000),
+                                    workers=[workers[(i // 1000) % 2]])
+             for i in range(0, 16_000, 1000)]
+    with cluster_client.as_current():
+        xd = cluster_client.persist(da.concatenate(parts))
+        wait(xd)
+        owners = _chunk_owners(cluster_client, xd)
+        assert owners == [workers[i % 2] for i in range(16)]
+        perm = group_by_owner(owners)
+        assert [owners[i] for i in perm[:8]] == [workers[0]] * 8
+        with dask.config.set({"distsort.device-memory-limit": _budget(1000, 16)}):
+            s, a = distsort.sort(xd), distsort.argsort(xd)
+            got_s, got_a = cluster_client.compute([s, a], sync=True)
+    assert np.array_equal(got_s, np.sort(x))
+    assert np.array_equal(got_a, np.argsort(x, kind="stable"))

@@ -54,6 +54,16 @@ def code(run, i, order):
                                                  order.descending))
 
 
+def positions(starts, pieces):
+    """The positions of the elements of ``pieces`` whose first ones are at ``starts``.
+
+    >>> positions([10, 0], [np.zeros(2), np.zeros(3)])
+    array([10, 11,  0,  1,  2])
+    """
+    return np.concatenate([np.arange(s, s + p.size, dtype=np.int64)
+                           for s, p in zip(starts, pieces)])
+
+
 def crossing_count(top, bottom, order):
     """``#{i : top[-1-i] > bottom[i]}``: how many elements cross between a lower run
     whose top is ``top`` and a higher run whose bottom is ``bottom`` (binary search)."""
@@ -124,10 +134,10 @@ class HostRuns:
         so that forming a run holds nothing of the input on the device."""
         return self._engine().to_host(chunk)
 
-    def make_run(self, keys, values, order, start=None):
-        """The sorted run of the chunks ``keys`` (and ``values``, or positions from
-        ``start``), in host memory."""
-        return self._engine().sort_run(keys, values, order, start, self.budget)
+    def make_run(self, keys, values, order, starts=None):
+        """The sorted run of the chunks ``keys`` (and ``values``, or each chunk's positions
+        from its entry of ``starts``), in host memory."""
+        return self._engine().sort_run(keys, values, order, starts, self.budget)
 
     # -- the backend interface of the network
     length = staticmethod(length)

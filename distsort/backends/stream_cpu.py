@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..order import encode
-from .hostruns import make_run, parts
+from .hostruns import make_run, parts, positions
 from .numpy import _keyed_perm
 
 
@@ -20,10 +20,10 @@ def _sorted(keys, values, order):
     return keys[perm], values[perm]
 
 
-def sort_run(keys, values, order, start, budget):
+def sort_run(keys, values, order, starts, budget):
     k = np.concatenate([np.asarray(p).ravel() for p in keys])
-    if start is not None:
-        v = np.arange(start, start + len(k), dtype=np.int64)
+    if starts is not None:
+        v = positions(starts, keys)
     else:
         v = None if values is None else np.concatenate([np.asarray(p).ravel() for p in values])
     return make_run(*_sorted(k, v, order))

@@ -95,19 +95,22 @@ def _itemsize(keys, values):
     return keys.dtype.itemsize + (0 if values is None else values.dtype.itemsize)
 
 
-def sort_run(keys, values, order, start, budget):
-    """Copy the pieces ``keys`` (and ``values``, or positions from ``start``) to the
-    device, sort them there in place as one, and copy the run back to pinned memory."""
+def sort_run(keys, values, order, starts, budget):
+    """Copy the pieces ``keys`` (and ``values``, or each piece's positions from its
+    entry of ``starts``) to the device, sort them there in place as one, and copy the run
+    back to pinned memory."""
     n = sum(p.size for p in keys)
-    vdtype = np.int64 if start is not None else (None if values is None else values[0].dtype)
+    vdtype = np.int64 if starts is not None else (None if values is None else values[0].dtype)
     make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
               budget)
     with _phase("run_h2d"):
         dk = cupy.empty(n, keys[0].dtype)
         _fill(dk, keys)
         dv = None
-        if start is not None:
-            dv = cupy.arange(start, start + n, dtype=np.int64)
+        if starts is not None:
+            dv = cupy.empty(n, np.int64)
+            _fill(dv, [cupy.arange(s, s + p.size, dtype=np.int64)
+                       for s, p in zip(starts, keys)])
         elif values is not None:
             dv = cupy.empty(n, vdtype)
             _fill(dv, values)
