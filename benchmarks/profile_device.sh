@@ -3,7 +3,7 @@
 # the default tuning and the block-shape variants in $VARIANTS (one DISTSORT_TUNING JSON
 # per line), then Nsight Compute on the second sort's first $NCU_COUNT passes (uint32
 # 2^28), whose per-instruction counts (sass.csv) say what each pass executes.
-# From the repo root:  bash benchmarks/profile_device.sh OUTDIR
+# From the repository root:  bash benchmarks/profile_device.sh OUTDIR
 OUT=${1:?outdir}
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv
