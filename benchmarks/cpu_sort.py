@@ -52,7 +52,7 @@ def main(argv=None):
     for n in sizes:
         for dtype in ("float64", "int64"):
             a = make(rng, n, dtype)
-            t_np, _ = median_time(lambda: np.sort(a), args.runs, args.warmup)
+            t_np, _ = median_time(lambda a=a: np.sort(a), args.runs, args.warmup)
             for chunks in (4, 8, 16):
                 t, stages = case(a, chunks, args.threads, args.runs, args.warmup)
                 top = ", ".join(f"{k.replace('distsort-', '')} {v:.2f}s"

@@ -68,11 +68,11 @@ def print_table(rows, columns):
             for row in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
               for i, h in enumerate(head)]
-    line = "  ".join(h.rjust(w) for h, w in zip(head, widths))
+    line = "  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))
     print(line)
     print("-" * len(line))
     for b in body:
-        print("  ".join(c.rjust(w) for c, w in zip(b, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(b, widths, strict=True)))
 
 
 def save_rows(rows, scenario, device, out=None, **meta):

@@ -85,7 +85,7 @@ def one_case(case, runs, seed):
            "copy_then_merge_ms": timed(lambda: copy_then_merge(a, b), runs) * 1e3}
     nbytes = n * (np.dtype(dtype).itemsize + (np.dtype(vdtype).itemsize if vdtype else 0))
     row["bytes"] = nbytes
-    del a, b
+    a = b = None  # frees the runs before the pool is emptied
     cupy.get_default_memory_pool().free_all_blocks()
     return row
 

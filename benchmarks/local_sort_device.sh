@@ -1,30 +1,41 @@
-#!/bin/bash
-# One device call: the local-sort benchmark (with --variants: block-shape variants of
-# uint32 2^28), then the GPU tests in three parallel groups under the default tuning,
-# and, where a variant was faster, the same tests again under the fastest one
-# (DISTSORT_TUNING).  From the repo root, with the dask wheels installed:
-#   bash benchmarks/local_sort_device.sh OUTDIR [local_sort.py args]
-set -o pipefail
-OUT=${1:?outdir}; shift
+#!/usr/bin/env bash
+# The local-sort benchmark with block-shape variants, then the GPU backend tests under
+# the device's tuning table (distsort/backends/tuning.py) and, where a variant beat that
+# table, again under the fastest variant (DISTSORT_TUNING).  From the repository root:
+#   bash benchmarks/local_sort_device.sh OUTDIR [local_sort.py arguments, e.g. --quick]
+set -uo pipefail
+OUT=${1:?usage: local_sort_device.sh OUTDIR [local_sort.py arguments]}; shift
+PYTHON=${PYTHON:-python3}
+mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv
-timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/local_sort.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" | tail -25
-BEST=$(python3 -c "import json,glob; r=json.load(open(glob.glob('$OUT/*.json')[0])); print(json.dumps(r.get('best_tuning') or {}))" 2>/dev/null)
+"$PYTHON" benchmarks/local_sort.py --variants --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" | tail -25
+# The fastest variant, or nothing when the tuning table's entries are already its own.
+BEST=$("$PYTHON" - "$OUT" <<'PY'
+import glob, json, sys
+import cupy
+from distsort.backends import tuning
+best = json.load(open(sorted(glob.glob(sys.argv[1] + "/local_sort_*.json"))[-1])).get("best_tuning")
+table = tuning.table(int(cupy.cuda.Device().compute_capability[:-1]))  # "90" -> 9
+same = best is None or all(json.dumps(table.get(k)) == json.dumps(v) for k, v in best.items())
+print("" if same else json.dumps(best))
+PY
+)
 GROUPS_K=("every_size" "key_value or argsort" "not every_size and not key_value and not argsort")
-run_tests() {  # $1: log prefix; DISTSORT_TUNING as exported
+run_tests() {  # LOG_PREFIX: the backend tests in three parallel groups, under the environment's tuning
   for i in 0 1 2; do
-    ( timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -p no:cacheprovider -q -ra tests/test_cupy_backend.py \
+    ( "$PYTHON" -m pytest -p no:cacheprovider -q -ra tests/test_cupy_backend.py \
         -k "${GROUPS_K[$i]}" > "$OUT/$1_$i.log" 2>&1; echo "group $i rc=$?" >> "$OUT/$1_$i.log" ) &
   done
 }
-run_tests pytest
-if [ -n "$BEST" ] && [ "$BEST" != "{}" ] && ! echo "$BEST" | grep -q '"threads": 128, "smem": 75776, "row_bytes": 128, "regs": \[32'; then
+run_tests tests_table
+if [ -n "$BEST" ]; then
   echo "second test run under DISTSORT_TUNING=$BEST"
-  DISTSORT_TUNING="$BEST" run_tests best
+  DISTSORT_TUNING="$BEST" run_tests tests_best
 fi
 wait
-for f in "$OUT"/pytest_?.log "$OUT"/best_?.log; do [ -f "$f" ] || continue
-  echo "== $f"; grep -E "^(FAILED|ERROR)" "$f" | head -5; tail -n 2 "$f"; done
-for p in pytest best; do  # one file each (the device returns at most 8 files)
-  ls "$OUT"/${p}_?.log >/dev/null 2>&1 && cat "$OUT"/${p}_?.log > "$OUT/${p}_all.log" && rm "$OUT"/${p}_?.log
+for p in tests_table tests_best; do
+  ls "$OUT"/${p}_?.log >/dev/null 2>&1 || continue
+  cat "$OUT"/${p}_?.log > "$OUT/$p.log" && rm "$OUT"/${p}_?.log
+  echo "== $p"; grep -E "^(FAILED|ERROR)" "$OUT/$p.log" | head -5; grep -E "passed|failed|rc=" "$OUT/$p.log"
 done

@@ -56,13 +56,14 @@ def main(argv=None):
                 merge.ENABLED = enabled
                 runs = args.runs if (enabled or not keyed) else 1  # lexsort is slow
                 results.append(nb._concat_sorted(x, y, order))
-                t = best(lambda: nb._concat_sorted(x, y, order), runs)
+                t = best(lambda x=x, y=y, order=order: nb._concat_sorted(x, y, order), runs)
                 line += (f"  {'numba' if enabled else 'numpy'} {t * 1e3:8.1f} ms "
                          f"({t / (2 * m) * 1e9:5.1f} ns/key)")
             merge.ENABLED = merge.numba is not None
             same = all(np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
                        for r in results[1:] for a, b in zip(
-                           r if keyed else (r,), results[0] if keyed else (results[0],)))
+                           r if keyed else (r,), results[0] if keyed else (results[0],),
+                           strict=True))
             print(line + ("" if same else "  RESULTS DIFFER"), flush=True)
 
 

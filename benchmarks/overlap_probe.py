@@ -48,7 +48,7 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
     cfg, packed = cpb.kernel_shape(keys, values)
 
     def build(*extra):  # the kernels of each block shape under `defines` and `extra`
-        @functools.lru_cache(maxsize=None)
+        @functools.cache
         def module(shape, packed):
             return Module(kd, vd, shape.regs, shape.threads, shape.min_blocks, shape.tile,
                           defines=(*extra, *defines), packed=packed)

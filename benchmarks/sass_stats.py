@@ -1,8 +1,9 @@
 """Static counts of the GPU kernels without a GPU: registers, spills and SASS instructions.
 
-Compiles ``bitonic_pass`` (``packed_pass`` for uint32+uint32) as the loader does (``distsort/kernels/loader.py``: the source of
-``sort.cu``, ``-std=c++17 -I<kernels>``, one instantiation per dtype pair under a tuning
-table) with ``nvcc -cubin -arch=sm_XX -Xptxas -v``, disassembles it with ``cuobjdump -sass``
+Compiles ``bitonic_pass`` (``packed_pass`` for uint32+uint32) as the loader does
+(``distsort/kernels/loader.py``: the source of ``sort.cu``, ``-std=c++17 -I<kernels>``,
+one instantiation per dtype pair under a tuning table) with
+``nvcc -cubin -arch=sm_XX -Xptxas -v``, disassembles it with ``cuobjdump -sass``
 and prints, per kernel: registers, spill bytes, instructions in all and in the phases
 (``run_phase``), and every loop (a backward branch) with its instruction mix and its
 instructions per element (a phase loop handles E elements per iteration, a global load

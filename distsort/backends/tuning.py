@@ -37,7 +37,7 @@ TABLES = {
     # packed key-value sorts (4-byte integer keys and values, passes.packs), hold 32 of
     # them per thread (fewer, longer phases): float64 47.0, uint64 42.1, uint32+uint32
     # packed 43.6 ms, against 47.4 / 44.0 / 44.5 with 16 in two blocks of 256 threads
-    # (benchmarks/NOTES_local_sort.md, v13).
+    # (docs/local_sort.md).
     # Their GROUP passes, though, run faster in two blocks of 256 threads holding 16 each
     # (uint64 1.19 against 1.25 ms per pass, float64 1.27 against 1.37; whole sorts:
     # float64 46.0, uint64 41.4, uint32+uint32 packed 42.7).
