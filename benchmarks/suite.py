@@ -107,6 +107,14 @@ SCENARIOS = (
              "cudaMemcpyPeer", (_py("transfer.py", "--out", "{out}"),)),
     Scenario("gpu_tests", 1, "every GPU test (tests needing more GPUs than present skip)",
              (_pytest("-m", "gpu", "tests/"),)),
+    Scenario("out_of_core", 1, "16 GiB with a 4 GB device budget from host memory (float32, "
+             "uint64, uint32+uint32) against the PCIe floor, and from CuPy chunks dask-cuda "
+             "spilled", (_py("out_of_core.py", "--host-input", "--dtypes", "float32", "uint64",
+                             "uint32+uint32"),
+                         _py("out_of_core.py", "--dtypes", "float32"))),
+    Scenario("out_of_core_2gpu", 2, "32 GiB on two GPUs with a 4 GB budget each, from host "
+             "memory", (_py("out_of_core.py", "--gpus", "2", "--size", "32GiB", "--chunks",
+                            "32", "--host-input"),)),
     Scenario("out_of_core_test", 1, "the 32 GiB out-of-core test on one GPU (spills to host)",
              (_pytest("-s", "tests/test_distributed_gpu.py::test_out_of_core_one_gpu_spills"),),
              env={"DISTSORT_BIG": "1"}),

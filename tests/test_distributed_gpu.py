@@ -199,13 +199,11 @@ class RoundLog(distributed.SchedulerPlugin):
 
 @pytest.mark.skipif(not os.environ.get("DISTSORT_BIG"), reason="set DISTSORT_BIG=1 (32 GB)")
 def test_out_of_core_one_gpu_spills():
-    """32 GiB of float32 on one GPU worker whose chunks may use ~8 GB: the rest spills.
+    """32 GiB of float32 on one GPU worker with an 8 GB budget: the out-of-core plan
+    (``distsort.outofcore``), and dask-cuda spills the CuPy input and output.
 
     ``verify=True`` checks on the worker that the result is sorted and a permutation
-    of the input before any chunk of it can be read.  1 GiB chunks: at 4 GiB a merge
-    (its chunk, the crossing part, the output) outgrows the 8 GB and every task reads
-    its chunks back from the host (26x the data per sort, on CPU workers with the same
-    proportions), at 1 GiB about one read per chunk and round (15x, over 15 rounds).
+    of the input before any chunk of it can be read.
     """
     if gpu_count() < 1:
         pytest.skip("needs a GPU")
