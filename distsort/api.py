@@ -29,25 +29,26 @@ _LABELLED = ("pandas", "xarray", "dask", "dask_expr", "dask_cudf", "cudf", "pola
 
 
 def _conversion(x, what):
-    """How to turn ``x`` (a labelled or lazy collection) into an array distsort sorts."""
-    kind = type(x)
-    library = kind.__module__.split(".")[0]
+    """``(conversion, labels lost)``: how to make ``x``, a labelled or lazy collection,
+    an array distsort sorts, and what that array does not carry."""
+    library = type(x).__module__.split(".")[0]
     lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
+    table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == 2
     if hasattr(x, "data_vars"):  # xarray.Dataset
-        return f'{what}["var"].data', "a Dataset's variable names and coordinates"
+        return f'{what}["var"].data', "variable names, dimension names and coordinates"
     if library == "xarray":  # DataArray, Variable
-        return f"{what}.data", "its dimension names and coordinates"
+        return f"{what}.data", "dimension names and coordinates"
     if lazy and hasattr(x, "to_dask_array"):  # dask DataFrame, Series or Index
-        if hasattr(x, "columns"):
-            return f'{what}["col"].to_dask_array(lengths=True)', "the index"
-        return f"{what}.to_dask_array(lengths=True)", "the index"
+        if table:
+            return f'{what}["col"].to_dask_array(lengths=True)', "index labels"
+        return f"{what}.to_dask_array(lengths=True)", "index labels"
     if lazy:  # a dask Bag, Delayed, ...: no array form without computing it
-        return f"dask.array.from_delayed(...) or {what}.compute()", "nothing"
-    if hasattr(x, "columns"):
-        return f'{what}["col"].to_numpy()', "the index"
+        return f"dask.array.from_delayed(...), or {what}.compute()", None
+    if table:
+        return f'{what}["col"].to_numpy()', "index labels"
     if hasattr(x, "to_cupy"):
-        return f"{what}.to_cupy()", "the index"
-    return f"{what}.to_numpy()", "the index"
+        return f"{what}.to_cupy()", "index labels"
+    return f"{what}.to_numpy()", "index labels"
 
 
 def _refuse_collection(x, what):
@@ -57,12 +58,14 @@ def _refuse_collection(x, what):
     it on the client, and for any of them the labels would be silently lost.
     """
     kind = type(x)
-    if kind.__module__.split(".")[0] not in _LABELLED and not is_dask_collection(x):
+    lazy = is_dask_collection(x)
+    if kind.__module__.split(".")[0] not in _LABELLED and not lazy:
         return
     conversion, lost = _conversion(x, what)
     raise TypeError(
         f"distsort sorts arrays, not {kind.__module__}.{kind.__name__}: convert {what} "
-        f"with {conversion} (distsort does not carry {lost}; nothing was computed)")
+        f"with {conversion}" + (f" (its {lost} are not carried)" if lost else "")
+        + ("; nothing was computed" if lazy else ""))
 
 
 def as_dask_array(x, what="x"):
