@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import dask.array as da
 import numpy as np
@@ -15,7 +16,7 @@ except ImportError:  # pragma: no cover
 
 from .backends import Order, array_module_name, get_backend
 from .graph import SortGraph, finish_layer, sort_layers
-from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
+from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
 
@@ -332,6 +333,59 @@ def _unpack(packed, dtype):
     return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
 
 
+def _split_by_source(perm, bounds):
+    """``perm``'s entries grouped by the input chunk they point into: ``(where,
+    offsets, local)``, where chunk ``i``'s are ``local[offsets[i]:offsets[i + 1]]``
+    (indices into chunk ``i``), for output places ``where[offsets[i]:offsets[i + 1]]``."""
+    xp = _namespace(perm)
+    bounds = xp.asarray(bounds)
+    source = xp.searchsorted(bounds, perm, side="right") - 1  # empty chunks: never chosen
+    # Any grouping will do (``where`` and ``local`` agree); NumPy's stable sort of
+    # small integers is its radix sort.
+    where = xp.argsort(source, kind="stable") if xp is np else xp.argsort(source)
+    grouped = source[where]
+    offsets = xp.searchsorted(grouped, xp.arange(len(bounds) + 1))
+    offsets = offsets.get() if xp is not np else offsets  # C + 1 numbers to the host
+    return where, offsets, perm[where] - bounds[grouped]
+
+
+def _part(split, i):
+    _, offsets, local = split
+    return local[offsets[i]:offsets[i + 1]]
+
+
+def _assemble(split, *taken):
+    where, offsets, _ = split
+    out = _namespace(taken[0]).empty(len(where), dtype=taken[0].dtype)
+    for i, part in enumerate(taken):
+        out[where[offsets[i]:offsets[i + 1]]] = part
+    return out
+
+
+def _gather(values, perm):
+    """``values[perm]`` for 1-D Dask arrays, ``perm`` a permutation: a shuffle.
+
+    Each chunk of ``perm`` is split by the input chunk its entries point into;
+    every piece goes to that chunk, takes its values and comes back: each value
+    and index travels once (``2 C D + 2 D`` small tasks for ``C`` input and ``D``
+    output chunks).  Dask's ``values[perm]`` sends every chunk of ``perm`` to every
+    chunk of ``values`` instead.
+    """
+    bounds = np.cumsum((0,) + values.chunks[0][:-1])
+    token = tokenize(values, perm)
+    split, part, take, out = (f"distsort-gather{s}-{token}" for s in ("split", "part", "take", ""))
+    layer = {}
+    for j in range(perm.numblocks[0]):
+        layer[(split, j)] = (_split_by_source, (perm.name, j), bounds)
+        for i in range(values.numblocks[0]):
+            layer[(part, i, j)] = (_part, (split, j), i)
+            layer[(take, i, j)] = (operator.getitem, (values.name, i), (part, i, j))
+        layer[(out, j)] = (_assemble, (split, j)) + tuple(
+            (take, i, j) for i in range(values.numblocks[0]))
+    graph = HighLevelGraph.from_collections(out, layer, dependencies=[values, perm])
+    return da.Array(graph, out, perm.chunks, meta=values._meta)
+
+
 def _stable_by_key(keys, values, order, verify):
     """Position-stable key-value sort: equal keys keep their input order.
 
@@ -352,7 +406,7 @@ def _stable_by_key(keys, values, order, verify):
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
     out_keys, perm = _sort_1d(keys, None, order, positions=True, verify=verify,
                               what="sort_by_key")
-    return out_keys, values[perm]
+    return out_keys, _gather(values, perm)
 
 
 def sort_by_key(keys, values, *, descending=False, stable=False, verify=False):
