@@ -199,6 +199,7 @@ class TestNDArrays:
 
 
 # ---------------------------------------------------------------- datetime64 / timedelta64
+FEWER = settings(SETTINGS, max_examples=25)
 TIME_DTYPES = ["datetime64[ns]", "datetime64[D]", "datetime64[s]", "datetime64[Y]",
                "timedelta64[ns]", "timedelta64[ms]", "timedelta64[h]"]
 
@@ -229,7 +230,7 @@ def time_cases(draw):
     return random_times(rng, n, dtype, duplicates=draw(st.booleans())), chunks
 
 
-@SETTINGS
+@FEWER
 @given(case=time_cases(), descending=st.booleans())
 def test_times_sort_like_numpy_with_nat_last(case, descending):
     t, chunks = case
@@ -246,7 +247,7 @@ def test_times_sort_like_numpy_with_nat_last(case, descending):
         np.testing.assert_array_equal(a, np.argsort(t, kind="stable"))
 
 
-@SETTINGS
+@FEWER
 @given(case=time_cases(), vdtype=st.sampled_from(["timedelta64[s]", "int16", "float64"]),
        descending=st.booleans(), stable=st.booleans())
 def test_times_as_keys_and_values(case, vdtype, descending, stable):
@@ -297,7 +298,7 @@ def test_sort_accepts_stable_and_it_changes_nothing(stable):
                                   stable_argsort(x))
 
 
-@SETTINGS
+@FEWER
 @given(case=cases(), vdtype=st.sampled_from(DTYPES), descending=st.booleans())
 def test_sort_by_key_stable_keeps_input_order_of_equal_keys(case, vdtype, descending):
     keys, chunks = case
@@ -325,6 +326,7 @@ def test_sort_by_key_orders_differ_only_among_equal_keys():
         np.testing.assert_array_equal(by_position, v[np.argsort(keys, kind="stable")])
 
 
+@pytest.mark.slow
 def test_times_and_stable_on_a_distributed_cluster(cluster_client):
     rng = np.random.default_rng(12)
     t = random_times(rng, 10_007, "datetime64[us]", duplicates=True)
