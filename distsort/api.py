@@ -428,13 +428,15 @@ def sort_by_key(keys, values, *, descending=False, stable=False, verify=False):
         Largest keys first.
     stable : bool, optional
         How equal keys are ordered.  ``False`` (the default): by value, ascending
-        in NumPy's order (``numpy.lexsort((values, keys))``), the fastest.
-        ``True``: by position, as in the input (``values[numpy.argsort(keys,
-        kind="stable")]``); values of up to 4 bytes then travel packed with their
-        positions as 8 bytes, wider ones are gathered after an argsort.  Both
-        orders are deterministic, whatever the chunking and backend; the default
-        stays ``False`` because it was distsort's order before ``stable`` existed
-        and costs nothing extra.
+        in NumPy's order (``numpy.lexsort((values, keys))``).  ``True``: by
+        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``);
+        values of up to 4 bytes then travel packed with their positions as 8
+        bytes, wider ones are gathered after an argsort.  Both orders are
+        deterministic, whatever the chunking and backend.  NumPy and the array
+        API have no key-value sort to follow; the default stays ``False``, the
+        order distsort always gave, because on GPUs the stable order moves more
+        bytes (4-byte values become 8) or adds a gather.  (On the CPU the stable
+        order measured faster: ``benchmarks/sort_by_key_orders.py``.)
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
         read, that the keys are sorted and that the keys and the (key, value)
