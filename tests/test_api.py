@@ -354,3 +354,31 @@ def test_cluster_module_is_an_attribute_without_importing_it():
     assert out.stdout.split() == ["bytes_sent_by_kind", "True"]
     with pytest.raises(AttributeError, match="no attribute 'clusters'"):
         distsort.clusters
+
+
+def _cupy_or_skip():
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+    except Exception:  # no driver
+        pass
+    pytest.skip("no CUDA GPU")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vdtype", ["int32", "float64"])  # packed / argsort and gather
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_by_key_stable_on_cupy_chunks(vdtype, descending):
+    cupy = _cupy_or_skip()
+    rng = np.random.default_rng(21)
+    keys = random_keys(rng, 50_003, "float32", duplicates=True)
+    values = random_keys(rng, len(keys), vdtype)
+    dk = da.from_array(cupy.asarray(keys), chunks=7_000, asarray=False)
+    dv = da.from_array(cupy.asarray(values), chunks=9_000, asarray=False)
+    sk, sv = dask.compute(*distsort.sort_by_key(dk, dv, descending=descending, stable=True),
+                          scheduler="threads")
+    assert type(sk).__module__.startswith("cupy") and type(sv).__module__.startswith("cupy")
+    perm = stable_argsort(keys, descending)
+    np.testing.assert_array_equal(bits(sk.get()), bits(keys[perm]))
+    np.testing.assert_array_equal(bits(sv.get()), bits(values[perm]))
