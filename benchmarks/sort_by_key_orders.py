@@ -18,12 +18,12 @@ import platform
 
 import dask
 import dask.array as da
+import driver
 import numpy as np
 
 import distsort
 from distsort.api import _gather, _sort_1d
 from distsort.backends import Order
-import driver
 
 
 def argsort_then_gather(keys, values):
@@ -42,8 +42,10 @@ def main(argv=None):
     k = np.round(rng.random(n, dtype=np.float32) * (n // 8)).astype(np.float32)
     keys = da.from_array(k, chunks=chunk)
     perm = np.argsort(k, kind="stable")
-    compute = lambda *xs: dask.compute(*xs, scheduler="threads", num_workers=2)  # noqa: E731
     rows = []
+
+    def compute(*xs):
+        return dask.compute(*xs, scheduler="threads", num_workers=2)
 
     def case(name, vdtype, build, check):
         t, times = driver.median_time(lambda: check(compute(*build())), args.runs, args.warmup)
@@ -53,18 +55,17 @@ def main(argv=None):
     for vdtype in ("int32", "int64"):
         v = rng.integers(-2**31, 2**31, size=n).astype(vdtype)
         values = da.from_array(v, chunks=chunk)
+        by_value = np.lexsort((v, k))
 
-        def stable_check(out):
-            assert np.array_equal(out[0], k[perm]) and np.array_equal(out[1], v[perm])
-
-        def by_value_check(out):
-            ref = np.lexsort((v, k))
+        def check(out, v=v, ref=perm):
             assert np.array_equal(out[0], k[ref]) and np.array_equal(out[1], v[ref])
 
-        case("by value", vdtype, lambda: distsort.sort_by_key(keys, values), by_value_check)
-        case("stable", vdtype, lambda: distsort.sort_by_key(keys, values, stable=True),
-             stable_check)
-        case("argsort+gather", vdtype, lambda: argsort_then_gather(keys, values), stable_check)
+        case("by value", vdtype, lambda values=values: distsort.sort_by_key(keys, values),
+             lambda out, v=v, ref=by_value: check(out, v, ref))
+        case("stable", vdtype,
+             lambda values=values: distsort.sort_by_key(keys, values, stable=True), check)
+        case("argsort+gather", vdtype, lambda values=values: argsort_then_gather(keys, values),
+             check)
     case("sort (keys)", "-", lambda: (distsort.sort(keys),),
          lambda out: np.testing.assert_array_equal(out[0], np.sort(k)))
     case("argsort (keys)", "-", lambda: (distsort.argsort(keys),),

@@ -353,17 +353,18 @@ def test_cluster_module_is_an_attribute_without_importing_it():
                          check=True)
     assert out.stdout.split() == ["bytes_sent_by_kind", "True"]
     with pytest.raises(AttributeError, match="no attribute 'clusters'"):
-        distsort.clusters
+        _ = distsort.clusters
 
 
 def _cupy_or_skip():
     cupy = pytest.importorskip("cupy")
     try:
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return cupy
-    except Exception:  # no driver
-        pass
-    pytest.skip("no CUDA GPU")
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:  # no driver
+        count = 0
+    if count == 0:
+        pytest.skip("no CUDA GPU")
+    return cupy
 
 
 @pytest.mark.gpu

@@ -77,9 +77,8 @@ KINDS = ["dask Series", "dask DataFrame", "xarray DataArray", "xarray Dataset",
 @pytest.mark.parametrize("kind", KINDS)
 def test_refused_with_the_conversion_and_nothing_computed(frame, kind, func):
     x, conversion, _ = _inputs(frame)[kind]
-    with TaskCounter() as counter:
-        with pytest.raises(TypeError) as err:
-            _call(func, x, len(frame))
+    with TaskCounter() as counter, pytest.raises(TypeError) as err:
+        _call(func, x, len(frame))
     assert counter.count == 0
     message = str(err.value)
     assert _name(func) + conversion in message
@@ -101,7 +100,7 @@ def test_dask_series_conversion_is_sorted_lazily(frame):
     y = ddf["y"].to_dask_array(lengths=True)
     with TaskCounter() as counter:
         out = distsort.sort(x)
-        keys, values = distsort.sort_by_key(x, y, stable=True)
+        _, values = distsort.sort_by_key(x, y, stable=True)
     assert counter.count == 0
     np.testing.assert_array_equal(out.compute(), np.sort(frame["x"].to_numpy()))
     perm = np.argsort(frame["x"].to_numpy(), kind="stable")
@@ -127,9 +126,8 @@ def test_other_lazy_collections_are_refused(kind):
     import dask.bag as db
     x = db.from_sequence(range(10), npartitions=2) if kind == "bag" else dask.delayed(
         np.arange)(10)
-    with TaskCounter() as counter:
-        with pytest.raises(TypeError, match="nothing was computed"):
-            distsort.sort(x)
+    with TaskCounter() as counter, pytest.raises(TypeError, match="nothing was computed"):
+        distsort.sort(x)
     assert counter.count == 0
 
 
