@@ -15,3 +15,19 @@ from .verify import VerificationError
 
 __version__ = "0.1.0"
 __all__ = ["sort", "argsort", "sort_by_key", "VerificationError", "__version__"]
+
+#: Submodules reachable as attributes of ``distsort`` without importing them first;
+#: imported on first use, so ``import distsort`` stays light (``cluster`` imports
+#: distributed and, on GPU machines, dask-cuda).
+_LAZY_SUBMODULES = ("cluster",)
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))

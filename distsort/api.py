@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import dask.array as da
 import numpy as np
-from dask.base import tokenize
+from dask.base import is_dask_collection, tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 try:  # NumPy >= 2
@@ -16,26 +17,95 @@ except ImportError:  # pragma: no cover
 from .backends import Order, array_module_name, get_backend
 from .graph import (SortGraph, finish_layer, out_of_core_layers, run_output_layer,
                     sort_layers)
-from .order import check_dtype
+from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
 
 __all__ = ["sort", "argsort", "sort_by_key"]
 
 
+#: Libraries whose objects carry labels (an index, coordinates) or are lazy: refused,
+#: never converted, so that nothing is computed and no label is silently dropped.
+_LABELLED = ("pandas", "xarray", "dask", "dask_expr", "dask_cudf", "cudf", "polars",
+             "pyarrow", "modin")
+
+
+def _conversion(x, what):
+    """``(conversion, labels lost)``: how to make ``x``, a labelled or lazy collection,
+    an array distsort sorts, and what that array does not carry."""
+    library = type(x).__module__.split(".")[0]
+    lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
+    table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == 2
+    if hasattr(x, "data_vars"):  # xarray.Dataset
+        return f'{what}["var"].data', "variable names, dimension names and coordinates"
+    if library == "xarray":  # DataArray, Variable
+        return f"{what}.data", "dimension names and coordinates"
+    if lazy and hasattr(x, "to_dask_array"):  # dask DataFrame, Series or Index
+        if table:
+            return f'{what}["col"].to_dask_array(lengths=True)', "index labels"
+        return f"{what}.to_dask_array(lengths=True)", "index labels"
+    if lazy:  # a dask Bag, Delayed, ...: no array form without computing it
+        return f"dask.array.from_delayed(...), or {what}.compute()", None
+    if table:
+        return f'{what}["col"].to_numpy()', "index labels"
+    if hasattr(x, "to_cupy"):
+        return f"{what}.to_cupy()", "index labels"
+    return f"{what}.to_numpy()", "index labels"
+
+
+def _refuse_collection(x, what):
+    """TypeError for a DataFrame, Series, xarray object or other lazy collection.
+
+    Such objects are never passed to ``np.asarray``: for a lazy one that computes
+    it on the client, and for any of them the labels would be silently lost.
+    """
+    kind = type(x)
+    lazy = is_dask_collection(x)
+    if kind.__module__.split(".")[0] not in _LABELLED and not lazy:
+        return
+    conversion, lost = _conversion(x, what)
+    raise TypeError(
+        f"distsort sorts arrays, not {kind.__module__}.{kind.__name__}: convert {what} "
+        f"with {conversion}" + (f" (its {lost} are not carried)" if lost else "")
+        + ("; nothing was computed" if lazy else ""))
+
+
 def as_dask_array(x, what="x"):
-    """``x`` as a Dask array; NumPy and CuPy arrays are wrapped with ``chunks="auto"``."""
+    """``x`` as a Dask array; NumPy and CuPy arrays are wrapped with ``chunks="auto"``.
+
+    DataFrames, Series, xarray objects and other lazy collections are refused with
+    the conversion to use; lists and tuples of numbers are converted.
+    """
     if isinstance(x, da.Array):
         array_module_name(x._meta)
         return x
     if type(x).__module__.split(".")[0] == "cupy":
         return da.from_array(x, chunks="auto", asarray=False)
+    _refuse_collection(x, what)
     if isinstance(x, np.ndarray):
         array_module_name(x)  # refuses subclasses (masked arrays, matrices) at once
     else:
         x = np.asarray(x)
-    check_dtype(x.dtype, what)
+    check_key_dtype(x.dtype, what)
     return da.from_array(x, chunks="auto")
+
+
+def _as_codes(x):
+    """datetime64/timedelta64 ``x`` as its uint64 order codes, lazily and elementwise
+    (NaT last: ``distsort.order.time_codes``); other arrays as they are."""
+    if x.dtype.kind not in TIME_KINDS:
+        return x
+    return x.map_blocks(time_codes, dtype=np.uint64, name="distsort-timecodes-" + tokenize(x),
+                        meta=_module(x._meta).empty((0,) * x.ndim, dtype=np.uint64))
+
+
+def _from_codes(codes, dtype):
+    """The inverse of :func:`_as_codes` for an array of ``dtype``."""
+    if np.dtype(dtype).kind not in TIME_KINDS:
+        return codes
+    return codes.map_blocks(time_from_codes, dtype, dtype=dtype,
+                            name="distsort-fromtimecodes-" + tokenize(codes, dtype),
+                            meta=_module(codes._meta).empty((0,) * codes.ndim, dtype=dtype))
 
 
 def _check_known_chunks(x, what):
@@ -163,7 +233,7 @@ def _out_of_core(keys, values, chunks, positions, hosts):
 def _validate(x, axis, what="x"):
     """Validate ``x`` and ``axis``; returns ``(x, axis)`` with ``x`` flattened for ``axis=None``."""
     x = as_dask_array(x, what)
-    check_dtype(x.dtype, what)
+    check_key_dtype(x.dtype, what)
     _check_known_chunks(x, what)
     if axis is None:
         return x.reshape(-1) if x.ndim != 1 else x, 0
@@ -193,21 +263,37 @@ def _sort_along(x, axis, order, want, verify=False):
                         meta=_module(x._meta).empty((0,) * x.ndim, dtype=dtype))
 
 
-def sort(x, axis=-1, *, descending=False, verify=False):
+def _check_stable(stable, default):
+    """``stable`` as a bool; None (NumPy's "not given") means ``default``."""
+    if stable is None:
+        return default
+    if not isinstance(stable, (bool, np.bool_)):  # a typo'd kind string must not pass
+        raise TypeError(f"stable must be True, False or None, got {stable!r}")
+    return bool(stable)
+
+
+def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
-        Keys: bool, (u)int8..64 or float16/32/64.  NumPy and CuPy arrays are
-        wrapped with ``dask.array.from_array(x, chunks="auto")``.
+        Keys: bool, (u)int8..64, float16/32/64, datetime64 or timedelta64.  NumPy
+        and CuPy arrays are wrapped with ``dask.array.from_array(x, chunks="auto")``;
+        lists and tuples are converted with ``numpy.asarray``.  DataFrames, Series
+        and xarray objects are refused with the conversion to use (TypeError).
     axis : int or None, optional
         Axis to sort along (default: the last).  A 1-D array is sorted globally,
         whatever its chunking.  ``None`` sorts the flattened array.  For an N-D
         array the axis must be held in one chunk.
     descending : bool, optional
         Sort from largest to smallest: exactly the reverse of the ascending
-        result (NaNs first).
+        result (NaNs and NaTs first).
+    stable : bool, optional
+        Accepted as in the array API standard's ``sort(x, /, *, axis=-1,
+        descending=False, stable=True)``; it changes nothing: keys sorted alone
+        have no order among equal keys to keep (they are indistinguishable),
+        so every ``stable`` gives the same result, bit for bit.
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
         read, that it is sorted and a permutation of the input (counts and
@@ -225,10 +311,13 @@ def sort(x, axis=-1, *, descending=False, verify=False):
     Notes
     -----
     NumPy's order: NaNs (any sign and payload) sort last and keep their bits;
-    ``-0.0`` sorts just before ``+0.0``.  Not supported: complex, object,
-    string, datetime and structured dtypes (TypeError), and N-D arrays whose
-    sort axis is split over several chunks (ValueError).  The input's chunks
-    are never modified.
+    ``-0.0`` sorts just before ``+0.0``; NaT sorts last.  datetime64 and
+    timedelta64 (any unit) are sorted through their int64 view, mapped
+    elementwise so that NaT comes last, and come back with their dtype.  Not
+    supported: complex, object, string and structured dtypes (TypeError), and
+    N-D arrays whose sort axis is split over several chunks (ValueError).  The
+    input's chunks are never modified.  ``numpy.sort(dask_array)`` does not
+    come here: NumPy computes the whole array and sorts it in memory.
 
     Examples
     --------
@@ -240,15 +329,20 @@ def sort(x, axis=-1, *, descending=False, verify=False):
     array([ nan,  3. ,  2. ,  0.5, -1. ])
     >>> distsort.sort(x, verify=True).compute()  # checked on the workers before it is read
     array([-1. ,  0.5,  2. ,  3. ,  nan])
+    >>> t = np.array(["2026-03-01", "NaT", "2025-12-24"], dtype="datetime64[D]")
+    >>> distsort.sort(da.from_array(t, chunks=2)).compute()
+    array(['2025-12-24', '2026-03-01',        'NaT'], dtype='datetime64[D]')
     """
+    _check_stable(stable, True)
     x, axis = _validate(x, axis)
+    dtype, x = x.dtype, _as_codes(x)
     order = Order(descending=bool(descending))
     if x.ndim == 1:
-        return _sort_1d(x, None, order, positions=False, verify=verify)[0]
-    return _sort_along(x, axis, order, "keys", verify)
+        return _from_codes(_sort_1d(x, None, order, positions=False, verify=verify)[0], dtype)
+    return _from_codes(_sort_along(x, axis, order, "keys", verify), dtype)
 
 
-def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
+def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
     Parameters
@@ -283,14 +377,112 @@ def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
     >>> distsort.argsort(x, descending=True).compute()
     array([0, 2, 1, 3])
     """
+    _check_stable(stable, True)
     x, axis = _validate(x, axis)
+    x = _as_codes(x)
     order = Order(descending=bool(descending), keyed=True)
     if x.ndim == 1:
         return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort")[1]
     return _sort_along(x, axis, order, "values", verify)
 
 
-def sort_by_key(keys, values, *, descending=False, verify=False):
+#: Positions are packed above values of at most this many bytes (``_stable_pack``).
+_PACKED_VALUE_BYTES = 4
+
+
+def _pack(values, positions):
+    """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable."""
+    bits = values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
+    return (positions << np.uint64(32)) | bits
+
+
+def _unpack(packed, dtype):
+    dtype = np.dtype(dtype)
+    return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
+
+
+def _split_by_source(perm, bounds):
+    """``perm``'s entries grouped by the input chunk they point into: ``(where,
+    offsets, local)``, where chunk ``i``'s are ``local[offsets[i]:offsets[i + 1]]``
+    (indices into chunk ``i``), for output places ``where[offsets[i]:offsets[i + 1]]``."""
+    xp = _namespace(perm)
+    bounds = xp.asarray(bounds)
+    source = xp.searchsorted(bounds, perm, side="right") - 1  # empty chunks: never chosen
+    # Any grouping will do (``where`` and ``local`` agree); NumPy's stable sort of
+    # small integers is its radix sort.
+    where = xp.argsort(source, kind="stable") if xp is np else xp.argsort(source)
+    grouped = source[where]
+    offsets = xp.searchsorted(grouped, xp.arange(len(bounds) + 1))
+    offsets = offsets.get() if xp is not np else offsets  # C + 1 numbers to the host
+    return where, offsets, perm[where] - bounds[grouped]
+
+
+def _part(split, i):
+    _, offsets, local = split
+    return local[offsets[i]:offsets[i + 1]]
+
+
+def _assemble(split, *taken):
+    where, offsets, _ = split
+    out = _namespace(taken[0]).empty(len(where), dtype=taken[0].dtype)
+    for i, part in enumerate(taken):
+        out[where[offsets[i]:offsets[i + 1]]] = part
+    return out
+
+
+def _gather(values, perm):
+    """``values[perm]`` for 1-D Dask arrays, ``perm`` a permutation: a shuffle.
+
+    Each chunk of ``perm`` is split by the input chunk its entries point into;
+    every piece goes to that chunk, takes its values and comes back: each value
+    and index travels once (``2 C D + 2 D`` small tasks for ``C`` input and ``D``
+    output chunks).  Dask's ``values[perm]`` sends every chunk of ``perm`` to every
+    chunk of ``values`` instead.
+    """
+    bounds = np.cumsum((0,) + values.chunks[0][:-1])
+    token = tokenize(values, perm)
+    split, part, take, out = (f"distsort-gather{s}-{token}" for s in ("split", "part", "take", ""))
+    layer = {}
+    for j in range(perm.numblocks[0]):
+        layer[(split, j)] = (_split_by_source, (perm.name, j), bounds)
+        for i in range(values.numblocks[0]):
+            layer[(part, i, j)] = (_part, (split, j), i)
+            layer[(take, i, j)] = (operator.getitem, (values.name, i), (part, i, j))
+        layer[(out, j)] = (_assemble, (split, j)) + tuple(
+            (take, i, j) for i in range(values.numblocks[0]))
+    graph = HighLevelGraph.from_collections(out, layer, dependencies=[values, perm])
+    return da.Array(graph, out, perm.chunks, meta=values._meta)
+
+
+def _stable_by_key(keys, values, order, verify):
+    """Position-stable key-value sort: equal keys keep their input order.
+
+    Values of at most 4 bytes (and fewer than 2**32 elements) travel through the
+    network packed under their positions (8 bytes), so the keyed sort's tie-break
+    by value is one by position: one network, no shuffle.  Wider values would need
+    128-bit packing: the keys are sorted with their positions (an argsort) and the
+    values gathered by them (:func:`_gather`, ``2 C D`` small tasks).  Measured
+    with ``benchmarks/sort_by_key_orders.py`` (2^22 float32 keys, chunks of 2^19,
+    2 threads on a shared 2-core VM, so only roughly): int32 values 7.3 s packed,
+    7.9 s argsort + gather; int64 values 6.9 s argsort + gather; the order by
+    value 16-19 s.
+    """
+    n = keys.shape[0]
+    if values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
+        positions = da.arange(n, chunks=values.chunks, dtype=np.uint64)
+        packed = da.map_blocks(_pack, values, positions, dtype=np.uint64,
+                               name="distsort-pack-" + tokenize(values, positions))
+        out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
+                                        what="sort_by_key")
+        return out_keys, out_packed.map_blocks(
+            _unpack, values.dtype, dtype=values.dtype,
+            name="distsort-unpack-" + tokenize(out_packed, values.dtype))
+    out_keys, perm = _sort_1d(keys, None, order, positions=True, verify=verify,
+                              what="sort_by_key")
+    return out_keys, _gather(values, perm)
+
+
+def sort_by_key(keys, values, *, descending=False, stable=False, verify=False):
     """Sort 1-D ``keys`` and move ``values`` with them.
 
     Parameters
@@ -298,22 +490,33 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
     keys : dask.array.Array, numpy.ndarray or cupy.ndarray
         1-D keys, as for :func:`sort` (N-D keys are flattened).
     values : array of the same shape and backend
-        Values of 1, 2, 4 or 8 bytes (bool, integers, floats).
+        Values of 1, 2, 4 or 8 bytes (bool, integers, floats, datetime64,
+        timedelta64).
     descending : bool, optional
         Largest keys first.
+    stable : bool, optional
+        How equal keys are ordered.  ``False`` (the default): by value, ascending
+        in NumPy's order (``numpy.lexsort((values, keys))``).  ``True``: by
+        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``);
+        values of up to 4 bytes then travel packed with their positions as 8
+        bytes, wider ones are gathered after an argsort.  Both orders are
+        deterministic, whatever the chunking and backend.  NumPy and the array
+        API have no key-value sort to follow; the default stays ``False``, the
+        order distsort always gave, because on GPUs the stable order moves more
+        bytes (4-byte values become 8) or adds a gather.  (On the CPU the stable
+        order measured faster: ``benchmarks/sort_by_key_orders.py``.)
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
         read, that the keys are sorted and that the keys and the (key, value)
         pairs are permutations of the input's (counts and order-independent
         64-bit checksums).  Raises :class:`distsort.VerificationError` when
-        computed if not.
+        computed if not.  (With ``stable=True`` and values of 8 bytes, the
+        argsort is checked and the gather is Dask's.)
 
     Returns
     -------
     (dask.array.Array, dask.array.Array)
-        The sorted keys and the values moved with them.  Equal keys are ordered
-        by value (NumPy's order), so every backend and chunking gives the same
-        result.
+        The sorted keys and the values moved with them.
 
     Examples
     --------
@@ -323,7 +526,10 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
     >>> sk, sv = distsort.sort_by_key(k, v)
     >>> sk.compute(), sv.compute()
     (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
+    >>> distsort.sort_by_key(k, v, stable=True)[1].compute()  # equal keys: input order
+    array([11., 10., 20., 30.])
     """
+    stable = _check_stable(stable, False)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)
@@ -333,5 +539,12 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
     values, _ = _validate(values, None, "values")
     if array_module_name(keys._meta) != array_module_name(values._meta):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
+    key_dtype, keys = keys.dtype, _as_codes(keys)
     order = Order(descending=bool(descending), keyed=True)
-    return _sort_1d(keys, values, order, positions=False, verify=verify, what="sort_by_key")
+    if stable:
+        out_keys, out_values = _stable_by_key(keys, values, order, verify)
+        return _from_codes(out_keys, key_dtype), out_values
+    value_dtype, values = values.dtype, _as_codes(values)
+    out_keys, out_values = _sort_1d(keys, values, order, positions=False, verify=verify,
+                                    what="sort_by_key")
+    return _from_codes(out_keys, key_dtype), _from_codes(out_values, value_dtype)

@@ -18,13 +18,20 @@ key's width, so that NumPy and CUDA code agree bit for bit:
 the complemented codes: for keys alone exactly the reverse of the ascending order.
 
 The CUDA kernels implement the same maps in ``kernels/order.cuh``.
+
+datetime64 and timedelta64 keys and values never reach the backends: the public
+functions map them elementwise to uint64 codes with :func:`time_codes` (NaT, which
+is int64's minimum, becomes the largest code, so it sorts last as in NumPy) and
+back with :func:`time_from_codes`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-#: dtypes distsort sorts, by kind and item size.
+#: dtypes the backends sort, by kind and item size.
 SUPPORTED_KINDS = "biuf"
+#: datetime64 ("M") and timedelta64 ("m"): sorted as the uint64 codes of ``time_codes``.
+TIME_KINDS = "mM"
 
 
 def check_dtype(dtype, what="keys"):
@@ -37,6 +44,50 @@ def check_dtype(dtype, what="keys"):
             "structured dtypes are not)"
         )
     return dtype
+
+
+def check_key_dtype(dtype, what="keys"):
+    """Raise TypeError unless ``dtype`` is one the public functions sort
+    (those of :func:`check_dtype`, datetime64 and timedelta64 of any unit)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in TIME_KINDS:
+        return dtype
+    if dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None or dtype.itemsize > 8:
+        raise TypeError(
+            f"distsort cannot sort {what} of dtype {dtype!r}: supported are bool, "
+            "(u)int8..64, float16/32/64, datetime64 and timedelta64 (complex, object, "
+            "string and structured dtypes are not)"
+        )
+    return dtype
+
+
+_TIME_SIGN = np.uint64(1 << 63)
+
+
+def time_codes(x):
+    """uint64 order codes of datetime64/timedelta64 ``x`` (a new array): NaT last.
+
+    The int64 view with its sign bit flipped keeps the order, then minus one
+    (modulo 2**64) sends NaT (int64's minimum, code 0) to the top and every other
+    value one down: a bijection, so :func:`time_from_codes` gives back the bits.
+
+    >>> t = np.array(["2026-01-02", "NaT", "1969-12-31"], dtype="datetime64[D]")
+    >>> codes = time_codes(t)
+    >>> t[np.argsort(codes)]
+    array(['1969-12-31', '2026-01-02',        'NaT'], dtype='datetime64[D]')
+    >>> bool((time_from_codes(codes, t.dtype) == t)[[0, 2]].all())
+    True
+    """
+    code = x.view(np.uint64) ^ _TIME_SIGN
+    code -= np.uint64(1)  # wraps modulo 2**64, as intended: NaT goes to the top
+    return code
+
+
+def time_from_codes(codes, dtype):
+    """The datetime64/timedelta64 values of ``dtype`` whose :func:`time_codes` are ``codes``."""
+    u = codes + np.uint64(1)
+    u ^= _TIME_SIGN
+    return u.view(dtype)
 
 
 def code_dtype(dtype):

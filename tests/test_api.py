@@ -196,3 +196,190 @@ class TestNDArrays:
         dx = da.ones((10, 10), chunks=5)
         with pytest.raises(ValueError, match=r"rechunk\({1: -1}\)"):
             distsort.sort(dx, axis=1)
+
+
+# ---------------------------------------------------------------- datetime64 / timedelta64
+FEWER = settings(SETTINGS, max_examples=25)
+TIME_DTYPES = ["datetime64[ns]", "datetime64[D]", "datetime64[s]", "datetime64[Y]",
+               "timedelta64[ns]", "timedelta64[ms]", "timedelta64[h]"]
+
+
+def random_times(rng, n, dtype, duplicates=False):
+    """Random datetime64/timedelta64 over the whole int64 range, with NaT and extremes."""
+    x = rng.integers(-2**63 + 1, 2**63 - 1, size=n, dtype=np.int64, endpoint=True)
+    x = np.where(rng.random(n) < 0.5, rng.integers(-10**6, 10**6, size=n), x)
+    if duplicates and n:
+        x = rng.choice(x[: max(1, n // 8)], size=n)
+    specials = np.array([-2**63, -2**63, -2**63 + 1, 2**63 - 1, 0, -1, 1], dtype=np.int64)
+    x = np.where(rng.random(n) < 0.15, rng.choice(specials, size=n), x)  # -2**63 is NaT
+    return x.astype(np.int64).view(dtype)
+
+
+def time_rank(t, descending=False):
+    """Order keys of times as NumPy sorts them (NaT last), computed apart from distsort."""
+    nat, i8 = np.isnat(t).astype(np.int8), t.view(np.int64)
+    return (1 - nat, ~i8) if descending else (nat, i8)
+
+
+@st.composite
+def time_cases(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = draw(st.one_of(st.sampled_from(SIZES), st.integers(0, 2000)))
+    dtype = draw(st.sampled_from(TIME_DTYPES))
+    chunks = random_chunks(rng, n, draw(st.sampled_from(["regular", "ragged"])))
+    return random_times(rng, n, dtype, duplicates=draw(st.booleans())), chunks
+
+
+@FEWER
+@given(case=time_cases(), descending=st.booleans())
+def test_times_sort_like_numpy_with_nat_last(case, descending):
+    t, chunks = case
+    dt = as_dask(t, chunks)
+    s, a = dask.compute(distsort.sort(dt, descending=descending),
+                        distsort.argsort(dt, descending=descending), scheduler="sync")
+    ref = np.sort(t)
+    assert np.isnat(ref[len(ref) - np.isnat(t).sum():]).all()  # NumPy's NaT-last order
+    assert s.dtype == t.dtype
+    np.testing.assert_array_equal(s.view(np.int64), (ref[::-1] if descending else ref)
+                                  .view(np.int64))
+    np.testing.assert_array_equal(a, stable_argsort(t, descending))
+    if not descending:
+        np.testing.assert_array_equal(a, np.argsort(t, kind="stable"))
+
+
+@FEWER
+@given(case=time_cases(), vdtype=st.sampled_from(["timedelta64[s]", "int16", "float64"]),
+       descending=st.booleans(), stable=st.booleans())
+def test_times_as_keys_and_values(case, vdtype, descending, stable):
+    keys, chunks = case
+    rng = np.random.default_rng(len(keys))
+    values = (random_times(rng, len(keys), vdtype, duplicates=True) if vdtype[0] == "t"
+              else random_keys(rng, len(keys), vdtype, duplicates=True))
+    sk, sv = dask.compute(*distsort.sort_by_key(as_dask(keys, chunks), as_dask(values, chunks),
+                                                descending=descending, stable=stable),
+                          scheduler="sync")
+    if stable:
+        perm = stable_argsort(keys, descending)
+    else:
+        vkey = time_rank(values) if vdtype[0] == "t" else (np.unique(values, return_inverse=True)
+                                                           [1].reshape(-1),)
+        perm = np.lexsort(vkey[::-1] + time_rank(keys, descending)[::-1])
+    assert sk.dtype == keys.dtype and sv.dtype == values.dtype
+    np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
+    if stable or vdtype[0] != "f":
+        np.testing.assert_array_equal(bits(sv), bits(values[perm]))
+    else:  # NaNs of several payloads under one key: distsort orders them by their bits
+        assert np.array_equal(sv, values[perm], equal_nan=True)
+        assert_same_multiset(sv, values)
+
+
+def test_times_nd_and_verified():
+    rng = np.random.default_rng(4)
+    t = random_times(rng, 30 * 41, "datetime64[ms]").reshape(30, 41)
+    dt = da.from_array(t, chunks=(7, 41))
+    np.testing.assert_array_equal(distsort.sort(dt, verify=True).compute().view(np.int64),
+                                  np.sort(t, axis=-1).view(np.int64))
+    np.testing.assert_array_equal(distsort.sort(dt, axis=None, verify=True).compute()
+                                  .view(np.int64), np.sort(t, axis=None).view(np.int64))
+    np.testing.assert_array_equal(distsort.argsort(dt, axis=-1).compute(),
+                                  np.argsort(t, axis=-1, kind="stable"))
+
+
+# ---------------------------------------------------------------- stable=
+@pytest.mark.parametrize("stable", [True, False, None])
+def test_sort_accepts_stable_and_it_changes_nothing(stable):
+    rng = np.random.default_rng(8)
+    x = random_keys(rng, 3001, "float32", duplicates=True)
+    dx = da.from_array(x, chunks=400)
+    out = distsort.sort(dx, stable=stable).compute()
+    np.testing.assert_array_equal(bits(out), bits(distsort.sort(dx).compute()))
+    assert_sorted_like_numpy(out, x)
+    np.testing.assert_array_equal(distsort.argsort(dx, stable=stable).compute(),
+                                  stable_argsort(x))
+
+
+@FEWER
+@given(case=cases(), vdtype=st.sampled_from(DTYPES), descending=st.booleans())
+def test_sort_by_key_stable_keeps_input_order_of_equal_keys(case, vdtype, descending):
+    keys, chunks = case
+    values = random_keys(np.random.default_rng(len(keys) + 1), len(keys), vdtype,
+                         duplicates=True)
+    sk, sv = dask.compute(*distsort.sort_by_key(as_dask(keys, chunks),
+                                                as_dask(values, chunks[::-1]),
+                                                descending=descending, stable=True),
+                          scheduler="sync")
+    perm = stable_argsort(keys, descending)
+    assert sk.dtype == keys.dtype and sv.dtype == values.dtype
+    np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
+    np.testing.assert_array_equal(bits(sv), bits(values[perm]))
+
+
+def test_sort_by_key_orders_differ_only_among_equal_keys():
+    keys = np.array([2, 1, 2, 1, 2, 0])
+    values = np.array([5, 9, 3, 7, 4, 1], dtype=np.int32)
+    for vdtype in ("int32", "int64"):  # packed with positions / gathered after an argsort
+        v = values.astype(vdtype)
+        by_value = distsort.sort_by_key(keys, v)[1].compute()
+        by_position = distsort.sort_by_key(keys, v, stable=True)[1].compute()
+        np.testing.assert_array_equal(by_value, [1, 7, 9, 3, 4, 5])
+        np.testing.assert_array_equal(by_position, [1, 9, 7, 5, 3, 4])
+        np.testing.assert_array_equal(by_position, v[np.argsort(keys, kind="stable")])
+
+
+@pytest.mark.slow
+def test_times_and_stable_on_a_distributed_cluster(cluster_client):
+    rng = np.random.default_rng(12)
+    t = random_times(rng, 10_007, "datetime64[us]", duplicates=True)
+    dt = da.from_array(t, chunks=(1_000, 3_007, 6_000))
+    v32 = rng.integers(-99, 99, size=len(t)).astype(np.int32)
+    out = cluster_client.compute(
+        [distsort.sort(dt), distsort.argsort(dt, descending=True),
+         distsort.sort_by_key(dt, v32, stable=True)[1],
+         distsort.sort_by_key(dt, v32.astype(np.float64), stable=True)[1]], sync=True)
+    np.testing.assert_array_equal(out[0].view(np.int64), np.sort(t).view(np.int64))
+    np.testing.assert_array_equal(out[1], stable_argsort(t, descending=True))
+    perm = np.argsort(t, kind="stable")
+    np.testing.assert_array_equal(out[2], v32[perm])
+    np.testing.assert_array_equal(out[3], v32[perm].astype(np.float64))
+
+
+def test_cluster_module_is_an_attribute_without_importing_it():
+    import subprocess
+    import sys
+    code = ("import sys, distsort; assert 'distsort.cluster' not in sys.modules; "
+            "assert 'distributed' not in sys.modules; "
+            "print(distsort.cluster.bytes_sent_by_kind.__name__, 'cluster' in dir(distsort))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["bytes_sent_by_kind", "True"]
+    with pytest.raises(AttributeError, match="no attribute 'clusters'"):
+        _ = distsort.clusters
+
+
+def _cupy_or_skip():
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:  # no driver
+        count = 0
+    if count == 0:
+        pytest.skip("no CUDA GPU")
+    return cupy
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vdtype", ["int32", "float64"])  # packed / argsort and gather
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_by_key_stable_on_cupy_chunks(vdtype, descending):
+    cupy = _cupy_or_skip()
+    rng = np.random.default_rng(21)
+    keys = random_keys(rng, 50_003, "float32", duplicates=True)
+    values = random_keys(rng, len(keys), vdtype)
+    dk = da.from_array(cupy.asarray(keys), chunks=7_000, asarray=False)
+    dv = da.from_array(cupy.asarray(values), chunks=9_000, asarray=False)
+    sk, sv = dask.compute(*distsort.sort_by_key(dk, dv, descending=descending, stable=True),
+                          scheduler="threads")
+    assert type(sk).__module__.startswith("cupy") and type(sv).__module__.startswith("cupy")
+    perm = stable_argsort(keys, descending)
+    np.testing.assert_array_equal(bits(sk.get()), bits(keys[perm]))
+    np.testing.assert_array_equal(bits(sv.get()), bits(values[perm]))

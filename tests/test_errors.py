@@ -11,7 +11,6 @@ UNSUPPORTED = {
     "string": np.array(["b", "a", "c"]),
     "bytes": np.array([b"b", b"a"]),
     "structured": np.array([(1, 2.0), (0, 1.0)], dtype=[("a", "i4"), ("b", "f8")]),
-    "datetime": np.array(["2026-01-02", "2026-01-01"], dtype="datetime64[D]"),
 }
 
 
@@ -78,7 +77,6 @@ def test_masked_chunks_are_refused():
 # inputs bit for bit; Dask inputs keep their name, chunks and values).
 MORE_UNSUPPORTED = {
     "longdouble": np.array([1.5, -2.0], dtype=np.longdouble),
-    "timedelta": np.array([3, 1], dtype="m8[s]"),
     "void": np.zeros(3, dtype="V4"),
     "mixed-list": [1, "a", 2.0],
 }
@@ -188,3 +186,30 @@ def test_masked_and_matrix_inputs_are_refused_everywhere(func, verify):
         else:
             assert np.array_equal(np.asarray(x), np.asarray(before))
     assert masked.mask.tolist() == [False, False, True, False, False]
+
+
+@pytest.mark.parametrize("func", ["sort", "argsort", "sort_by_key"])
+@pytest.mark.parametrize("stable", ["stable", 1, "mergesort"])
+def test_stable_must_be_a_bool_or_none(func, stable):
+    x = np.array([2, 1, 2])
+    with pytest.raises(TypeError, match="stable must be True, False or None"):
+        if func == "sort_by_key":
+            distsort.sort_by_key(x, x, stable=stable)
+        else:
+            getattr(distsort, func)(x, stable=stable)
+
+
+def test_unsupported_dtype_message_lists_times_as_supported():
+    with pytest.raises(TypeError, match="datetime64 and timedelta64"):
+        distsort.sort(np.array([1 + 2j]))
+
+
+@pytest.mark.parametrize("dtype", ["datetime64[D]", "timedelta64[s]"])
+def test_times_are_not_modified(dtype):
+    x = np.array([5, -3, np.iinfo(np.int64).min, 2], dtype=np.int64).view(dtype)
+    before = x.copy()
+    dx = da.from_array(x, chunks=3)
+    out = distsort.sort_by_key(dx, dx, stable=True)
+    np.testing.assert_array_equal(out[0].compute().view(np.int64),
+                                  np.sort(x).view(np.int64))
+    np.testing.assert_array_equal(x.view(np.int64), before.view(np.int64))

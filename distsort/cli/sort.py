@@ -71,6 +71,10 @@ def check_sort_args(args):
 def sort_graph(job, chunk, gpu):
     """The sorted Dask arrays (NumPy chunks), ready to store."""
     import distsort
+    for src in (job.src, job.vals):  # the files' writers and --verify take no times yet
+        if src is not None and src.dtype.kind in "mM":
+            raise CLIError(f"cannot sort {src.path}: dtype {src.dtype} is not supported by "
+                           "the command (distsort.sort sorts it from Python)")
     keys = to_device(job.src.array(chunk), gpu)
     try:
         if job.mode == "argsort":
