@@ -181,9 +181,9 @@ def variants(n, seed):
     """uint32, float64 and uint32+uint32 2^28 under other block shapes (tuning
     exploration); each result is checked against cupy.sort / lexsort."""
     rows = []
-    for threads, smem, row_bytes, regs, minb in VARIANTS:
+    for threads, smem, row_bytes, items, minb in VARIANTS:
         tune = {"threads": threads, "smem": smem, "row_bytes": row_bytes,
-                "regs": [regs, 16, 8], "min_blocks": minb}
+                "items_per_thread": [items, 16, 8], "min_blocks": minb}
         os.environ["DISTSORT_TUNING"] = json.dumps(tune)
         row = {"tuning": tune}
         try:

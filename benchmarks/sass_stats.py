@@ -40,9 +40,9 @@ def instantiation(key, value, cfg, with_tile=True):
     v = scalar_type(value) if value else "NoValue"
     ku = k.split("<")[1].split(",")[0]
     vu = scalar_type(value).split("<")[1].split(",")[0] if value else "u8_t"
-    targs = f"{k}, {v}, {cfg.regs}, {cfg.threads}, {cfg.min_blocks}"
+    targs = f"{k}, {v}, {cfg.items_per_thread}, {cfg.threads}, {cfg.min_blocks}"
     if with_tile:  # v6 on: the tuned tile is a template parameter
-        targs += f", {cfg.tile}"
+        targs += f", {cfg.tile_bits}"
     if passes.packs(key, value, 1 << 28, cfg.threads):  # the packed kernels, all four
         return "".join(f"template __global__ void packed_pass<{targs}, {ends}>(u32_t*, u32_t*, "
                        "long long, long long, int, int, int, int, int, int, int, u64_t);\n"

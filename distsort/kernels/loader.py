@@ -24,19 +24,19 @@ def scalar_type(dtype) -> str:
 
 
 class Module:
-    """The compiled kernels of one (key dtype, value dtype or None, E, threads, blocks
-    per SM that the register budget must allow, log2 of the tuned tile: the phases of
-    its MERGE passes are compiled with compile-time windows).  ``packed``: instead, the
+    """The compiled kernels of one (key dtype, value dtype or None, items per thread E,
+    threads, blocks per SM that the register budget must allow, log2 of the tuned tile:
+    the phases of its MERGE passes are compiled with compile-time windows).  ``packed``: instead, the
     four ``packed_pass`` kernels of a packed key-value sort (``packed_pass[ends]``).
     ``defines``: extra ``-D`` options, for benchmarks (``DISTSORT_PROBE``)."""
 
-    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile, defines=(),
-                 packed=False):
+    def __init__(self, key_dtype, value_dtype, items_per_thread, threads, min_blocks, tile_bits,
+                 defines=(), packed=False):
         import cupy
 
         k = scalar_type(key_dtype)
         v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
-        targs = f"{k},{v},{regs},{threads},{min_blocks},{tile}"
+        targs = f"{k},{v},{items_per_thread},{threads},{min_blocks},{tile_bits}"
         if packed:
             names = [f"packed_pass<{targs},{ends}>" for ends in range(4)]
         else:
@@ -61,14 +61,15 @@ class Module:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device, key, value, regs, threads, min_blocks, tile, packed):
-    return Module(key, value, regs, threads, min_blocks, tile, packed=packed)
+def _module(device, key, value, items_per_thread, threads, min_blocks, tile_bits, packed):
+    return Module(key, value, items_per_thread, threads, min_blocks, tile_bits, packed=packed)
 
 
-def get_module(key_dtype, value_dtype, regs, threads, min_blocks, tile, packed=False):
+def get_module(key_dtype, value_dtype, items_per_thread, threads, min_blocks, tile_bits,
+               packed=False):
     """The module for these dtypes on the current device (compiled once, then cached)."""
     import cupy
 
     value = None if value_dtype is None else np.dtype(value_dtype).str
-    return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, regs, threads,
-                   min_blocks, tile, packed)
+    return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, items_per_thread,
+                   threads, min_blocks, tile_bits, packed)
