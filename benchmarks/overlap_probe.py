@@ -50,8 +50,8 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
     def build(*extra):  # the kernels of each block shape under `defines` and `extra`
         @functools.lru_cache(maxsize=None)
         def module(shape, packed):
-            return Module(kd, vd, shape.items_per_thread, shape.threads, shape.min_blocks, shape.tile_bits,
-                          defines=(*extra, *defines), packed=packed)
+            return Module(kd, vd, shape.items_per_thread, shape.threads, shape.min_blocks,
+                          shape.tile_bits, defines=(*extra, *defines), packed=packed)
         return module
 
     rows = {}

@@ -46,8 +46,9 @@ def build(key_dtype, value_dtype, items_per_thread, threads, tile_bits):
         lib.parent.mkdir(exist_ok=True)
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                        "-w", f"-I{KERNELS}", f"-DKT={kt}", f"-DVT={vt}", f"-DE_={items_per_thread}",
-                        f"-DNT_={threads}", f"-DTB_={tile_bits}", *DEFINES, str(EMU), "-o", str(tmp)],
+                        "-w", f"-I{KERNELS}", f"-DKT={kt}", f"-DVT={vt}",
+                        f"-DE_={items_per_thread}", f"-DNT_={threads}", f"-DTB_={tile_bits}",
+                        *DEFINES, str(EMU), "-o", str(tmp)],
                        check=True)
         os.replace(tmp, lib)
     so = ctypes.CDLL(str(lib))

@@ -21,8 +21,10 @@ pytestmark = pytest.mark.skipif(not emu.available(), reason="no C++ compiler")
 #: "small": 8 threads, E=8, tiles of 2^6-2^8; "wide": E=32 (E=16 for 8 bytes), so that
 #: phases start at q = 0..5, both sides of the padding shift.
 TUNINGS = {
-    "small": {"smem": 1024, "threads": 8, "items_per_thread": [8, 8, 4], "row_bytes": 16, "min_blocks": 1},
-    "wide": {"smem": 8192, "threads": 16, "items_per_thread": [32, 16, 8], "row_bytes": 32, "min_blocks": 1},
+    "small": {"smem": 1024, "threads": 8, "items_per_thread": [8, 8, 4], "row_bytes": 16,
+              "min_blocks": 1},
+    "wide": {"smem": 8192, "threads": 16, "items_per_thread": [32, 16, 8], "row_bytes": 32,
+             "min_blocks": 1},
 }
 SIZES = [0, 1, 2, 3, 5, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1000, 1023, 1024, 1025,
          2049, 4096, 5003, 9001]
@@ -308,7 +310,8 @@ def test_lanes(keyed):
         pos = np.broadcast_to(np.arange(n, dtype=np.int64), (lanes, n)).copy() if keyed else None
         emu.sort_inplace(TUNINGS["small"], got, pos, lanes=lanes)
         for i in range(lanes):
-            rk, rv = kernel_reference(keys[i], None, Order(False, keyed), start=0 if keyed else None)
+            rk, rv = kernel_reference(keys[i], None, Order(False, keyed),
+                                      start=0 if keyed else None)
             np.testing.assert_array_equal(bits(got[i]), bits(rk))
             if keyed:
                 np.testing.assert_array_equal(pos[i], rv)

@@ -60,7 +60,8 @@ def test_hopper_pass_counts(key, value, count, before):
     share a pass (``before``: one MERGE pass per stage, the counts of the v9 kernels)."""
     cfg = passes.config(tuning.TABLES[9], key, value)
     assert len(passes.plan(cfg, 2**28)) == count
-    per_stage = 1 + sum(1 + -(-(s - cfg.tile_bits) // cfg.kmax) for s in range(cfg.tile_bits + 1, 29))
+    bits = cfg.tile_bits
+    per_stage = 1 + sum(1 + -(-(s - bits) // cfg.kmax) for s in range(bits + 1, 29))
     assert per_stage == before
     # A bitonic merge is one stage: its passes are as before.
     merge = passes.plan(cfg, 2**29, merge=True)
@@ -75,7 +76,8 @@ def test_hopper_block_shapes(key, value, items, bits):
     8 bytes; the shared memory of ``min_blocks`` blocks fits an SM (228 KB, 1 KB of it
     reserved per block)."""
     cfg = passes.config(tuning.TABLES[9], key, value)
-    assert (cfg.threads, cfg.min_blocks, cfg.items_per_thread, cfg.tile_bits) == (128, 3, items, bits)
+    shape = (cfg.threads, cfg.min_blocks, cfg.items_per_thread, cfg.tile_bits)
+    assert shape == (128, 3, items, bits)
     assert cfg.min_blocks * (cfg.smem + 1024) <= 228 * 1024
 
 
@@ -85,7 +87,8 @@ def test_tuning_override_holds_for_every_size(monkeypatch):
     tab = tuning.table(9)
     for key, value in [(4, 0), (8, 0), (4, 4)]:
         cfg = passes.config(tab, key, value)
-        assert (cfg.threads, cfg.min_blocks, cfg.items_per_thread) == (512, 1, 32 if key + value <= 4 else 16)
+        items = 32 if key + value <= 4 else 16
+        assert (cfg.threads, cfg.min_blocks, cfg.items_per_thread) == (512, 1, items)
     monkeypatch.delenv("DISTSORT_TUNING")
     assert passes.config(tuning.table(9), 8, 0).items_per_thread == 32
 
@@ -93,7 +96,8 @@ def test_tuning_override_holds_for_every_size(monkeypatch):
 def test_group_shape_only_with_the_same_schedule():
     """A table's ``group`` entries give GROUP passes that end no stage another block
     shape, only where its tile and steps per pass are the plan's (else it is dropped)."""
-    base = {"smem": 8192, "threads": 16, "items_per_thread": [32, 16, 8], "row_bytes": 32, "min_blocks": 1}
+    base = {"smem": 8192, "threads": 16, "items_per_thread": [32, 16, 8], "row_bytes": 32,
+            "min_blocks": 1}
     cfg = passes.config({**base, "group": {"threads": 8, "items_per_thread": [16, 8, 4]}}, 4)
     assert cfg.group == passes.config({**base, "threads": 8, "items_per_thread": [16, 8, 4]}, 4)
     shapes = {(p.mode, p.pre > 0): passes.pass_shape(cfg, p).threads

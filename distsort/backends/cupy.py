@@ -96,29 +96,31 @@ def tail(chunk, k):
     return slice_chunk(chunk, n - k, n)
 
 
+def _merged(own, k, first, second, descending):
+    """``own`` after a compare-split in which ``k`` elements cross: itself where none do,
+    else the merge of the runs ``first`` and ``second`` (the non-empty one alone where
+    the other is empty: every element of ``own`` crosses, and no merge is needed)."""
+    if k == 0:
+        return own
+    if length(first) == 0 or length(second) == 0:
+        return second if length(first) == 0 else first
+    return merge_runs(first, second, descending)
+
+
 def merge_low(a, b_head, order, k=None):
     """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``
     (``k``: their crossing count, where the caller has it)."""
     k = crossing_count(a, b_head, order.descending) if k is None else k
-    if k == 0:
-        return a
     n = length(a)
-    if k == n:  # every element crosses: the head is the new chunk, no merge
-        return slice_chunk(b_head, 0, k)
-    return merge_runs(slice_chunk(a, 0, n - k), slice_chunk(b_head, 0, k), order.descending)
+    return _merged(a, k, slice_chunk(a, 0, n - k), slice_chunk(b_head, 0, k), order.descending)
 
 
 def merge_high(b, a_tail, order, k=None):
     """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``
     (``k``: their crossing count, where the caller has it)."""
     k = crossing_count(a_tail, b, order.descending) if k is None else k
-    if k == 0:
-        return b
-    n = length(a_tail)
-    if k == length(b):
-        return slice_chunk(a_tail, n - k, n)
-    return merge_runs(slice_chunk(a_tail, n - k, n), slice_chunk(b, k, length(b)),
-                      order.descending)
+    n, m = length(a_tail), length(b)
+    return _merged(b, k, slice_chunk(a_tail, n - k, n), slice_chunk(b, k, m), order.descending)
 
 
 def finish_keys(chunk, order, dtype):

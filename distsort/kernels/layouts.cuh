@@ -5,7 +5,7 @@
 
 // Where a pass reads its elements (`Src`) and writes them (`Dst`) in global memory.
 // Element  i0 + d : i0 the first element of a thread's batch, d its offset in the batch
-// (`batch_at`: multiples of NT; d = 0 in IO_ANY, where i0 is the element).  `fetch`
+// (`batch_at`: multiples of THREADS; d = 0 in IO_ANY, where i0 is the element).  `fetch`
 // reads an element's code and value through registers; `copy` puts its bits into its
 // shared-memory slots by cp.async, and `fix` turns them into its code afterwards where
 // `raw` says that they are not; `put` writes one.  `affine(q)`: offsets of 2^q are d's.
@@ -124,9 +124,9 @@ template <class KS, class VS> struct Pairs {
 
 // A packed sort's elements between its first and last pass: element i in the 64-bit slot
 // (i without its bit zb) of the keys' memory where that bit is 0, of the values' where 1.
-// So a tile of 2^tb > 2^zb elements fills exactly the bytes that its keys and values had
+// So a tile of 2^tile_bits > 2^zb elements fills exactly the bytes that its keys and values had
 // (packing and unpacking are in place), runs of 2^zb elements (128 bytes) are contiguous,
-// and an offset d that is a multiple of 2^(zb+1) (NT is, `passes.split_bit`) is d/2 slots.
+// and an offset d that is a multiple of 2^(zb+1) (THREADS is, `passes.split_bit`) is d/2 slots.
 struct Split {
     typedef u64_t U;
     typedef NoValue::U VU;

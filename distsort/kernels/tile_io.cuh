@@ -33,8 +33,9 @@ template <class K, class V> struct Batch {  // loads in flight per thread
     static constexpr int N = sizeof(typename K::U) + sizeof(typename V::U) <= 8 ? 16 : 8;
 };
 
-template <class K, class V, int NT, int LOGE, int IO, class Src>
-__device__ __forceinline__ void load_tile(const Src& src, long long n, const Walk<NT, LOGE>& wk,
+template <class K, class V, int THREADS, int LOG_ITEMS, int IO, class Src>
+__device__ __forceinline__ void load_tile(const Src& src, long long n,
+                                          const Walk<THREADS, LOG_ITEMS>& wk,
                                           typename K::U* sk, typename V::U* sv) {
     typedef typename K::U U;
     typedef typename V::U VU;
@@ -53,7 +54,7 @@ __device__ __forceinline__ void load_tile(const Src& src, long long n, const Wal
                 if (ok[u]) src.fetch(i, 0, c[u], v[u]);
             } else {
                 ok[u] = true;
-                src.fetch(i0, batch_at<NT, LOGE, IO>(wk, u), c[u], v[u]);
+                src.fetch(i0, batch_at<THREADS, LOG_ITEMS, IO>(wk, u), c[u], v[u]);
             }
         }
 #pragma unroll
@@ -68,8 +69,8 @@ __device__ __forceinline__ void load_tile(const Src& src, long long n, const Wal
 // `load_tile` of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT) by cp.async: the
 // raw bits land in shared memory, and each thread then turns its own into codes
 // (nothing to do for unsigned ascending keys).
-template <class K, class V, int NT, int LOGE, int IO, class Src>
-__device__ __forceinline__ void load_tile_async(const Src& src, const Walk<NT, LOGE>& wk,
+template <class K, class V, int THREADS, int LOG_ITEMS, int IO, class Src>
+__device__ __forceinline__ void load_tile_async(const Src& src, const Walk<THREADS, LOG_ITEMS>& wk,
                                                 typename K::U* sk, typename V::U* sv) {
     constexpr int B = Batch<K, V>::N;
     for (int e0 = 0; e0 < wk.count; e0 += B) {
@@ -77,7 +78,7 @@ __device__ __forceinline__ void load_tile_async(const Src& src, const Walk<NT, L
 #pragma unroll
         for (int u = 0; u < B; ++u) {
             const int a = wk.spos(e0 + u);
-            src.copy(i0, batch_at<NT, LOGE, IO>(wk, u), sk + a, sv + a);
+            src.copy(i0, batch_at<THREADS, LOG_ITEMS, IO>(wk, u), sk + a, sv + a);
         }
     }
     copy_async_wait();
@@ -87,30 +88,32 @@ __device__ __forceinline__ void load_tile_async(const Src& src, const Walk<NT, L
 
 // The load of a tile entirely below n (IO_ROWS, IO_STRIDED, IO_SHORT): by cp.async where
 // the sizes allow, else through registers.
-template <class K, class V, int NT, int LOGE, int IO, class Src>
-__device__ __forceinline__ void load_whole(const Src& src, long long n, const Walk<NT, LOGE>& wk,
+template <class K, class V, int THREADS, int LOG_ITEMS, int IO, class Src>
+__device__ __forceinline__ void load_whole(const Src& src, long long n,
+                                           const Walk<THREADS, LOG_ITEMS>& wk,
                                            typename K::U* sk, typename V::U* sv) {
     if constexpr (Async<K, V>::ok && DISTSORT_ASYNC)
-        load_tile_async<K, V, NT, LOGE, IO>(src, wk, sk, sv);
+        load_tile_async<K, V, THREADS, LOG_ITEMS, IO>(src, wk, sk, sv);
     else
-        load_tile<K, V, NT, LOGE, IO>(src, n, wk, sk, sv);
+        load_tile<K, V, THREADS, LOG_ITEMS, IO>(src, n, wk, sk, sv);
 }
 
 // The load of a tile by the addressing `io`.
-template <class K, class V, int NT, int LOGE, class Src>
+template <class K, class V, int THREADS, int LOG_ITEMS, class Src>
 __device__ __forceinline__ void load_any(int io, const Src& src, long long n,
-                                         const Walk<NT, LOGE>& wk, typename K::U* sk,
+                                         const Walk<THREADS, LOG_ITEMS>& wk, typename K::U* sk,
                                          typename V::U* sv) {
     switch (io) {
-    case IO_ROWS: return load_whole<K, V, NT, LOGE, IO_ROWS>(src, n, wk, sk, sv);
-    case IO_STRIDED: return load_whole<K, V, NT, LOGE, IO_STRIDED>(src, n, wk, sk, sv);
-    case IO_SHORT: return load_whole<K, V, NT, LOGE, IO_SHORT>(src, n, wk, sk, sv);
+    case IO_ROWS: return load_whole<K, V, THREADS, LOG_ITEMS, IO_ROWS>(src, n, wk, sk, sv);
+    case IO_STRIDED: return load_whole<K, V, THREADS, LOG_ITEMS, IO_STRIDED>(src, n, wk, sk, sv);
+    case IO_SHORT: return load_whole<K, V, THREADS, LOG_ITEMS, IO_SHORT>(src, n, wk, sk, sv);
     }
-    load_tile<K, V, NT, LOGE, IO_ANY>(src, n, wk, sk, sv);
+    load_tile<K, V, THREADS, LOG_ITEMS, IO_ANY>(src, n, wk, sk, sv);
 }
 
-template <class K, class V, int NT, int LOGE, int IO, class Dst>
-__device__ __forceinline__ void store_tile(const Dst& dst, long long n, const Walk<NT, LOGE>& wk,
+template <class K, class V, int THREADS, int LOG_ITEMS, int IO, class Dst>
+__device__ __forceinline__ void store_tile(const Dst& dst, long long n,
+                                           const Walk<THREADS, LOG_ITEMS>& wk,
                                            const typename K::U* sk, const typename V::U* sv) {
     typedef typename V::U VU;
     constexpr bool HV = HasValues<V>::value;
@@ -125,7 +128,7 @@ __device__ __forceinline__ void store_tile(const Dst& dst, long long n, const Wa
                 if (e0 + u >= wk.count || i >= n) continue;
                 dst.put(i, 0, sk[a], HV ? sv[a] : (VU)0);
             } else {
-                dst.put(i0, batch_at<NT, LOGE, IO>(wk, u), sk[a], HV ? sv[a] : (VU)0);
+                dst.put(i0, batch_at<THREADS, LOG_ITEMS, IO>(wk, u), sk[a], HV ? sv[a] : (VU)0);
             }
         }
     }
