@@ -174,14 +174,14 @@ def crossing_count(tab, a, av, b, bv, descending):
 
 def static_phases(tab, key_dtype, value_dtype=None, packed=False):
     """``(ran, all)``: bit masks of the kernel's compile-time phases (``Static`` in
-    ``sort.cu``) that ran since the last call under ``tab``, and of all of them
+    ``windows.cuh``) that ran since the last call under ``tab``, and of all of them
     (``packed``: of the packed sort's kernels)."""
     so = _instance(tab, key_dtype, value_dtype, packed)
     return so.emu_static_hits(), so.emu_static_all()
 
 
 def io_kinds(tab, key_dtype, value_dtype=None, packed=False):
-    """Bit mask of the ways of addressing global memory (``IO_*`` in ``sort.cu``: bit 0
+    """Bit mask of the ways of addressing global memory (``IO_*`` in ``tile_map.cuh``: bit 0
     IO_ANY, 1 IO_ROWS, 2 IO_STRIDED, 3 IO_SHORT) that blocks used since the last call
     (``packed``: those of the packed sort's kernels)."""
     so = _instance(tab, key_dtype, value_dtype, packed)

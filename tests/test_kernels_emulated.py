@@ -1,7 +1,7 @@
 """The CUDA kernels, run on the CPU by ``kernel_emulator``, against the NumPy backend.
 
 What the GPU tests check on the device, checked here on every commit: the kernel
-source itself (``distsort/kernels/sort.cu``) and the launch plan (``passes.py``),
+source itself (``distsort/kernels``) and the launches (``launch.py``),
 under small block shapes that reach every path -- the SORT pass, GROUP passes with
 and without the mirror, MERGE passes, both ways of addressing shared memory,
 virtual padding, lanes, bitonic merges and the crossing count.  Skipped where no C++
@@ -57,7 +57,7 @@ def test_long_arrays(dtype, vdtype, ways):
     read in strided batches), longer than a batch of each thread's elements (batches
     along a row) and in between (batches of several rows), with and without the
     mirror, and a ragged end (per-element bounds checks): the ways of addressing
-    global memory (``IO_*`` in sort.cu, bit i for IO kind i) in ``ways`` run."""
+    global memory (``IO_*`` in tile_map.cuh, bit i for IO kind i) in ``ways`` run."""
     rng = np.random.default_rng(7)
     order = Order(False, vdtype is not None)
     emu.io_kinds(TUNINGS["wide"], dtype, vdtype)  # forget earlier tests' blocks
@@ -88,7 +88,7 @@ HOPPER_SHAPE = {"smem": 74 * 1024, "threads": 32, "items_per_thread": [32, 16, 8
     ("wide", "float32", "uint32", 5),
     ("hopper", "uint32", None, 0), ("hopper", "uint32", "uint32", 0)])
 def test_static_phases(tuning, dtype, vdtype, extra):
-    """Every phase compiled with a compile-time window (``Static`` in sort.cu: the MERGE
+    """Every phase compiled with a compile-time window (``Static`` in windows.cuh: the MERGE
     phases of the tuned tile and the whole-window mirror) runs, and the sort is right.
     2^(tile+1) keys: a SORT pass of full tiles (its last stage is the mirror phase), a
     GROUP pass and a MERGE pass on the tuned tile; ``extra`` more bits of size add GROUP

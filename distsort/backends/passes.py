@@ -1,8 +1,8 @@
 """The launch plan of the GPU sort: block shape and the passes over global memory.
 
 Pure functions of sizes and a tuning table (``tuning.py``), so that they are tested
-without a GPU; ``backends/cupy.py`` launches what they say, and the CPU emulation
-of the kernels in the tests runs the same plan.
+without a GPU; ``launch.py`` turns them into the launches that the GPU launcher and the
+CPU emulation of the kernels in the tests both run.
 """
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def plan(cfg: Config, n, merge=False):
 
 # ---------------------------------------------------------------- packed key-value sorts
 def split_bit(threads: int) -> int:
-    """``zb`` of a packed sort's layout (``Split`` in ``sort.cu``): runs of 2^zb elements
+    """``zb`` of a packed sort's layout (``Split`` in ``layouts.cuh``): runs of 2^zb elements
     (128 bytes of 8-byte elements) lie together in the keys' or the values' memory, and
     a block of ``threads`` steps through its tile by multiples of 2^(zb+1).
 
