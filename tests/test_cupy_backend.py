@@ -320,3 +320,12 @@ def test_end_to_end(nchunks):
                                               npb.encode(ref_v, canonical=True))
                 pairs = lambda a, b: sorted(zip(bits(a).tolist(), bits(b).tolist()))  # noqa: E731
                 assert pairs(gk, gv) == pairs(keys, values)
+
+
+def test_backend_protocols():
+    """The CuPy backends are what the graph calls (``backends.Backend``); the one that
+    shares chunks through CUDA IPC is a ``SharingBackend``, the plain one is not."""
+    from distsort.backends import Backend, SharingBackend, cupy_ipc
+
+    assert isinstance(cpb, Backend) and not isinstance(cpb, SharingBackend)
+    assert isinstance(cupy_ipc, SharingBackend)
