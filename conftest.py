@@ -15,5 +15,6 @@ def _gpu_visible():
 collect_ignore_glob = []
 if not _gpu_visible():
     collect_ignore_glob += ["distsort/backends/cupy.py", "distsort/backends/cupy_ipc.py",
+                            "distsort/backends/launcher.py",
                             "distsort/backends/cuda_ipc.py", "distsort/kernels/*.py",
                             "distsort/backends/tuning.py", "distsort/backends/stream_gpu.py"]

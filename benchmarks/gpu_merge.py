@@ -38,20 +38,20 @@ def random_run(rng_seed, n, dtype):
 def sorted_run(seed, n, dtype, vdtype):
     keys = random_run(seed, n, dtype)
     values = None if vdtype is None else random_run(seed + 1, n, vdtype)
-    return cpb._chunk(*cpb.sort_inplace(keys, values))
+    return cpb.make_chunk(*cpb.sort_inplace(keys, values))
 
 
 def copy_then_merge(a, b):
     """The merge up to v10: the runs copied into a V-shaped output, merged there."""
-    (ak, av), (bk, bv) = cpb._parts(a), cpb._parts(b)
+    (ak, av), (bk, bv) = cpb.parts(a), cpb.parts(b)
     keys = cupy.concatenate([ak[::-1], bk])
     values = None if av is None else cupy.concatenate([av[::-1], bv])
-    return cpb._chunk(*cpb.sort_inplace(keys, values, merge=True))
+    return cpb.make_chunk(*cpb.sort_inplace(keys, values, merge=True))
 
 
 def check(out, a, b):
-    (ak, av), (bk, bv) = cpb._parts(a), cpb._parts(b)
-    keys, values = cpb._parts(out)
+    (ak, av), (bk, bv) = cpb.parts(a), cpb.parts(b)
+    keys, values = cpb.parts(out)
     ck = cupy.concatenate([ak, bk])
     if av is None:
         return bool((keys == cupy.sort(ck)).all())

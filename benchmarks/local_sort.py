@@ -2,10 +2,14 @@
 cupy.lexsort (thrust merge sort) and a one-launch-per-step bitonic kernel.
 
     python benchmarks/local_sort.py --out DIR [--quick] [--huge-gb 120] [--variants]
+    python benchmarks/local_sort.py --ab ROW.json [--reps 7]   (one side of local_sort_ab.sh)
+    python benchmarks/local_sort.py --ab-report NEW.json... --old OLD.json...
 
 Every timed result is checked against cupy.sort's on the same fresh random input
 (CUDA events, one warm-up, median of several runs; the input is refilled before each
 run and never zeros).  Writes ``local_sort_<device>_<date>.json`` and a PNG plot.
+``DISTSORT_TREE`` (a path) imports distsort from another source tree, so that the same
+measurement compares two trees (``benchmarks/local_sort_ab.sh``).
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from pathlib import Path
 import cupy
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, os.environ.get("DISTSORT_TREE") or str(Path(__file__).resolve().parents[1]))
 from distsort.backends import cupy as cpb  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -181,9 +185,9 @@ def variants(n, seed):
     """uint32, float64 and uint32+uint32 2^28 under other block shapes (tuning
     exploration); each result is checked against cupy.sort / lexsort."""
     rows = []
-    for threads, smem, row_bytes, regs, minb in VARIANTS:
+    for threads, smem, row_bytes, items, minb in VARIANTS:
         tune = {"threads": threads, "smem": smem, "row_bytes": row_bytes,
-                "regs": [regs, 16, 8], "min_blocks": minb}
+                "items_per_thread": [items, 16, 8], "min_blocks": minb}
         os.environ["DISTSORT_TUNING"] = json.dumps(tune)
         row = {"tuning": tune}
         try:
@@ -201,6 +205,80 @@ def variants(n, seed):
         print("variant", json.dumps(row), flush=True)
     del os.environ["DISTSORT_TUNING"]
     return rows
+
+
+AB_CASES = ["uint32", "float64", "uint32+uint32"]
+
+
+def ab_times(dtype, n, reps, seed):
+    """ms of each of ``reps`` sorts of ``n`` fresh random keys (``dtype`` "k+v": keys and
+    values), after one warm-up; each result checked against cupy.sort / cupy.lexsort of
+    a copy of its input.  ``(times, all checked equal)``."""
+    kd, _, vd = dtype.partition("+")
+    k = cupy.empty(n, dtype=kd)
+    v = cupy.empty(n, dtype=vd) if vd else None
+    times, ok = [], True
+    for r in range(reps + 1):
+        fill(k, seed + r)
+        if v is not None:
+            fill(v, seed + 1000 + r)
+        k0, v0 = k.copy(), None if v is None else v.copy()
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        cpb.sort_inplace(k, v)
+        stop.record()
+        stop.synchronize()
+        if v is None:
+            ok &= bool((k == cupy.sort(k0)).all())
+        else:
+            perm = cupy.lexsort(cupy.stack([v0, k0]))
+            ok &= bool((k == k0[perm]).all() and (v == v0[perm]).all())
+        del k0, v0
+        if r:
+            times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return times, ok
+
+
+def ab_side(path, reps, n=1 << 28):
+    """One tree's side of an A/B comparison: the times of ``AB_CASES``, written to ``path``."""
+    dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    out = {"device": dev, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "tree": str(Path(cpb.__file__).resolve().parents[2]), "n": n, "cases": {}}
+    for i, dtype in enumerate(AB_CASES):
+        seed = 100 * i + int.from_bytes(os.urandom(2), "little")  # fresh data in each run
+        times, ok = ab_times(dtype, n, reps, seed)
+        out["cases"][dtype] = {"ms": times, "ok": ok}
+        print(dtype, "median %.3f ms" % statistics.median(times), "ok" if ok else "WRONG",
+              flush=True)
+    Path(path).write_text(json.dumps(out, indent=1))
+
+
+def ab_report(new_paths, old_paths, out_dir):
+    """The median of every run of each tree per case, and the ratio new/old; JSON in
+    ``out_dir`` named by device and date."""
+    sides = {name: [json.loads(Path(p).read_text()) for p in paths]
+             for name, paths in (("new", new_paths), ("old", old_paths))}
+    first = sides["new"][0]
+    report = {"device": first["device"], "date": first["date"], "n": first["n"],
+              "trees": {s: rows[0]["tree"] for s, rows in sides.items()}, "cases": {}}
+    print("\n%-14s %10s %10s %8s %4s %4s" % ("case (2^28)", "new ms", "old ms", "new/old",
+                                               "runs", "ok"))
+    for case in AB_CASES:
+        row = {}
+        for side, rows in sides.items():
+            times = [t for r in rows for t in r["cases"][case]["ms"]]
+            row[side] = {"median_ms": statistics.median(times), "runs": len(times),
+                         "ok": all(r["cases"][case]["ok"] for r in rows)}
+        row["ratio"] = row["new"]["median_ms"] / row["old"]["median_ms"]
+        report["cases"][case] = row
+        print("%-14s %10.3f %10.3f %8.4f %4d %4s" % (
+            case, row["new"]["median_ms"], row["old"]["median_ms"], row["ratio"],
+            row["new"]["runs"], row["new"]["ok"] and row["old"]["ok"]))
+    device = report["device"].replace(" ", "_")
+    out = Path(out_dir) / f"local_sort_ab_{device}_{report['date'][:10]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print("wrote", out)
 
 
 def plot(result, path):
@@ -241,7 +319,16 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--huge-gb", type=float, default=0)
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--ab", metavar="JSON", help="time AB_CASES at 2^28 only, write JSON")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--ab-report", nargs="+", metavar="JSON", help="the new tree's --ab files")
+    ap.add_argument("--old", nargs="+", metavar="JSON", help="the old tree's --ab files")
+    ap.add_argument("--report-dir", default=str(HERE / "results"))
     args = ap.parse_args()
+    if args.ab:
+        return ab_side(args.ab, args.reps)
+    if args.ab_report:
+        return ab_report(args.ab_report, args.old, args.report_dir)
     dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     date = datetime.date.today().isoformat()
     result = {"device": dev, "date": date, "rows": [], "method":

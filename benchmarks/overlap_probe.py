@@ -22,7 +22,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import cupy as cpb  # noqa: E402
+from distsort.backends import launcher  # noqa: E402
 from distsort.kernels.loader import Module  # noqa: E402
 from pass_profile import MODES, fresh, launches, timed_sort  # noqa: E402
 
@@ -45,13 +45,13 @@ def probe(pair, n, reps, defines=(), probes=(0, 1, 2)):
     kd, _, vd = pair.partition("+")
     vd = vd or None
     keys, values = fresh(n, kd, 1), None if vd is None else fresh(n, vd, 2)
-    cfg, packed = cpb.kernel_shape(keys, values)
+    cfg, packed = launcher.kernel_shape(keys, values)
 
     def build(*extra):  # the kernels of each block shape under `defines` and `extra`
         @functools.cache
         def module(shape, packed):
-            return Module(kd, vd, shape.regs, shape.threads, shape.min_blocks, shape.tile,
-                          defines=(*extra, *defines), packed=packed)
+            return Module(kd, vd, shape.items_per_thread, shape.threads, shape.min_blocks,
+                          shape.tile_bits, defines=(*extra, *defines), packed=packed)
         return module
 
     rows = {}

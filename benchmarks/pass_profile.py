@@ -2,7 +2,7 @@
 
     python benchmarks/pass_profile.py [--n 268435456] [--dtype uint32] [--values uint32]
 
-Runs the launch plan of ``distsort.backends.cupy.sort_inplace`` with a CUDA event
+Runs the launches of ``distsort.backends.launcher.sort_inplace`` with a CUDA event
 between launches, on fresh random keys (checked against ``cupy.sort`` afterwards), and
 prints each pass (mode, top bit, global steps, blocks, ms) and the sum per mode.  With
 ``--runs 0`` it only sorts twice, untimed (under ``ncu``: the second sort's launches
@@ -20,17 +20,17 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import cupy as cpb  # noqa: E402
+from distsort.backends import launcher  # noqa: E402
 
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
 
 def launches(keys, values, build=None):
     """``(pass, launch thunk)`` for each pass of an ascending sort of ``keys`` (one lane):
-    the launches of ``cpb.sort_inplace``, one at a time; ``build(shape, packed)``: the
+    the launches of ``launcher.sort_inplace``, one at a time; ``build(shape, packed)``: the
     kernels of a block shape from another build (``loader.Module(..., defines=...)``),
     default the library's."""
-    return cpb.launches(keys, values, build=build)
+    return ((x.step, run) for x, run in launcher.launches(keys, values, build=build))
 
 
 def fresh(n, dtype, seed):
@@ -90,7 +90,7 @@ def main():
         name = "ENDS" if p.pre else MODES[p.mode]  # a GROUP pass that ends a stage first
         per_mode[name][0] += 1
         per_mode[name][1] += ms
-        print(f"  {name:5s} tb={p.tb} top={p.top:2d} k={p.k:2d} mirror={p.mirror} "
+        print(f"  {name:5s} tb={p.tile_bits} top={p.top:2d} k={p.k:2d} mirror={p.mirror} "
               f"pre={p.pre:2d} blocks={p.blocks:7d} {ms:8.3f} ms")
     for m, (count, ms) in per_mode.items():
         print(f"  sum {m:5s}: {count:3d} passes {ms:8.3f} ms ({ms / count:.3f} ms each)")

@@ -26,25 +26,24 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from distsort.backends import passes, tuning  # noqa: E402
+from distsort.backends import launch, tuning  # noqa: E402
 from distsort.kernels.loader import HERE as KERNELS, scalar_type  # noqa: E402
 
 PAIRS = [("uint32", None), ("uint32", "uint32"), ("float64", None)]
 
 
-def instantiation(key, value, cfg, with_tile=True):
+def instantiation(key, value, cfg, packed, with_tile=True):
     k = scalar_type(key)
     v = scalar_type(value) if value else "NoValue"
     ku = k.split("<")[1].split(",")[0]
     vu = scalar_type(value).split("<")[1].split(",")[0] if value else "u8_t"
-    targs = f"{k}, {v}, {cfg.regs}, {cfg.threads}, {cfg.min_blocks}"
+    targs = f"{k}, {v}, {cfg.items_per_thread}, {cfg.threads}, {cfg.min_blocks}"
     if with_tile:  # v6 on: the tuned tile is a template parameter
-        targs += f", {cfg.tile}"
-    if passes.packs(key, value, 1 << 28, cfg.threads):  # the packed kernels, all four
+        targs += f", {cfg.tile_bits}"
+    if packed:  # the packed kernels, all four
         return "".join(f"template __global__ void packed_pass<{targs}, {ends}>(u32_t*, u32_t*, "
                        "long long, long long, int, int, int, int, int, int, int, u64_t);\n"
                        for ends in range(4))
@@ -71,12 +70,9 @@ def main():
         cu = Path(tmp) / "inst.cu"
         text = f'#include "{src}"\n'
         for key, value in PAIRS:
-            vs = np.dtype(value).itemsize if value else 0
-            cfg = passes.config(tab, np.dtype(key).itemsize, vs)
-            if passes.packs(key, value, 1 << 28, cfg.threads):  # packed: 8-byte keys' shape
-                cfg = passes.config(tab, 8)
+            cfg, packed = launch.kernel_shape(tab, key, value, 1 << 28)
             print(f"{key}+{value}: {cfg}")
-            text += instantiation(key, value, cfg, not args.no_tile_param)
+            text += instantiation(key, value, cfg, packed, not args.no_tile_param)
         cu.write_text(text)
         cubin = Path(tmp) / "k.cubin"
         r = subprocess.run(["nvcc", "-std=c++17", f"-arch=sm_{args.arch}", "-cubin",

@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .backends import SharingBackend
 from .plan import plan_network, spread_order
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
@@ -164,7 +165,7 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
     and their merges at once."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
     rounds = plan_network(len(chunks))
-    shared = hasattr(backend, "share")
+    shared = isinstance(backend, SharingBackend)
     if rounds and not shared:
         tasks = {}
         for i in range(len(chunks)):

@@ -19,8 +19,11 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_GPUS == 0, reason="no CUDA GP
 from distsort.backends import Order  # noqa: E402
 from distsort.backends import numpy as npb  # noqa: E402
 
+from distsort.backends import launch  # noqa: E402
+
 if _GPUS:
     from distsort.backends import cupy as cpb
+    from distsort.backends import launcher
 
 ORDERS = [Order(False), Order(True)]
 VALUE_DTYPES = ["bool", "int8", "float16", "uint32", "float32", "float64"]
@@ -191,7 +194,8 @@ def test_merge_runs(dtype, vdtype, order):
     first (two of them for uint32+uint32)."""
     order = Order(order.descending, vdtype is not None)
     rng = np.random.default_rng(41)
-    t = 1 << cpb._config(dtype, vdtype).tile
+    cfg, _ = launch.kernel_shape(launcher.device_table(), dtype, vdtype, 0, merge=True)
+    t = 1 << cfg.tile_bits
     for ma, mb in [(1, 1), (100, 37), (t // 2, t // 2), (t - 5, 3 * t + 5),
                    (2**20 + 3, 2**19 - 1), (2**21 + 1, 2**21 - 1)]:
         runs = []
@@ -234,18 +238,20 @@ def test_packed(dtype, vdtype, order):
     unpacked, in the same order."""
     order = Order(order.descending, True)
     rng = np.random.default_rng(31 + PACKED_PAIRS.index((dtype, vdtype)) + 7 * order.descending)
-    t = 1 << cpb._packed_config(dtype, vdtype, 1 << 20).tile
+    cfg, packed = launch.kernel_shape(launcher.device_table(), dtype, vdtype, 1 << 20)
+    assert packed
+    t = 1 << cfg.tile_bits
     sizes = list(range(32, 4097, 32)) + [t, 3 * t - 32, 2**20, 2**20 + 96, 3 * 2**20 + 32]
     for n in sizes:
         keys, values = _keys(rng, n, dtype), _values(rng, n, vdtype)
         k, v = cupy.asarray(keys), cupy.asarray(values)
-        assert cpb.kernel_shape(k, v)[1], n
+        assert launcher.kernel_shape(k, v)[1], n
         cpb.sort_inplace(k, v, order.descending)
         _check((k, v), keys, values, order)
     for n, off in [(4096 + 16, 0), (4096, 1)]:  # these sort unpacked
         keys, values = _keys(rng, n + off, dtype), _values(rng, n + off, vdtype)
         k, v = cupy.asarray(keys)[off:], cupy.asarray(values)[off:]
-        assert not cpb.kernel_shape(k, v)[1]
+        assert not launcher.kernel_shape(k, v)[1]
         cpb.sort_inplace(k, v, order.descending)
         _check((k, v), keys[off:], values[off:], order)
     lanes, n = 3, 2 * t + 64
@@ -314,3 +320,12 @@ def test_end_to_end(nchunks):
                                               npb.encode(ref_v, canonical=True))
                 pairs = lambda a, b: sorted(zip(bits(a).tolist(), bits(b).tolist()))  # noqa: E731
                 assert pairs(gk, gv) == pairs(keys, values)
+
+
+def test_backend_protocols():
+    """The CuPy backends are what the graph calls (``backends.Backend``); the one that
+    shares chunks through CUDA IPC is a ``SharingBackend``, the plain one is not."""
+    from distsort.backends import Backend, SharingBackend, cupy_ipc
+
+    assert isinstance(cpb, Backend) and not isinstance(cpb, SharingBackend)
+    assert isinstance(cupy_ipc, SharingBackend)

@@ -1,7 +1,7 @@
 """The CUDA kernels, run on the CPU by ``kernel_emulator``, against the NumPy backend.
 
 What the GPU tests check on the device, checked here on every commit: the kernel
-source itself (``distsort/kernels/sort.cu``) and the launch plan (``passes.py``),
+source itself (``distsort/kernels``) and the launches (``launch.py``),
 under small block shapes that reach every path -- the SORT pass, GROUP passes with
 and without the mirror, MERGE passes, both ways of addressing shared memory,
 virtual padding, lanes, bitonic merges and the crossing count.  Skipped where no C++
@@ -21,8 +21,10 @@ pytestmark = pytest.mark.skipif(not emu.available(), reason="no C++ compiler")
 #: "small": 8 threads, E=8, tiles of 2^6-2^8; "wide": E=32 (E=16 for 8 bytes), so that
 #: phases start at q = 0..5, both sides of the padding shift.
 TUNINGS = {
-    "small": {"smem": 1024, "threads": 8, "regs": [8, 8, 4], "row_bytes": 16, "min_blocks": 1},
-    "wide": {"smem": 8192, "threads": 16, "regs": [32, 16, 8], "row_bytes": 32, "min_blocks": 1},
+    "small": {"smem": 1024, "threads": 8, "items_per_thread": [8, 8, 4], "row_bytes": 16,
+              "min_blocks": 1},
+    "wide": {"smem": 8192, "threads": 16, "items_per_thread": [32, 16, 8], "row_bytes": 32,
+             "min_blocks": 1},
 }
 SIZES = [0, 1, 2, 3, 5, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1000, 1023, 1024, 1025,
          2049, 4096, 5003, 9001]
@@ -55,7 +57,7 @@ def test_long_arrays(dtype, vdtype, ways):
     read in strided batches), longer than a batch of each thread's elements (batches
     along a row) and in between (batches of several rows), with and without the
     mirror, and a ragged end (per-element bounds checks): the ways of addressing
-    global memory (``IO_*`` in sort.cu, bit i for IO kind i) in ``ways`` run."""
+    global memory (``IO_*`` in tile_map.cuh, bit i for IO kind i) in ``ways`` run."""
     rng = np.random.default_rng(7)
     order = Order(False, vdtype is not None)
     emu.io_kinds(TUNINGS["wide"], dtype, vdtype)  # forget earlier tests' blocks
@@ -76,7 +78,7 @@ def test_long_arrays(dtype, vdtype, ways):
 #: Hopper's tuning (tuning.py) with 32 threads instead of 128: the same tiles and E, hence
 #: the same compile-time phases as the GPU's kernels (uint32: 2^14 tiles, E=32;
 #: uint32+uint32: 2^13, E=16), at a thread count the emulator runs quickly.
-HOPPER_SHAPE = {"smem": 74 * 1024, "threads": 32, "regs": [32, 16, 8], "row_bytes": 128,
+HOPPER_SHAPE = {"smem": 74 * 1024, "threads": 32, "items_per_thread": [32, 16, 8], "row_bytes": 128,
                 "min_blocks": 3}
 
 
@@ -86,7 +88,7 @@ HOPPER_SHAPE = {"smem": 74 * 1024, "threads": 32, "regs": [32, 16, 8], "row_byte
     ("wide", "float32", "uint32", 5),
     ("hopper", "uint32", None, 0), ("hopper", "uint32", "uint32", 0)])
 def test_static_phases(tuning, dtype, vdtype, extra):
-    """Every phase compiled with a compile-time window (``Static`` in sort.cu: the MERGE
+    """Every phase compiled with a compile-time window (``Static`` in windows.cuh: the MERGE
     phases of the tuned tile and the whole-window mirror) runs, and the sort is right.
     2^(tile+1) keys: a SORT pass of full tiles (its last stage is the mirror phase), a
     GROUP pass and a MERGE pass on the tuned tile; ``extra`` more bits of size add GROUP
@@ -98,7 +100,7 @@ def test_static_phases(tuning, dtype, vdtype, extra):
     rng = np.random.default_rng(11)
     order = Order(False, vdtype is not None)
     emu.static_phases(tab, dtype, vdtype)  # forget earlier tests' phases
-    for n in [2 ** (cfg.tile + 1 + extra), 2 ** (cfg.tile + 1 + extra) - 7]:
+    for n in [2 ** (cfg.tile_bits + 1 + extra), 2 ** (cfg.tile_bits + 1 + extra) - 7]:
         keys = _keys(rng, n, dtype)
         values = None if vdtype is None else random_keys(rng, n, vdtype, special_fraction=0.1,
                                                           duplicates=True)
@@ -146,7 +148,7 @@ def test_packed(dtype, vdtype, order, tuning):
     NumPy backend and bit for bit against the unpacked kernels."""
     tab = HOPPER_SHAPE if tuning == "hopper" else TUNINGS[tuning]
     cfg = emu.passes.config(tab, 8)
-    unit, t = 2 << emu.passes.split_bit(cfg.threads), 1 << cfg.tile
+    unit, t = 2 << emu.passes.split_bit(cfg.threads), 1 << cfg.tile_bits
     rng = np.random.default_rng(PACKED_PAIRS.index((dtype, vdtype)) + 10 * order.descending)
     order = Order(order.descending, True)
     sizes = [unit, 3 * unit, t, 2 * t - unit, 4 * t, 5 * t + 3 * unit]
@@ -197,7 +199,7 @@ def test_packed_paths():
 
 #: "wide" with another block shape for the GROUP passes (``passes.pass_shape``): the same
 #: tiles (2^10 of 4-byte keys, 2^9 of 8 bytes) with half the threads and E.
-MIXED = {**TUNINGS["wide"], "group": {"threads": 8, "regs": [16, 8, 4]}}
+MIXED = {**TUNINGS["wide"], "group": {"threads": 8, "items_per_thread": [16, 8, 4]}}
 
 
 @pytest.mark.parametrize("dtype,vdtype", [("uint32", None), ("float64", None),
@@ -275,7 +277,7 @@ def test_merge_runs(dtype, vdtype, order, tuning):
     pass, a tile's rows straddling the two runs."""
     tab = HOPPER_SHAPE if tuning == "hopper" else TUNINGS[tuning]
     vs = 0 if vdtype is None else np.dtype(vdtype).itemsize
-    tile = emu.passes.config(tab, np.dtype(dtype).itemsize, vs).tile
+    tile = emu.passes.config(tab, np.dtype(dtype).itemsize, vs).tile_bits
     t = 1 << tile
     rng = np.random.default_rng(21)
     order = Order(order.descending, vdtype is not None)
@@ -308,7 +310,8 @@ def test_lanes(keyed):
         pos = np.broadcast_to(np.arange(n, dtype=np.int64), (lanes, n)).copy() if keyed else None
         emu.sort_inplace(TUNINGS["small"], got, pos, lanes=lanes)
         for i in range(lanes):
-            rk, rv = kernel_reference(keys[i], None, Order(False, keyed), start=0 if keyed else None)
+            rk, rv = kernel_reference(keys[i], None, Order(False, keyed),
+                                      start=0 if keyed else None)
             np.testing.assert_array_equal(bits(got[i]), bits(rk))
             if keyed:
                 np.testing.assert_array_equal(pos[i], rv)
@@ -332,3 +335,42 @@ def test_crossing_count(order, keyed):
             sb, svb = npb.finish_keys(b, order, kb.dtype), None
         got = emu.crossing_count(TUNINGS["small"], sa, sva, sb, svb, order.descending)
         assert got == npb.crossing_count(a, b, order), (ma, mb)
+
+
+@pytest.mark.parametrize("dtype,vdtype,n,lanes,merge,first", [
+    ("uint32", None, 5003, 1, False, "bitonic_pass"),
+    ("float64", "int64", 2**12 + 1, 3, False, "bitonic_pass"),
+    ("uint32", "uint32", 2**13, 2, False, "packed_pass"),
+    ("float32", None, 2**12 + 3, 2, True, "bitonic_pass"),
+])
+def test_emulator_runs_the_gpu_launches(dtype, vdtype, n, lanes, merge, first):
+    """The launches the emulator ran (kernel, block shape, pass, integer arguments, grid)
+    are the GPU launcher's: the list that ``launcher.sort_inplace`` and
+    ``launcher.merge_sorted`` walk (``launch.sort_launches``, ``launch.merge_launches``),
+    computed here from dtypes and sizes alone."""
+    tab = TUNINGS["wide"]
+    rng = np.random.default_rng(n + lanes)
+    order = Order(False, vdtype is not None)
+    keys = _keys(rng, n * lanes, dtype)
+    values = None if vdtype is None else random_keys(rng, n * lanes, vdtype)
+    if merge:  # each lane bitonic (keys only): descending, then ascending
+        keys = np.concatenate([np.concatenate([kernel_reference(x[: n // 2], None, order)[0][::-1],
+                                               kernel_reference(x[n // 2:], None, order)[0]])
+                               for x in np.split(keys, lanes)])
+    gk, gv = keys.copy(), None if values is None else values.copy()
+    emu.sort_inplace(tab, gk, gv, lanes=lanes, merge=merge)
+    gpu = emu.launch.sort_launches(tab, dtype, vdtype, n, lanes, merge)
+    assert emu.ran == gpu and gpu[0].kernel == first
+    assert {x.grid[1] for x in gpu} == {lanes}
+    for i in range(lanes):
+        part = slice(i * n, (i + 1) * n)
+        rk, rv = kernel_reference(keys[part], None if values is None else values[part], order)
+        np.testing.assert_array_equal(bits(gk[part]), bits(rk))
+        if values is not None:
+            np.testing.assert_array_equal(bits(gv[part]), bits(rv))
+    a, b = (kernel_reference(_keys(rng, m, dtype), None, Order(False))[0] for m in (700, 2000))
+    out, _ = emu.merge_runs(tab, a, None, b, None)
+    gpu = emu.launch.merge_launches(tab, dtype, None, a.size + b.size)
+    assert emu.ran == gpu and [x.kernel for x in gpu][:2] == ["merge_pass", "bitonic_pass"]
+    ref, _ = kernel_reference(np.concatenate([a, b]), None, Order(False))
+    np.testing.assert_array_equal(bits(out), bits(ref))

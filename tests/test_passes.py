@@ -18,7 +18,7 @@ def steps(ps):
     out = []
     for q in ps:
         if q.mode == passes.SORT:
-            out += network(q.tb)
+            out += network(q.tile_bits)
         elif q.mode == passes.MERGE:
             out += [("half", b) for b in range(q.top, -1, -1)]
         else:
@@ -42,15 +42,15 @@ def test_schedule_runs_the_network(tile, loge, kmax):
         for merge in (False, True):
             ps = passes.schedule(n, tile, loge, kmax, merge)
             # A SORT pass sorts whole tiles: lengths below one pad to the tile.
-            assert steps(ps) == network(max(p, 0 if merge else ps[0].tb), merge), (n, merge)
+            assert steps(ps) == network(max(p, 0 if merge else ps[0].tile_bits), merge), (n, merge)
             for q in ps:
-                assert q.tb <= max(tile, 2 * loge)
+                assert q.tile_bits <= max(tile, 2 * loge)
                 if q.mode == passes.GROUP:
-                    c = q.tb - q.k
+                    c = q.tile_bits - q.k
                     assert 1 <= q.k <= kmax and q.pre <= c <= q.top - q.k + 1
                     assert c >= tile - kmax
                 elif q.mode == passes.MERGE:
-                    assert q.top < q.tb
+                    assert q.top < q.tile_bits
 
 
 @pytest.mark.parametrize("key,value,count,before", [
@@ -60,22 +60,24 @@ def test_hopper_pass_counts(key, value, count, before):
     share a pass (``before``: one MERGE pass per stage, the counts of the v9 kernels)."""
     cfg = passes.config(tuning.TABLES[9], key, value)
     assert len(passes.plan(cfg, 2**28)) == count
-    per_stage = 1 + sum(1 + -(-(s - cfg.tile) // cfg.kmax) for s in range(cfg.tile + 1, 29))
+    bits = cfg.tile_bits
+    per_stage = 1 + sum(1 + -(-(s - bits) // cfg.kmax) for s in range(bits + 1, 29))
     assert per_stage == before
     # A bitonic merge is one stage: its passes are as before.
     merge = passes.plan(cfg, 2**29, merge=True)
-    assert len(merge) == 1 + -(-(29 - cfg.tile) // cfg.kmax)
+    assert len(merge) == 1 + -(-(29 - cfg.tile_bits) // cfg.kmax)
 
 
-@pytest.mark.parametrize("key,value,regs,tile", [
+@pytest.mark.parametrize("key,value,items,bits", [
     (4, 0, 32, 14), (8, 0, 32, 13), (4, 4, 16, 13), (8, 8, 8, 12), (1, 0, 32, 16)])
-def test_hopper_block_shapes(key, value, regs, tile):
+def test_hopper_block_shapes(key, value, items, bits):
     """Hopper's table: three 128-thread blocks per SM, 32 elements per thread for keys of
     4 bytes and of 8 (``keys8``, also the packed sorts' shape), 16 for other elements of
     8 bytes; the shared memory of ``min_blocks`` blocks fits an SM (228 KB, 1 KB of it
     reserved per block)."""
     cfg = passes.config(tuning.TABLES[9], key, value)
-    assert (cfg.threads, cfg.min_blocks, cfg.regs, cfg.tile) == (128, 3, regs, tile)
+    shape = (cfg.threads, cfg.min_blocks, cfg.items_per_thread, cfg.tile_bits)
+    assert shape == (128, 3, items, bits)
     assert cfg.min_blocks * (cfg.smem + 1024) <= 228 * 1024
 
 
@@ -85,22 +87,24 @@ def test_tuning_override_holds_for_every_size(monkeypatch):
     tab = tuning.table(9)
     for key, value in [(4, 0), (8, 0), (4, 4)]:
         cfg = passes.config(tab, key, value)
-        assert (cfg.threads, cfg.min_blocks, cfg.regs) == (512, 1, 32 if key + value <= 4 else 16)
+        items = 32 if key + value <= 4 else 16
+        assert (cfg.threads, cfg.min_blocks, cfg.items_per_thread) == (512, 1, items)
     monkeypatch.delenv("DISTSORT_TUNING")
-    assert passes.config(tuning.table(9), 8, 0).regs == 32
+    assert passes.config(tuning.table(9), 8, 0).items_per_thread == 32
 
 
 def test_group_shape_only_with_the_same_schedule():
     """A table's ``group`` entries give GROUP passes that end no stage another block
     shape, only where its tile and steps per pass are the plan's (else it is dropped)."""
-    base = {"smem": 8192, "threads": 16, "regs": [32, 16, 8], "row_bytes": 32, "min_blocks": 1}
-    cfg = passes.config({**base, "group": {"threads": 8, "regs": [16, 8, 4]}}, 4)
-    assert cfg.group == passes.config({**base, "threads": 8, "regs": [16, 8, 4]}, 4)
+    base = {"smem": 8192, "threads": 16, "items_per_thread": [32, 16, 8], "row_bytes": 32,
+            "min_blocks": 1}
+    cfg = passes.config({**base, "group": {"threads": 8, "items_per_thread": [16, 8, 4]}}, 4)
+    assert cfg.group == passes.config({**base, "threads": 8, "items_per_thread": [16, 8, 4]}, 4)
     shapes = {(p.mode, p.pre > 0): passes.pass_shape(cfg, p).threads
               for p in passes.plan(cfg, 2**20)}
     assert shapes == {(passes.SORT, False): 16, (passes.GROUP, False): 8,
                       (passes.GROUP, True): 16, (passes.MERGE, False): 16}
     assert passes.config({**base, "group": {"smem": 4096}}, 4).group is None  # smaller tile
     hopper = passes.config(tuning.TABLES[9], 8)
-    assert (hopper.group.threads, hopper.group.tile) == (256, hopper.tile)
+    assert (hopper.group.threads, hopper.group.tile_bits) == (256, hopper.tile_bits)
     assert passes.config(tuning.TABLES[9], 4).group is None

@@ -1,46 +1,17 @@
 """Backends: what a task does to the chunks of one array library.
 
-A backend is a module with the functions below.  The graph (``distsort.graph``)
-calls them and nothing else, so the NumPy and CuPy backends run the same graph.
+A backend is a module that satisfies :class:`Backend` (and, to share chunks between
+workers in place, :class:`SharingBackend`).  The graph (``distsort.graph``) calls
+these functions and nothing else, so the NumPy and CuPy backends run the same graph.
 A *chunk* is the backend's own form of a sorted piece of the array (NumPy keeps
 order codes, CuPy the keys themselves), opaque to the graph.  No function
 modifies its arguments: a task may be re-run, and its inputs may be read by
 other tasks.
-
-``prepare(keys, values, order, start) -> chunk``
-    Copy one chunk of keys (and values, or positions ``start, start + 1, ...``
-    when ``start`` is not None) and sort the copy.
-``probe(chunk, stride, top, order) -> probe``
-    Every ``stride``-th element counted from the top (``m-1, m-1-stride, ...``)
-    or from the bottom (``0, stride, ...``): a small sample for ``crossing_bound``,
-    as host NumPy order codes (so every backend can share NumPy's ``crossing_bound``).
-``crossing_bound(top_probe, bottom_probe, stride, limit, order) -> int``
-    An upper bound ``kb <= limit`` on the crossing count of the two chunks the
-    probes came from (the lower chunk's top probe, the higher chunk's bottom
-    probe): ``k = #{i : A[mA-1-i] > B[i]}``.
-``head(chunk, k)`` / ``tail(chunk, k)``
-    The first / last ``k`` elements (copies or views): the only data
-    that travels.
-``merge_low(a, b_head, order) -> chunk``
-    The ``len(a)`` smallest elements of ``a`` and the higher chunk ``b``, given
-    ``b``'s first ``kb`` elements.
-``merge_high(b, a_tail, order) -> chunk``
-    The ``len(b)`` largest elements, given ``a``'s last ``kb`` elements.
-``share(chunk)``, ``merge_low_shared(a, b_share, order)``, ``merge_high_shared(b, a_share, order)``
-    Optional (``cupy_ipc``: GPU workers of one host): a handle to a whole chunk that
-    another worker can read in place, and the merges that read the partner's crossing
-    elements through it.  With them the graph needs no edges, heads or tails.
-``finish_keys(chunk, order, dtype)`` / ``finish_values(chunk)``
-    The keys (as the user's dtype) and values of a sorted chunk.
-``sort_blocks(keys, values, axis, order, positions=False) -> (keys, values)``
-    Sort each 1-D lane of an N-D block along ``axis`` (the axis is in one chunk);
-    ``positions`` asks for positions along the axis as the values.
-``length(chunk) -> int``
-    Number of elements.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -54,6 +25,76 @@ class Order:
 
     descending: bool = False
     keyed: bool = False
+
+
+Chunk = Any  # a backend's sorted piece of the array, opaque to the graph
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The functions the graph calls on chunks (``distsort.graph``).
+
+    >>> from distsort.backends import numpy as npb
+    >>> isinstance(npb, Backend), isinstance(npb, SharingBackend)
+    (True, False)
+    """
+
+    def prepare(self, keys, values, order: Order, start: int | None = None) -> Chunk:
+        """Copy one chunk of keys (and values, or positions ``start, start + 1, ...``
+        when ``start`` is not None) and sort the copy."""
+
+    def probe(self, chunk: Chunk, stride: int, top: bool, order: Order):
+        """Every ``stride``-th element counted from the top (``m-1, m-1-stride, ...``) or
+        from the bottom (``0, stride, ...``): a small sample for ``crossing_bound``, as
+        host NumPy order codes (so every backend can share NumPy's ``crossing_bound``)."""
+
+    def crossing_bound(self, top_probe, bottom_probe, stride: int, limit: int,
+                       order: Order) -> int:
+        """An upper bound ``kb <= limit`` on the crossing count of the two chunks the
+        probes came from (the lower chunk's top probe, the higher chunk's bottom probe):
+        ``k = #{i : A[mA-1-i] > B[i]}``."""
+
+    def head(self, chunk: Chunk, k: int) -> Chunk:
+        """The first ``k`` elements (a copy or a view): data that travels."""
+
+    def tail(self, chunk: Chunk, k: int) -> Chunk:
+        """The last ``k`` elements (a copy or a view)."""
+
+    def merge_low(self, a: Chunk, b_head: Chunk, order: Order) -> Chunk:
+        """The ``len(a)`` smallest elements of ``a`` and the higher chunk ``b``, given
+        ``b``'s first ``kb`` elements."""
+
+    def merge_high(self, b: Chunk, a_tail: Chunk, order: Order) -> Chunk:
+        """The ``len(b)`` largest elements, given ``a``'s last ``kb`` elements."""
+
+    def finish_keys(self, chunk: Chunk, order: Order, dtype):
+        """The keys of a sorted chunk, as the user's dtype."""
+
+    def finish_values(self, chunk: Chunk):
+        """The values of a sorted chunk."""
+
+    def sort_blocks(self, keys, values, axis: int, order: Order, positions: bool = False):
+        """``(keys, values)``: each 1-D lane of an N-D block sorted along ``axis`` (the
+        axis is in one chunk); ``positions`` asks for positions along the axis as the
+        values."""
+
+    def length(self, chunk: Chunk) -> int:
+        """Number of elements."""
+
+
+@runtime_checkable
+class SharingBackend(Backend, Protocol):
+    """A backend whose chunks another worker reads in place (``cupy_ipc``: GPU workers
+    of one host): the graph then needs no edges, heads or tails."""
+
+    def share(self, chunk: Chunk):
+        """A handle to a whole chunk that another worker can read in place."""
+
+    def merge_low_shared(self, a: Chunk, b_share, order: Order) -> Chunk:
+        """``merge_low`` reading the partner's crossing elements through its share."""
+
+    def merge_high_shared(self, b: Chunk, a_share, order: Order) -> Chunk:
+        """``merge_high`` reading the partner's crossing elements through its share."""
 
 
 def array_module_name(meta) -> str:

@@ -10,33 +10,33 @@ instead of ``edges``/``head``/``tail`` when the backend has ``share``;
 """
 from __future__ import annotations
 
-from . import cupy as _plain
-from .cuda_ipc import copy_in, opened, share  # noqa: F401
-from .cupy import (crossing_bound, finish_keys, finish_values, head, length,  # noqa: F401
-                   merge_high, merge_low, prepare, probe, sort_blocks, tail)
+from .cuda_ipc import copy_in, opened, share  # noqa: F401  (the Backend's share)
+from .cupy import (crossing_bound, crossing_count, finish_keys,  # noqa: F401  (the Backend)
+                   finish_values, head, length, make_chunk, merge_high, merge_low, parts,
+                   prepare, probe, slice_chunk, sort_blocks, tail)
 
 
 def _fetched(part, borrowed):
     """``part``, copied into this GPU where it is another worker's memory."""
     if not borrowed:
         return part
-    keys, values = _plain._parts(part)
-    return _plain._chunk(copy_in(keys), None if values is None else copy_in(values))
+    keys, values = parts(part)
+    return make_chunk(copy_in(keys), None if values is None else copy_in(values))
 
 
 def merge_low_shared(a, b, order):
     """``merge_low`` of ``a`` and the higher chunk ``b``, shared whole: only ``b``'s
     crossing elements are read (copied, when ``b`` is on another GPU)."""
     with opened(b) as (b, borrowed):
-        k = _plain.crossing_count(a, b, order.descending)
-        head_part = _fetched(_plain._slice(b, 0, k), borrowed)
+        k = crossing_count(a, b, order.descending)
+        head_part = _fetched(slice_chunk(b, 0, k), borrowed)
     return merge_low(a, head_part, order, k)
 
 
 def merge_high_shared(b, a, order):
     """``merge_high`` of ``b`` and the lower chunk ``a``, shared whole."""
     with opened(a) as (a, borrowed):
-        k = _plain.crossing_count(a, b, order.descending)
+        k = crossing_count(a, b, order.descending)
         n = length(a)
-        tail_part = _fetched(_plain._slice(a, n - k, n), borrowed)
+        tail_part = _fetched(slice_chunk(a, n - k, n), borrowed)
     return merge_high(b, tail_part, order, k)

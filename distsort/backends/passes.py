@@ -1,8 +1,8 @@
 """The launch plan of the GPU sort: block shape and the passes over global memory.
 
 Pure functions of sizes and a tuning table (``tuning.py``), so that they are tested
-without a GPU; ``backends/cupy.py`` launches what they say, and the CPU emulation
-of the kernels in the tests runs the same plan.
+without a GPU; ``launch.py`` turns them into the launches that the GPU launcher and the
+CPU emulation of the kernels in the tests both run.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from . import tuning
 
 
 class Config(NamedTuple):
-    tile: int        # log2 of the elements one block holds in shared memory
-    regs: int        # E: elements per thread in a phase
+    tile_bits: int         # log2 of the elements one block holds in shared memory
+    items_per_thread: int  # E: elements per thread in a phase
     threads: int     # threads per block
     kmax: int        # global steps per GROUP pass
     smem: int        # shared-memory bytes per block
@@ -33,27 +33,27 @@ def config(tab: dict, key_size: int, value_size: int = 0) -> Config:
     cfg = _block(tab, key_size, value_size)
     if group:
         other = _block({**tab, **group}, key_size, value_size)
-        if (other.tile, other.kmax) == (cfg.tile, cfg.kmax):
+        if (other.tile_bits, other.kmax) == (cfg.tile_bits, cfg.kmax):
             cfg = cfg._replace(group=other)
     return cfg
 
 
 def _block(tab: dict, key_size: int, value_size: int) -> Config:
-    regs = tuning.regs_per_thread(tab, key_size + value_size)
-    tile = tuning.tile_bits(tab, key_size, value_size, regs)
+    items = tuning.items_per_thread(tab, key_size + value_size)
+    bits = tuning.tile_bits(tab, key_size, value_size, items)
     # A phase's register window sits at tile bit 0 or at bit log2 E or above, so a
     # tile holds at least E * E elements: fewer registers where shared memory is small.
-    while tile < 2 * (regs.bit_length() - 1) and regs > 4:
-        regs //= 2
-        tile = tuning.tile_bits(tab, key_size, value_size, regs)
-    if tile < 2 * (regs.bit_length() - 1):
+    while bits < 2 * (items.bit_length() - 1) and items > 4:
+        items //= 2
+        bits = tuning.tile_bits(tab, key_size, value_size, items)
+    if bits < 2 * (items.bit_length() - 1):
         raise ValueError(f"shared memory of {tab['smem']} bytes holds too few elements")
     low = max(0, (tab["row_bytes"] // key_size).bit_length() - 1)
-    kmax = max(1, tile - low)
-    smem = tuning.padded_bytes(1 << tile, key_size, regs)
+    kmax = max(1, bits - low)
+    smem = tuning.padded_bytes(1 << bits, key_size, items)
     if value_size:
-        smem += tuning.padded_bytes(1 << tile, value_size, regs)
-    return Config(tile, regs, tab["threads"], kmax, smem, tab.get("min_blocks", 1))
+        smem += tuning.padded_bytes(1 << bits, value_size, items)
+    return Config(bits, items, tab["threads"], kmax, smem, tab.get("min_blocks", 1))
 
 
 SORT, MERGE, GROUP = 0, 1, 2  # the kernel's modes
@@ -72,7 +72,7 @@ class Pass(NamedTuple):
     """One pass over global memory: the arguments of ``bitonic_pass`` (``sort.cu``)."""
 
     mode: int
-    tb: int      # log2 of the tile
+    tile_bits: int  # log2 of the tile
     top: int     # highest bit of the pass's steps (GROUP: the row bits top .. top-k+1)
     k: int       # GROUP: steps on the row bits
     mirror: int  # GROUP: the first of them is a stage's mirror step
@@ -81,30 +81,30 @@ class Pass(NamedTuple):
 
     def args(self):
         """The pass's integer kernel arguments, in the kernel's order."""
-        return self.tb, self.mode, self.top, self.k, self.mirror, self.pre
+        return self.tile_bits, self.mode, self.top, self.k, self.mirror, self.pre
 
 
-def schedule(n, tile, loge, kmax, merge=False):
+def schedule(n, tile_bits, log_items, kmax, merge=False):
     """The passes over global memory that sort (or, with ``merge``, bitonic-merge) ``n``
     elements: a list of ``Pass``.
 
     Sort: one SORT pass of the tiles, then the stages 2^s above the tile.  A GROUP pass
     runs up to ``kmax`` global steps of a stage (the mirror first), leaving the stage's
-    last bits ``r - 1 .. 0``, as few as a coalesced row holds (``tile - kmax`` bits);
+    last bits ``r - 1 .. 0``, as few as a coalesced row holds (``tile_bits - kmax`` bits);
     one GROUP pass then ends the stage on rows of ``c = max(r, tile - kmax)`` bits and
-    runs the next stage's first ``tile - c`` steps (``pre = r``): about a tile's worth
+    runs the next stage's first ``tile_bits - c`` steps (``pre = r``): about a tile's worth
     of steps per pass instead of a MERGE pass per stage.  The last stage ends with a
     MERGE pass of the whole tile.  Merge: the GROUP passes of bits p-1 .. tile, then
     one MERGE pass.
 
-    >>> [p.args() for p in schedule(1000, tile=6, loge=2, kmax=3)][:4]
+    >>> [p.args() for p in schedule(1000, tile_bits=6, log_items=2, kmax=3)][:4]
     [(6, 0, 0, 0, 0, 0), (6, 2, 6, 3, 1, 0), (6, 2, 7, 2, 1, 4), (6, 1, 5, 0, 0, 0)]
     """
     if n <= 1:
         return []
-    p = max((n - 1).bit_length(), loge)
-    tb = max(2 * loge, min(tile, p))  # phases need a tile of at least E * E elements
-    low = max(1, tile - kmax)
+    p = max((n - 1).bit_length(), log_items)
+    tb = max(2 * log_items, min(tile_bits, p))  # phases need a tile of at least E * E elements
+    low = max(1, tile_bits - kmax)
     tiles, rows = -(-n // (1 << tb)), 1 << max(0, p - tb)
     passes = [] if merge else [Pass(SORT, tb, 0, 0, 0, 0, tiles)]
     s, h = (p, p - 1) if merge else (tb + 1, tb)  # stage 2^s, its bits h .. 0 left
@@ -128,7 +128,7 @@ def pass_shape(cfg: Config, p: Pass) -> Config:
     no stage (``pre`` 0), where there is one, else ``cfg``.
 
     >>> cfg = Config(6, 4, 8, 3, 0, 1, group=Config(6, 2, 16, 3, 0, 1))
-    >>> [pass_shape(cfg, p).threads for p in schedule(1000, tile=6, loge=2, kmax=3)][:4]
+    >>> [pass_shape(cfg, p).threads for p in schedule(1000, tile_bits=6, log_items=2, kmax=3)][:4]
     [8, 16, 8, 8]
     """
     return cfg.group if cfg.group is not None and p.mode == GROUP and not p.pre else cfg
@@ -137,12 +137,12 @@ def pass_shape(cfg: Config, p: Pass) -> Config:
 def plan(cfg: Config, n, merge=False):
     """``schedule`` of ``n`` elements under the block shape ``cfg`` (what the GPU
     launcher, the CPU emulation and the pass profiler all run)."""
-    return schedule(n, cfg.tile, cfg.regs.bit_length() - 1, cfg.kmax, merge)
+    return schedule(n, cfg.tile_bits, cfg.items_per_thread.bit_length() - 1, cfg.kmax, merge)
 
 
 # ---------------------------------------------------------------- packed key-value sorts
 def split_bit(threads: int) -> int:
-    """``zb`` of a packed sort's layout (``Split`` in ``sort.cu``): runs of 2^zb elements
+    """``zb`` of a packed sort's layout (``Split`` in ``layouts.cuh``): runs of 2^zb elements
     (128 bytes of 8-byte elements) lie together in the keys' or the values' memory, and
     a block of ``threads`` steps through its tile by multiples of 2^(zb+1).
 

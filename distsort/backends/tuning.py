@@ -1,14 +1,14 @@
 """Tuning constants of the GPU kernels, one table per GPU generation.
 
-The kernel (``kernels/sort.cu``) says what one block does; the launcher
-(``backends/cupy.py``) picks from here how many elements a block holds, how many
+The kernel (``kernels/sort.cu``) says what one block does; the launch plan
+(``backends/launch.py``) picks from here how many elements a block holds, how many
 threads it has and how many elements each thread holds in registers.
 
 ``smem``      bytes of shared memory one block may take (the tile is the largest
               power of two of elements that fits, with one spare slot per E elements).
 ``threads``   threads per block (each holds E elements and their addresses in registers).
-``regs``      E, elements per thread in a phase, by key+value bytes (<= 4, <= 8, more):
-              each phase runs log2(E) network steps in registers.
+``items_per_thread``  E, elements per thread in a phase, by key+value bytes (<= 4,
+              <= 8, more): each phase runs log2(E) network steps in registers.
 ``row_bytes`` contiguous bytes of each row of a global (strided) pass: the rows are
               read and written whole, so 128 bytes keep the accesses coalesced.
 ``min_blocks`` blocks per SM the register budget must allow (``__launch_bounds__``).
@@ -31,26 +31,22 @@ TABLES = {
     # Hopper (H100, H200): 227 KB of shared memory per block, 64 K registers per SM.
     # Three blocks of 128 threads per SM (2^14-element tiles of 4-byte keys, 2^13 of
     # 8-byte elements, 168 registers): while one block waits for its tile, two run
-    # their phases.  Tiles load by cp.async (sort.cu), which holds no registers.  On an
-    # H200, 2^28 elements, against two blocks of 256 threads (the table until v11):
-    # uint32 20.0 vs 21.5 ms, uint32+uint32 unpacked 49.5 vs 56.3.  8-byte keys, and
-    # packed key-value sorts (4-byte integer keys and values, passes.packs), hold 32 of
-    # them per thread (fewer, longer phases): float64 47.0, uint64 42.1, uint32+uint32
-    # packed 43.6 ms, against 47.4 / 44.0 / 44.5 with 16 in two blocks of 256 threads
-    # (docs/local_sort.md).
-    # Their GROUP passes, though, run faster in two blocks of 256 threads holding 16 each
-    # (uint64 1.19 against 1.25 ms per pass, float64 1.27 against 1.37; whole sorts:
-    # float64 46.0, uint64 41.4, uint32+uint32 packed 42.7).
-    9: {"smem": 74 * 1024, "threads": 128, "regs": (32, 16, 8), "row_bytes": 128,
-        "min_blocks": 3,
-        "keys8": {"regs": (32, 32, 8), "group": {"smem": 113 * 1024, "threads": 256,
-                                                 "min_blocks": 2, "regs": (32, 16, 8)}}},
+    # their phases.  Tiles load by cp.async (tile_io.cuh), which holds no registers.
+    # 8-byte keys, and packed key-value sorts (4-byte integer keys and values,
+    # passes.packs), hold 32 of them per thread (fewer, longer phases); their GROUP
+    # passes, though, run faster in two blocks of 256 threads holding 16 each.
+    # benchmarks/local_sort.py measures them; docs/local_sort.md has the figures.
+    9: {"smem": 74 * 1024, "threads": 128, "items_per_thread": (32, 16, 8),
+        "row_bytes": 128, "min_blocks": 3,
+        "keys8": {"items_per_thread": (32, 32, 8),
+                  "group": {"smem": 113 * 1024, "threads": 256, "min_blocks": 2,
+                            "items_per_thread": (32, 16, 8)}}},
     # Ampere / Ada: 163 KB (A100) or 99 KB (consumer); the smaller one is safe.
-    8: {"smem": 99 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
+    8: {"smem": 99 * 1024, "threads": 512, "items_per_thread": (32, 16, 8), "row_bytes": 128,
         "min_blocks": 1},
 }
-DEFAULT = {"smem": 48 * 1024, "threads": 512, "regs": (32, 16, 8), "row_bytes": 128,
-           "min_blocks": 1}
+DEFAULT = {"smem": 48 * 1024, "threads": 512, "items_per_thread": (32, 16, 8),
+           "row_bytes": 128, "min_blocks": 1}
 
 
 def table(major: int) -> dict:
@@ -67,7 +63,7 @@ def shape(tab: dict, key_size: int, value_size: int) -> dict:
     """The entries of ``tab`` for keys of ``key_size`` bytes and values of ``value_size``
     (0: none).
 
-    >>> shape(TABLES[9], 8, 0)["regs"], shape(TABLES[9], 4, 4)["regs"]
+    >>> shape(TABLES[9], 8, 0)["items_per_thread"], shape(TABLES[9], 4, 4)["items_per_thread"]
     ((32, 32, 8), (32, 16, 8))
     """
     flat = dict(tab)
@@ -77,25 +73,27 @@ def shape(tab: dict, key_size: int, value_size: int) -> dict:
     return flat
 
 
-def regs_per_thread(tab: dict, elem_bytes: int) -> int:
-    small, medium, large = tab["regs"]
+def items_per_thread(tab: dict, elem_bytes: int) -> int:
+    """E for elements of ``elem_bytes`` (keys and values) under ``tab``."""
+    small, medium, large = tab["items_per_thread"]
     return small if elem_bytes <= 4 else medium if elem_bytes <= 8 else large
 
 
-def padded_bytes(count: int, itemsize: int, regs: int) -> int:
-    """Shared-memory bytes of ``count`` items with one spare slot after every ``regs``
-    (E) items, 16-aligned: the kernels' padding (``pad`` in ``sort.cu``)."""
-    return ((count + count // regs) * itemsize + 15) // 16 * 16
+def padded_bytes(count: int, itemsize: int, items_per_thread: int) -> int:
+    """Shared-memory bytes of ``count`` items with one spare slot after every
+    ``items_per_thread`` (E) items, 16-aligned: the kernels' padding (``pad`` in
+    ``phases.cuh``)."""
+    return ((count + count // items_per_thread) * itemsize + 15) // 16 * 16
 
 
-def tile_bits(tab: dict, key_size: int, value_size: int, regs: int) -> int:
+def tile_bits(tab: dict, key_size: int, value_size: int, items_per_thread: int) -> int:
     """log2 of the largest tile of (key, value) elements that fits in shared memory."""
     bits = 4
     while True:
         count = 1 << (bits + 1)
-        need = padded_bytes(count, key_size, regs)
+        need = padded_bytes(count, key_size, items_per_thread)
         if value_size:
-            need += padded_bytes(count, value_size, regs)
+            need += padded_bytes(count, value_size, items_per_thread)
         if need > tab["smem"]:
             return bits
         bits += 1

@@ -1,2 +1,2 @@
-"""CUDA sources of the GPU backend (``sort.cu``, ``bitonic.cuh``, ``order.cuh``) and
-their loader (``loader.get_module``)."""
+"""CUDA sources of the GPU backend (``sort.cu``, its kernels; the ``*.cuh`` headers it
+includes, by role) and their loader (``loader.get_module``)."""

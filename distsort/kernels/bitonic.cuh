@@ -1,4 +1,4 @@
-// Pieces of the all-ascending ("flip") bitonic network, on E elements that one
+// Pieces of the all-ascending ("flip") bitonic network, on ITEMS elements that one
 // thread holds in registers.  Every comparator puts the smaller element at the
 // lower index.  Register arrays are indexed only by compile-time constants (all
 // loops are unrolled), so they stay in registers.
@@ -74,83 +74,83 @@ template <class K, class V> struct Cmp {
 };
 
 // Half-cleaner on register bit J: m <-> m + 2^J for every m with bit J clear.
-template <class K, class V, int E, int J>
+template <class K, class V, int ITEMS, int J>
 __device__ __forceinline__ void half_clean(typename K::U* r, typename V::U* w, typename K::U dm) {
 #pragma unroll
-    for (int m = 0; m < E; ++m)
+    for (int m = 0; m < ITEMS; ++m)
         if (!(m & (1 << J))) Cmp<K, V>::cx(r[m], r[m | (1 << J)], w[m], w[m | (1 << J)], dm);
 }
 
 // Half-cleaners on register bits J, J-1, ..., J-S+1 at compile time: straight-line
 // code, so the compiler renames registers from one step to the next instead of moving
 // every minimum back into its register (a run-time loop over `half_clean_rt` must).
-template <class K, class V, int E, int J, int S>
+template <class K, class V, int ITEMS, int J, int S>
 __device__ __forceinline__ void half_clean_seq(typename K::U* r, typename V::U* w,
                                                typename K::U dm) {
     if constexpr (S > 0) {
-        half_clean<K, V, E, J>(r, w, dm);
-        half_clean_seq<K, V, E, J - 1, S - 1>(r, w, dm);
+        half_clean<K, V, ITEMS, J>(r, w, dm);
+        half_clean_seq<K, V, ITEMS, J - 1, S - 1>(r, w, dm);
     }
 }
 
 // Half-cleaner on a run-time register bit j (a switch onto compile-time bits).
-template <class K, class V, int E>
+template <class K, class V, int ITEMS>
 __device__ __forceinline__ void half_clean_rt(int j, typename K::U* r, typename V::U* w,
                                               typename K::U dm) {
     switch (j) {
-        case 0: half_clean<K, V, E, 0>(r, w, dm); break;
-        case 1: if constexpr (E > 2) half_clean<K, V, E, 1>(r, w, dm); break;
-        case 2: if constexpr (E > 4) half_clean<K, V, E, 2>(r, w, dm); break;
-        case 3: if constexpr (E > 8) half_clean<K, V, E, 3>(r, w, dm); break;
-        case 4: if constexpr (E > 16) half_clean<K, V, E, 4>(r, w, dm); break;
-        case 5: if constexpr (E > 32) half_clean<K, V, E, 5>(r, w, dm); break;
+        case 0: half_clean<K, V, ITEMS, 0>(r, w, dm); break;
+        case 1: if constexpr (ITEMS > 2) half_clean<K, V, ITEMS, 1>(r, w, dm); break;
+        case 2: if constexpr (ITEMS > 4) half_clean<K, V, ITEMS, 2>(r, w, dm); break;
+        case 3: if constexpr (ITEMS > 8) half_clean<K, V, ITEMS, 3>(r, w, dm); break;
+        case 4: if constexpr (ITEMS > 16) half_clean<K, V, ITEMS, 4>(r, w, dm); break;
+        case 5: if constexpr (ITEMS > 32) half_clean<K, V, ITEMS, 5>(r, w, dm); break;
         default: break;
     }
 }
 
 // Mirror step of blocks of 2^S registers: m <-> block end - (m - block start).
-template <class K, class V, int E, int S>
+template <class K, class V, int ITEMS, int S>
 __device__ __forceinline__ void mirror(typename K::U* r, typename V::U* w, typename K::U dm) {
     constexpr int B = 1 << S;
 #pragma unroll
-    for (int m = 0; m < E; ++m)
+    for (int m = 0; m < ITEMS; ++m)
         if ((m & (B - 1)) < B / 2) {
             const int p = (m & ~(B - 1)) | (B - 1 - (m & (B - 1)));
             Cmp<K, V>::cx(r[m], r[p], w[m], w[p], dm);
         }
 }
 
-// Mirror step of register blocks of 2^S, S = 1..log2 E at run time.
-template <class K, class V, int E>
+// Mirror step of register blocks of 2^S, S = 1..log2 ITEMS at run time.
+template <class K, class V, int ITEMS>
 __device__ __forceinline__ void mirror_rt(int S, typename K::U* r, typename V::U* w,
                                           typename K::U dm) {
     switch (S) {
-        case 1: mirror<K, V, E, 1>(r, w, dm); break;
-        case 2: if constexpr (E > 2) mirror<K, V, E, 2>(r, w, dm); break;
-        case 3: if constexpr (E > 4) mirror<K, V, E, 3>(r, w, dm); break;
-        case 4: if constexpr (E > 8) mirror<K, V, E, 4>(r, w, dm); break;
-        case 5: if constexpr (E > 16) mirror<K, V, E, 5>(r, w, dm); break;
-        case 6: if constexpr (E > 32) mirror<K, V, E, 6>(r, w, dm); break;
+        case 1: mirror<K, V, ITEMS, 1>(r, w, dm); break;
+        case 2: if constexpr (ITEMS > 2) mirror<K, V, ITEMS, 2>(r, w, dm); break;
+        case 3: if constexpr (ITEMS > 4) mirror<K, V, ITEMS, 3>(r, w, dm); break;
+        case 4: if constexpr (ITEMS > 8) mirror<K, V, ITEMS, 4>(r, w, dm); break;
+        case 5: if constexpr (ITEMS > 16) mirror<K, V, ITEMS, 5>(r, w, dm); break;
+        case 6: if constexpr (ITEMS > 32) mirror<K, V, ITEMS, 6>(r, w, dm); break;
         default: break;
     }
 }
 
 // Stage S of the network inside the registers: mirror, then half-cleaners S-2..0.
-template <class K, class V, int E, int S>
+template <class K, class V, int ITEMS, int S>
 __device__ __forceinline__ void reg_stage(typename K::U* r, typename V::U* w, typename K::U dm) {
-    mirror<K, V, E, S>(r, w, dm);
-    half_clean_seq<K, V, E, S - 2, S - 1>(r, w, dm);
+    mirror<K, V, ITEMS, S>(r, w, dm);
+    half_clean_seq<K, V, ITEMS, S - 2, S - 1>(r, w, dm);
 }
 
-// Sort E registers completely (stages 1..log2 E).
-template <class K, class V, int E>
+// Sort ITEMS registers completely (stages 1..log2 ITEMS).
+template <class K, class V, int ITEMS>
 __device__ __forceinline__ void reg_sort(typename K::U* r, typename V::U* w, typename K::U dm) {
-    reg_stage<K, V, E, 1>(r, w, dm);
-    if constexpr (E >= 4) reg_stage<K, V, E, 2>(r, w, dm);
-    if constexpr (E >= 8) reg_stage<K, V, E, 3>(r, w, dm);
-    if constexpr (E >= 16) reg_stage<K, V, E, 4>(r, w, dm);
-    if constexpr (E >= 32) reg_stage<K, V, E, 5>(r, w, dm);
-    if constexpr (E >= 64) reg_stage<K, V, E, 6>(r, w, dm);
+    reg_stage<K, V, ITEMS, 1>(r, w, dm);
+    if constexpr (ITEMS >= 4) reg_stage<K, V, ITEMS, 2>(r, w, dm);
+    if constexpr (ITEMS >= 8) reg_stage<K, V, ITEMS, 3>(r, w, dm);
+    if constexpr (ITEMS >= 16) reg_stage<K, V, ITEMS, 4>(r, w, dm);
+    if constexpr (ITEMS >= 32) reg_stage<K, V, ITEMS, 5>(r, w, dm);
+    if constexpr (ITEMS >= 64) reg_stage<K, V, ITEMS, 6>(r, w, dm);
 }
 
 template <int N> struct Log2 { static constexpr int v = 1 + Log2<N / 2>::v; };

@@ -8,6 +8,7 @@ needs, so a module compiles in a second or two, the first time it is used.
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -23,25 +24,33 @@ def scalar_type(dtype) -> str:
     return f"Scalar<{_U[dtype.itemsize]},{_KIND[dtype.kind]}>"
 
 
+@functools.lru_cache(maxsize=None)
+def _headers_digest() -> str:
+    """A digest of the headers that ``sort.cu`` includes: CuPy caches compiled kernels by
+    their source text alone, so a changed header must change the text."""
+    return hashlib.sha1(b"".join(p.read_bytes() for p in sorted(HERE.glob("*.cuh")))).hexdigest()
+
+
 class Module:
-    """The compiled kernels of one (key dtype, value dtype or None, E, threads, blocks
-    per SM that the register budget must allow, log2 of the tuned tile: the phases of
-    its MERGE passes are compiled with compile-time windows).  ``packed``: instead, the
-    four ``packed_pass`` kernels of a packed key-value sort (``packed_pass[ends]``).
+    """The compiled kernels of one (key dtype, value dtype or None, items per thread E,
+    threads, blocks per SM that the register budget must allow, log2 of the tuned tile:
+    the phases of its MERGE passes are compiled with compile-time windows).  ``packed``:
+    instead, the four ``packed_pass`` kernels of a packed key-value sort
+    (``packed_pass[ends]``).
     ``defines``: extra ``-D`` options, for benchmarks (``DISTSORT_PROBE``)."""
 
-    def __init__(self, key_dtype, value_dtype, regs, threads, min_blocks, tile, defines=(),
-                 packed=False):
+    def __init__(self, key_dtype, value_dtype, items_per_thread, threads, min_blocks, tile_bits,
+                 defines=(), packed=False):
         import cupy
 
         k = scalar_type(key_dtype)
         v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
-        targs = f"{k},{v},{regs},{threads},{min_blocks},{tile}"
+        targs = f"{k},{v},{items_per_thread},{threads},{min_blocks},{tile_bits}"
         if packed:
             names = [f"packed_pass<{targs},{ends}>" for ends in range(4)]
         else:
             names = [f"bitonic_pass<{targs}>", f"merge_pass<{targs}>", f"crossing_count<{k},{v}>"]
-        source = (HERE / "sort.cu").read_text()
+        source = (HERE / "sort.cu").read_text() + f"\n// headers {_headers_digest()}\n"
         self.module = cupy.RawModule(code=source, options=("-std=c++17", f"-I{HERE}", *defines),
                                      name_expressions=names)
         kernels = [self.module.get_function(name) for name in names]
@@ -61,14 +70,15 @@ class Module:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device, key, value, regs, threads, min_blocks, tile, packed):
-    return Module(key, value, regs, threads, min_blocks, tile, packed=packed)
+def _module(device, key, value, items_per_thread, threads, min_blocks, tile_bits, packed):
+    return Module(key, value, items_per_thread, threads, min_blocks, tile_bits, packed=packed)
 
 
-def get_module(key_dtype, value_dtype, regs, threads, min_blocks, tile, packed=False):
+def get_module(key_dtype, value_dtype, items_per_thread, threads, min_blocks, tile_bits,
+               packed=False):
     """The module for these dtypes on the current device (compiled once, then cached)."""
     import cupy
 
     value = None if value_dtype is None else np.dtype(value_dtype).str
-    return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, regs, threads,
-                   min_blocks, tile, packed)
+    return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, items_per_thread,
+                   threads, min_blocks, tile_bits, packed)
