@@ -19,7 +19,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 cd "$NEW"
-PYTHONPATH=$NEW $PY -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py
+PYTHONPATH=$NEW${PYTHONPATH:+:$PYTHONPATH} $PY -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py
 for round in 1 2; do
     for side in new old; do
         tree=$NEW; [ $side = old ] && tree=$OLD
