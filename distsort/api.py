@@ -390,8 +390,11 @@ def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
 _PACKED_VALUE_BYTES = 4
 
 
-def _pack(values, positions):
-    """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable."""
+def _pack(values, block_info=None):
+    """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable.
+    The positions are made in the block's own array module (CuPy chunks stay on the GPU)."""
+    start = block_info[0]["array-location"][0][0]
+    positions = _namespace(values).arange(start, start + values.size, dtype=np.uint64)
     bits = values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
     return (positions << np.uint64(32)) | bits
 
@@ -469,9 +472,9 @@ def _stable_by_key(keys, values, order, verify):
     """
     n = keys.shape[0]
     if values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
-        positions = da.arange(n, chunks=values.chunks, dtype=np.uint64)
-        packed = da.map_blocks(_pack, values, positions, dtype=np.uint64,
-                               name="distsort-pack-" + tokenize(values, positions))
+        packed = values.map_blocks(_pack, dtype=np.uint64,
+                                   meta=_module(values._meta).empty((0,), dtype=np.uint64),
+                                   name="distsort-pack-" + tokenize(values))
         out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
                                         what="sort_by_key")
         return out_keys, out_packed.map_blocks(
