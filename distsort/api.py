@@ -13,6 +13,7 @@ try:  # NumPy >= 2
 except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
+from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
 from .graph import SortGraph, finish_layer, sort_layers
 from .order import check_dtype
@@ -51,10 +52,10 @@ def _module(meta):
     return np
 
 
-def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
+def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
     from .locality import (keep_chunks_in_place, pairs_in_flight,  # import distributed
-                           share_crossing_parts, worker_hosts)
+                           plan_placement, share_crossing_parts, worker_hosts)
     keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     hosts = worker_hosts()
     window = pairs_in_flight(hosts=hosts)
@@ -65,11 +66,14 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     if values is not None and values.chunks[0] != chunks:
         values = values.rechunk((chunks,))
     backend = get_backend(keys._meta, share)
+    value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
+    perm, group = plan_placement(keys.name, chunks, keys.dtype.itemsize + value_bytes,
+                                 array_module_name(keys._meta) == "cupy", hosts=hosts)
     token = tokenize(keys.name, values.name if values is not None else None, order, positions,
-                     window, share)
+                     window, share, perm, group, local)
     graph = SortGraph(token)
     sorted_keys = sort_layers(graph, keys.name, values.name if values is not None else None,
-                              chunks, backend, order, positions, window)
+                              chunks, backend, order, positions, window, perm, group, local)
     sources = [keys] + ([values] if values is not None else [])
     layers, deps = dict(graph.layers), dict(graph.dependencies)
     for src in sources:
@@ -90,6 +94,12 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     if verify:  # the outputs can only be read once a check of them against the input passed
         return verified(keys, values, out_keys, out_values, order, positions, what)
     return out_keys, out_values
+
+
+def _check_local(local):
+    """ValueError unless ``local`` names a local sort."""
+    if local not in LOCAL_SORTS:
+        raise ValueError(f"local must be one of {LOCAL_SORTS}, got {local!r}")
 
 
 def _validate(x, axis, what="x"):
@@ -125,7 +135,7 @@ def _sort_along(x, axis, order, want, verify=False):
                         meta=_module(x._meta).empty((0,) * x.ndim, dtype=dtype))
 
 
-def sort(x, axis=-1, *, descending=False, verify=False):
+def sort(x, axis=-1, *, descending=False, verify=False, local="auto"):
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
@@ -146,6 +156,14 @@ def sort(x, axis=-1, *, descending=False, verify=False):
         order-independent 64-bit checksums: a few elementwise passes over the
         input and the output, no sort).  Raises
         :class:`distsort.VerificationError` when computed if not.
+    local : {"auto", "bitonic", "radix"}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
+        order codes, so the result is the same) where the worker's device budget
+        (dask-cuda's ``device_memory_limit``, else the free device memory) has room
+        for the extra chunk-sized buffers it needs, else the in-place bitonic
+        kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
+        radix sort.
 
     Returns
     -------
@@ -175,12 +193,13 @@ def sort(x, axis=-1, *, descending=False, verify=False):
     """
     x, axis = _validate(x, axis)
     order = Order(descending=bool(descending))
+    _check_local(local)
     if x.ndim == 1:
-        return _sort_1d(x, None, order, positions=False, verify=verify)[0]
+        return _sort_1d(x, None, order, positions=False, verify=verify, local=local)[0]
     return _sort_along(x, axis, order, "keys", verify)
 
 
-def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
+def argsort(x, axis=-1, *, descending=False, stable=True, verify=False, local="auto"):
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
     Parameters
@@ -200,6 +219,14 @@ def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
         pairs are those of the input (counts and order-independent 64-bit
         checksums).  Raises :class:`distsort.VerificationError` when computed
         if not.
+    local : {"auto", "bitonic", "radix"}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
+        order codes, so the result is the same) where the worker's device budget
+        (dask-cuda's ``device_memory_limit``, else the free device memory) has room
+        for the extra chunk-sized buffers it needs, else the in-place bitonic
+        kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
+        radix sort.
 
     Returns
     -------
@@ -217,12 +244,14 @@ def argsort(x, axis=-1, *, descending=False, stable=True, verify=False):
     """
     x, axis = _validate(x, axis)
     order = Order(descending=bool(descending), keyed=True)
+    _check_local(local)
     if x.ndim == 1:
-        return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort")[1]
+        return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort",
+                        local=local)[1]
     return _sort_along(x, axis, order, "values", verify)
 
 
-def sort_by_key(keys, values, *, descending=False, verify=False):
+def sort_by_key(keys, values, *, descending=False, verify=False, local="auto"):
     """Sort 1-D ``keys`` and move ``values`` with them.
 
     Parameters
@@ -239,6 +268,14 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
         pairs are permutations of the input's (counts and order-independent
         64-bit checksums).  Raises :class:`distsort.VerificationError` when
         computed if not.
+    local : {"auto", "bitonic", "radix"}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
+        order codes, so the result is the same) where the worker's device budget
+        (dask-cuda's ``device_memory_limit``, else the free device memory) has room
+        for the extra chunk-sized buffers it needs, else the in-place bitonic
+        kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
+        radix sort.
 
     Returns
     -------
@@ -266,4 +303,6 @@ def sort_by_key(keys, values, *, descending=False, verify=False):
     if array_module_name(keys._meta) != array_module_name(values._meta):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
     order = Order(descending=bool(descending), keyed=True)
-    return _sort_1d(keys, values, order, positions=False, verify=verify, what="sort_by_key")
+    _check_local(local)
+    return _sort_1d(keys, values, order, positions=False, verify=verify, what="sort_by_key",
+                    local=local)

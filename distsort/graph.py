@@ -38,9 +38,14 @@ and outputs of the pairs in the window.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import operator
 import re
 from dataclasses import dataclass, field
 
+from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
@@ -157,13 +162,14 @@ class _Network:
         cur[lo], cur[hi] = key("low", lo), key("high", hi)
 
 
-def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
+def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1):
     """Add one layer per round of the network; returns the keys of the sorted chunks.
 
     At most ``window`` pairs (None: no limit) are between their ``tail`` and ``head``
-    and their merges at once."""
+    and their merges at once.  ``run``: every ``run`` consecutive chunks hold one
+    sorted run already (``plan.plan_network``)."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
-    rounds = plan_network(len(chunks))
+    rounds = plan_network(len(chunks), run=run)
     shared = hasattr(backend, "share")
     if rounds and not shared:
         tasks = {}
@@ -192,26 +198,94 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
-                window=None):
+                window=None, perm=None, group=1, local="auto"):
     """Prepare (copy and sort) every chunk, then run the network.
 
     ``keys_name`` and ``values_name`` (or None) name the input arrays, whose
     1-D chunking ``chunks`` must be regular (``distsort.plan.is_regular``).
     ``positions`` makes the values the positions ``0 .. n-1``; ``window`` limits the
-    pairs in flight (``network_layers``).
+    pairs in flight (``network_layers``).  ``perm`` (``distsort.placement.placement``)
+    feeds input chunk ``perm[p]`` to position ``p`` of the network (None: chunk ``p``);
+    positions stay the input's element indices.  ``group`` (a power of two): every
+    ``group`` consecutive positions are sorted as one (``group_prepare``) and the
+    network starts past them.  ``local``: the local sort (``"auto"``, ``"bitonic"``,
+    ``"radix"``), for backends whose ``prepare`` takes it.
     Returns the keys of the sorted chunks, in backend form.
     """
-    tasks = {}
-    start = 0
-    for i, size in enumerate(chunks):
-        value = (values_name, i) if values_name is not None else None
-        tasks[("distsort-prepare-" + graph.token, i)] = (
-            backend.prepare, (keys_name, i), value, order, start if positions else None)
-        start += size
+    perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
+    first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
     deps = {keys_name} | ({values_name} if values_name else set())
-    graph.add("prepare", tasks, deps)
-    keys = [("distsort-prepare-" + graph.token, i) for i in range(len(chunks))]
-    return network_layers(graph, keys, chunks, backend, order, window)
+    keys = [("distsort-prepare-" + graph.token, p) for p in range(len(chunks))]
+    prep = _prepare_func(backend, local)
+    if group > 1:
+        group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend,
+                     order, group, local, deps)
+    else:
+        tasks = {}
+        for p, i in enumerate(perm):
+            value = (values_name, i) if values_name is not None else None
+            tasks[keys[p]] = (prep, (keys_name, i), value, order, first[p])
+        graph.add("prepare", tasks, deps)
+    return network_layers(graph, keys, chunks, backend, order, window, run=group)
+
+
+def _prepare_func(backend, local):
+    """``backend.prepare``, told the local sort where it takes one."""
+    if "local" in inspect.signature(backend.prepare).parameters:
+        return functools.partial(backend.prepare, local=local)
+    return backend.prepare
+
+
+def group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend, order,
+                 group, local, deps):
+    """The tasks that sort each group of ``group`` consecutive positions as one
+    (``group_prepare``, one task on one worker) and the chunks (slices) they give,
+    as the keys ``keys``."""
+    tasks, parts = {}, {}
+    for b, (lo, hi) in enumerate(group_bounds(len(chunks), group)):
+        gkey = ("distsort-group-" + graph.token, b)
+        values = ([(values_name, i) for i in perm[lo:hi]] if values_name is not None
+                  else None)
+        tasks[gkey] = (group_prepare, backend, local, order, list(first[lo:hi]),
+                       list(chunks[lo:hi]), [(keys_name, i) for i in perm[lo:hi]], values)
+        for p in range(lo, hi):
+            parts[keys[p]] = (operator.getitem, gkey, p - lo)
+    graph.add("group", tasks, deps)
+    graph.add("prepare", parts, {f"distsort-group-{graph.token}"})
+
+
+def group_prepare(backend, local, order, firsts, sizes, keys, values):
+    """Sort the input chunks ``keys`` (and ``values``, or positions from ``firsts``) as
+    one run; returns it as chunks of ``sizes`` elements (slices of the run)."""
+    xp = _namespace(keys[0])
+    k = xp.concatenate([xp.asarray(c).ravel() for c in keys])
+    if firsts[0] is not None:
+        v = xp.concatenate([xp.arange(f, f + n, dtype="int64") for f, n in zip(firsts, sizes)])
+    elif values is not None:
+        v = xp.concatenate([xp.asarray(c).ravel() for c in values])
+    else:
+        v = None
+    if hasattr(backend, "sort_owned"):  # sorts our concatenation in place: no copy
+        increasing = firsts[0] is not None and all(a < b for a, b in zip(firsts, firsts[1:]))
+        run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
+    else:
+        run = backend.prepare(k, v, order, None)
+    ends = list(itertools.accumulate(sizes))
+    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes))
+
+
+def _namespace(x):
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy
+    import numpy
+    return numpy
+
+
+def _slice(chunk, start, stop):
+    if isinstance(chunk, tuple):
+        return tuple(x[start:stop] for x in chunk)
+    return chunk[start:stop]
 
 
 def finish_layer(graph, out_name, sorted_keys, func, *args):

@@ -164,3 +164,101 @@ def _register(client):
                       stacklevel=4)
         return False
     return True
+
+
+# ---------------------------------------------------------------- placement helpers
+def chunk_owners(keys, client=None):
+    """The worker holding each of ``keys`` (a persisted array's chunks), or None for
+    a chunk not in memory (lazy input) and for every chunk without a client: the
+    scheduler's ``who_has``, in one round trip.  Where a chunk has copies on several
+    workers, the first one the scheduler names."""
+    client = _current_client(client)
+    if client is None or client.asynchronous:
+        return [None] * len(keys)
+    try:
+        where = client.who_has(list(keys))
+    except Exception:  # noqa: BLE001  (no answer only costs locality)
+        return [None] * len(keys)
+    return [(sorted(where.get(k) or ()) or [None])[0] for k in keys]
+
+
+def worker_slots(gpu, client=None, hosts=...):
+    """Workers that sort at once: one per GPU worker, one per thread of CPU workers
+    (NumPy sorts a chunk on one thread); None without a client."""
+    client = _current_client(client)
+    if client is None:
+        return None
+    if hosts is not ... and hosts == [None]:
+        return 1
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    except Exception:  # noqa: BLE001
+        return 1
+    if gpu:
+        return max(1, len(workers))
+    return max(1, sum(int(w.get("nthreads", 1) or 1) for w in workers.values()))
+
+
+def _device_limit():
+    from .backends.cupy_local import device_limit
+    return device_limit()
+
+
+def worker_budget(gpu, client=None):
+    """The smallest memory budget of one slot over the workers of ``client`` (bytes), for
+    sizing the groups of chunks sorted as one: GPU workers' device limits
+    (``distsort.backends.cupy_local.device_limit``), CPU workers' memory limit per
+    thread; None where not known (no client, no limit)."""
+    client = _current_client(client)
+    if client is None or client.asynchronous:
+        return None
+    try:
+        if gpu:
+            budgets = client.run(_device_limit).values()
+        else:
+            budgets = [w.get("memory_limit") and w["memory_limit"] // max(1, w.get("nthreads", 1))
+                       for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+    except Exception:  # noqa: BLE001  (no answer: no bound from memory)
+        return None
+    budgets = [b for b in budgets if b]
+    return min(budgets) if budgets else None
+
+
+#: Values of the config ``distsort.placement``: positions from where chunks live, or not.
+PLACEMENTS = ("auto", "identity")
+
+
+def plan_placement(keys_name, chunks, element_bytes, gpu, client=None, hosts=...):
+    """``(perm, group)`` for the network on the chunks ``(keys_name, i)``: positions from
+    where the chunks live (``distsort.placement.placement``) and how many consecutive
+    positions are sorted as one (``distsort.placement.group_size``).
+
+    Dask config: ``distsort.placement`` ``"auto"`` (default: from the scheduler's
+    ``who_has``) or ``"identity"`` (chunk ``i`` at position ``i``); ``distsort.group``
+    ``"auto"`` (default) or a power of two (1: every chunk sorted alone).  Without a
+    client: identity, and groups of one chunk unless ``distsort.group`` says otherwise.
+
+    >>> plan_placement("x", (4, 4, 2), 8, gpu=False)
+    ((0, 1, 2), 1)
+    """
+    from .placement import floor_pow2, group_size, placement
+    mode = dask.config.get("distsort.placement", "auto")
+    if mode not in PLACEMENTS:
+        raise ValueError(f"distsort.placement must be one of {PLACEMENTS}, got {mode!r}")
+    c = len(chunks)
+    client = _current_client(client)
+    slots = worker_slots(gpu, client, hosts) if c > 1 else None
+    fixed = dask.config.get("distsort.group", "auto")
+    if fixed != "auto":
+        group = int(fixed)
+    elif slots is None:
+        group = 1
+    else:
+        budget = worker_budget(gpu, client)
+        group = group_size(c, slots, chunks[0] * element_bytes, budget)
+    if slots is None:
+        return tuple(range(c)), group
+    align = max(group, floor_pow2(c // slots))  # whole blocks of a worker's chunks
+    owners = (chunk_owners([(keys_name, i) for i in range(c)], client) if mode == "auto"
+              else [None] * c)
+    return placement(owners, align, short_last=chunks[-1] < chunks[0]), group

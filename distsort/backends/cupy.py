@@ -22,6 +22,7 @@ import numpy as np
 from .. import memory
 from ..kernels.loader import get_module
 from . import passes, tuning
+from .cupy_local import sort_owned  # noqa: F401  (also the graph's group sorts)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 from .numpy import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 
@@ -184,8 +185,9 @@ def merge_runs(a, b, descending=False):
 
 
 # ---------------------------------------------------------------- the interface
-def prepare(keys, values, order, start=None):
-    """Copy one chunk (the input is never modified) and sort the copy in place."""
+def prepare(keys, values, order, start=None, local="auto"):
+    """Copy one chunk (the input is never modified) and sort the copy: in place, or by
+    CUB's radix sort where memory allows (``local``: ``cupy_local.sort_owned``)."""
     vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
     # A merge later holds this chunk, the other chunk's head and the output: refuse a
     # chunk that cannot fit three times even on an empty device, with rechunk advice.
@@ -199,8 +201,7 @@ def prepare(keys, values, order, start=None):
             values = cupy.array(values, copy=True).ravel()
     else:
         values = None
-    sort_inplace(keys, values, order.descending)
-    return _chunk(keys, values)
+    return sort_owned(keys, values, order, local, increasing_values=start is not None)
 
 
 def length(chunk):

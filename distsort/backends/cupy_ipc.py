@@ -13,7 +13,8 @@ from __future__ import annotations
 from . import cupy as _plain
 from .cuda_ipc import copy_in, opened, share  # noqa: F401
 from .cupy import (crossing_bound, finish_keys, finish_values, head, length,  # noqa: F401
-                   merge_high, merge_low, prepare, probe, sort_blocks, tail)
+                   merge_high, merge_low, prepare, probe, sort_blocks,
+                   sort_owned, tail)
 
 
 def _fetched(part, borrowed):

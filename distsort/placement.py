@@ -1,0 +1,140 @@
+"""Where each input chunk enters the network, and how many chunks are sorted as one.
+
+Sorting does not care which input chunk takes which position of the network.  So
+the positions follow where the chunks live: the chunks of one worker take
+consecutive positions, in aligned blocks of a power of two, and the network's
+early rounds (which pair chunks inside such blocks) move no data between workers.
+Past that, each block of ``group`` consecutive positions is sorted as one on its
+worker (``distsort.graph``), and the network starts at the stage that merges pairs
+of blocks (``distsort.plan.plan_network(c, run=group)``).
+
+Everything here is pure arithmetic on integers and worker names, tested without
+a cluster; ``distsort.locality`` asks the scheduler for what it needs.
+
+Examples
+--------
+Eight chunks persisted round robin on two workers: each worker's chunks take one
+aligned block of four positions.
+
+>>> placement(["a", "b"] * 4)
+(0, 2, 4, 6, 1, 3, 5, 7)
+>>> group_size(8, slots=2, chunk_bytes=10, budget_bytes=10**6)
+4
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+__all__ = ["placement", "group_size", "floor_pow2", "starts", "group_bounds"]
+
+#: Chunk-sized buffers a group sort holds at once: its inputs, their concatenation,
+#: and the sorted copy (``distsort.graph.group_prepare``).
+GROUP_COPIES = 3
+
+
+def floor_pow2(n: int) -> int:
+    """The largest power of two ``<= n`` (1 for ``n <= 1``).
+
+    >>> [floor_pow2(n) for n in (0, 1, 2, 3, 4, 7, 8, 9)]
+    [1, 1, 2, 2, 4, 4, 8, 8]
+    """
+    return 1 if n <= 1 else 1 << (int(n).bit_length() - 1)
+
+
+def placement(owners, group: int = 1, short_last: bool = False) -> tuple[int, ...]:
+    """A permutation ``perm`` of the chunks: position ``p`` of the network takes input
+    chunk ``perm[p]``.
+
+    Parameters
+    ----------
+    owners : sequence
+        The worker holding each input chunk (any hashable name), or None where it is
+        not known (lazy input).  Chunks of unknown owners keep their order.
+    group : int, optional
+        A power of two: every worker's chunks are dealt in whole aligned blocks of
+        ``group`` positions first (each block then lies on one worker), in the order
+        the workers first appear; the rest follow, worker by worker.  With
+        ``group=1`` each worker's chunks simply take consecutive positions.
+    short_last : bool, optional
+        The last chunk is shorter than the others: it keeps the last position (the
+        network's chunks are equal but for the last one).
+
+    Returns
+    -------
+    tuple of int
+        ``perm``, a permutation of ``range(len(owners))``.
+
+    Examples
+    --------
+    >>> placement(["a", "b", "a", "b", "a", "b"])
+    (0, 2, 4, 1, 3, 5)
+    >>> placement(["a", "b", "a", "b", "b", "b"], group=2)  # a's 2, b's 4, in blocks
+    (0, 2, 1, 3, 4, 5)
+    >>> placement(["a", "b", "a", "b", "a"], group=2)  # a's third chunk comes last
+    (0, 2, 1, 3, 4)
+    >>> placement(["a", "b", "a", "b", "a"], short_last=True)  # chunk 4 stays last
+    (0, 2, 1, 3, 4)
+    >>> placement([None, None, None])
+    (0, 1, 2)
+    """
+    if group < 1 or group & (group - 1):
+        raise ValueError(f"group must be a power of two >= 1, got {group}")
+    owners = list(owners)
+    c = len(owners)
+    if c == 0:
+        return ()
+    fixed = (c - 1,) if short_last and c > 1 else ()
+    chunks_of = defaultdict(list)  # dicts keep the order in which workers first appear
+    for i, owner in enumerate(owners[:c - len(fixed)]):
+        chunks_of[owner].append(i)
+    blocks, rest = [], []
+    for owner, mine in chunks_of.items():
+        whole = len(mine) - len(mine) % group
+        blocks.extend(mine[:whole])
+        rest.extend(mine[whole:])
+    return tuple(blocks + rest) + fixed
+
+
+def group_size(chunks: int, slots: int, chunk_bytes: int, budget_bytes: int | None,
+               copies: int = GROUP_COPIES) -> int:
+    """How many consecutive chunks are sorted as one: the chunks per slot (a GPU, or a
+    CPU worker's thread), rounded down to a power of two, as far as ``copies`` buffers
+    of that many chunks fit in ``budget_bytes`` (None: no bound).
+
+    >>> group_size(32, slots=2, chunk_bytes=2**29, budget_bytes=140 * 10**9)
+    16
+    >>> group_size(8, slots=2, chunk_bytes=2**34, budget_bytes=140 * 10**9)  # not 3 x 4 x 16 GiB
+    2
+    >>> group_size(8, slots=2, chunk_bytes=2**36, budget_bytes=140 * 10**9)  # no room
+    1
+    >>> group_size(3, slots=4, chunk_bytes=1, budget_bytes=None)
+    1
+    """
+    if slots < 1 or chunks < 0 or chunk_bytes < 0:
+        raise ValueError(f"need slots >= 1, chunks >= 0 and chunk_bytes >= 0, got {slots}, "
+                         f"{chunks} and {chunk_bytes}")
+    g = floor_pow2(chunks // slots)
+    if budget_bytes is not None:
+        while g > 1 and copies * g * chunk_bytes > budget_bytes:
+            g //= 2
+    return g
+
+
+def starts(perm, chunk: int) -> tuple[int, ...]:
+    """The index of the first element of the input chunk at each position, for a
+    regular chunking of ``chunk`` elements (argsort's positions follow the chunk).
+
+    >>> starts((0, 2, 1, 3), 10)
+    (0, 20, 10, 30)
+    """
+    return tuple(int(i) * int(chunk) for i in perm)
+
+
+def group_bounds(c: int, group: int) -> tuple[tuple[int, int], ...]:
+    """The ``(first, stop)`` positions of each group of ``group`` consecutive chunks;
+    the last group may be shorter.
+
+    >>> group_bounds(5, 2)
+    ((0, 2), (2, 4), (4, 5))
+    """
+    return tuple((b, min(c, b + group)) for b in range(0, c, group))
