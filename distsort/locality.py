@@ -171,15 +171,24 @@ def chunk_owners(keys, client=None):
     """The worker holding each of ``keys`` (a persisted array's chunks), or None for
     a chunk not in memory (lazy input) and for every chunk without a client: the
     scheduler's ``who_has``, in one round trip.  Where a chunk has copies on several
-    workers, the first one the scheduler names."""
+    workers, the first by address."""
     client = _current_client(client)
     if client is None or client.asynchronous:
         return [None] * len(keys)
     try:
-        where = client.who_has(list(keys))
+        return client.run_on_scheduler(_first_holders, list(keys))
     except Exception:  # noqa: BLE001  (no answer only costs locality)
         return [None] * len(keys)
-    return [(sorted(where.get(k) or ()) or [None])[0] for k in keys]
+
+
+def _first_holders(keys, dask_scheduler=None):
+    """On the scheduler: the first worker (by address) holding each key, or None."""
+    out = []
+    for k in keys:
+        ts = dask_scheduler.tasks.get(k)
+        held = sorted(ws.address for ws in ts.who_has) if ts is not None and ts.who_has else ()
+        out.append(held[0] if held else None)
+    return out
 
 
 def worker_slots(gpu, client=None, hosts=...):
