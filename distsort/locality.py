@@ -191,18 +191,25 @@ def _first_holders(keys, dask_scheduler=None):
     return out
 
 
-def worker_slots(gpu, client=None, hosts=...):
-    """Workers that sort at once: one per GPU worker, one per thread of CPU workers
-    (NumPy sorts a chunk on one thread); None without a client."""
-    client = _current_client(client)
-    if client is None:
+def _workers(client):
+    """The scheduler's record of each worker (address -> info), or None without one."""
+    if client is None or client.asynchronous:
         return None
-    if hosts is not ... and hosts == [None]:
-        return 1
     try:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
-    except Exception:  # noqa: BLE001
-        return 1
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except Exception:  # noqa: BLE001  (no answer: sized as for one worker)
+        return None
+
+
+def worker_slots(gpu, workers):
+    """Chunks sorted at once: one per GPU worker, one per thread of CPU workers (NumPy
+    sorts a chunk on one thread); ``workers``: the scheduler's record (``_workers``).
+
+    >>> worker_slots(False, {"a": {"nthreads": 4}, "b": {"nthreads": 2}})
+    6
+    >>> worker_slots(True, {"a": {"nthreads": 4}, "b": {"nthreads": 2}})
+    2
+    """
     if gpu:
         return max(1, len(workers))
     return max(1, sum(int(w.get("nthreads", 1) or 1) for w in workers.values()))
@@ -213,24 +220,27 @@ def _device_limit():
     return device_limit()
 
 
-def worker_budget(gpu, client=None):
-    """The smallest memory budget of one slot over the workers of ``client`` (bytes), for
-    sizing the groups of chunks sorted as one: GPU workers' device limits
-    (``distsort.backends.cupy_local.device_limit``), CPU workers' memory limit per
-    thread; None where not known (no client, no limit)."""
-    client = _current_client(client)
-    if client is None or client.asynchronous:
-        return None
-    try:
-        if gpu:
-            budgets = client.run(_device_limit).values()
-        else:
-            budgets = [w.get("memory_limit") and w["memory_limit"] // max(1, w.get("nthreads", 1))
-                       for w in client.scheduler_info(n_workers=-1)["workers"].values()]
-    except Exception:  # noqa: BLE001  (no answer: no bound from memory)
-        return None
-    budgets = [b for b in budgets if b]
-    return min(budgets) if budgets else None
+_device_limits: dict = {}  # (scheduler, workers) -> smallest device limit
+
+
+def worker_budget(gpu, client, workers):
+    """The smallest memory budget of one slot over ``workers`` (bytes), for sizing the
+    groups of chunks sorted as one: GPU workers' device limits
+    (``distsort.backends.cupy_local.device_limit``, asked once per set of workers),
+    CPU workers' memory limit per thread; None where not known."""
+    if not gpu:
+        budgets = [w.get("memory_limit") and w["memory_limit"] // max(1, w.get("nthreads", 1))
+                   for w in workers.values()]
+        budgets = [b for b in budgets if b]
+        return min(budgets) if budgets else None
+    key = (getattr(client.scheduler, "address", None), tuple(sorted(workers)))
+    if key not in _device_limits:
+        try:
+            budgets = [b for b in client.run(_device_limit).values() if b]
+        except Exception:  # noqa: BLE001  (no answer: no bound from memory)
+            return None
+        _device_limits[key] = min(budgets) if budgets else None
+    return _device_limits[key]
 
 
 #: Values of the config ``distsort.placement``: positions from where chunks live, or not.
@@ -256,18 +266,18 @@ def plan_placement(keys_name, chunks, element_bytes, gpu, client=None, hosts=...
         raise ValueError(f"distsort.placement must be one of {PLACEMENTS}, got {mode!r}")
     c = len(chunks)
     client = _current_client(client)
-    slots = worker_slots(gpu, client, hosts) if c > 1 else None
+    workers = _workers(client) if c > 1 and hosts != [None] else None
     fixed = dask.config.get("distsort.group", "auto")
     if fixed != "auto":
         group = int(fixed)
-    elif slots is None:
+    elif not workers:
         group = 1
     else:
-        budget = worker_budget(gpu, client)
-        group = group_size(c, slots, chunks[0] * element_bytes, budget)
-    if slots is None:
+        group = group_size(c, worker_slots(gpu, workers), chunks[0] * element_bytes,
+                           worker_budget(gpu, client, workers))
+    if not workers:
         return tuple(range(c)), group
-    align = max(group, floor_pow2(c // slots))  # whole blocks of a worker's chunks
+    align = max(group, floor_pow2(c // len(workers)))  # whole blocks of a worker's chunks
     owners = (chunk_owners([(keys_name, i) for i in range(c)], client) if mode == "auto"
               else [None] * c)
     return placement(owners, align, short_last=chunks[-1] < chunks[0]), group

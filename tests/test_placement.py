@@ -201,7 +201,7 @@ def test_groups_sort_on_their_worker(cluster_client):
     x, data, workers = _round_robin(client, rng, 8, 300, "float32")
     with client.as_current():
         perm, group = locality.plan_placement(x.name, x.chunks[0], 12, gpu=False)
-        assert group == 4 and perm == (0, 2, 4, 6, 1, 3, 5, 7)
+        assert (perm, group) == ((0, 2, 4, 6, 1, 3, 5, 7), 4)
         with distributed.get_task_stream(client=client) as ts:
             got = client.compute(distsort.argsort(x)).result()
     np.testing.assert_array_equal(got, np.argsort(data, kind="stable"))
