@@ -260,7 +260,7 @@ def plan_placement(keys_name, chunks, element_bytes, gpu, client=None, hosts=...
     >>> plan_placement("x", (4, 4, 2), 8, gpu=False)
     ((0, 1, 2), 1)
     """
-    from .placement import floor_pow2, group_size, placement
+    from .placement import floor_pow2, group_size, local_group, placement
     mode = dask.config.get("distsort.placement", "auto")
     if mode not in PLACEMENTS:
         raise ValueError(f"distsort.placement must be one of {PLACEMENTS}, got {mode!r}")
@@ -280,4 +280,7 @@ def plan_placement(keys_name, chunks, element_bytes, gpu, client=None, hosts=...
     align = max(group, floor_pow2(c // len(workers)))  # whole blocks of a worker's chunks
     owners = (chunk_owners([(keys_name, i) for i in range(c)], client) if mode == "auto"
               else [None] * c)
-    return placement(owners, align, short_last=chunks[-1] < chunks[0]), group
+    perm = placement(owners, align, short_last=chunks[-1] < chunks[0])
+    if fixed == "auto":  # a group sort should move no chunk between workers
+        group = local_group([owners[i] for i in perm], group)
+    return perm, group

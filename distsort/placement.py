@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-__all__ = ["placement", "group_size", "floor_pow2", "starts", "group_bounds"]
+__all__ = ["placement", "group_size", "local_group", "floor_pow2", "starts", "group_bounds"]
 
 #: Chunk-sized buffers a group sort holds at once: its inputs, their concatenation,
 #: and the sorted copy (``distsort.graph.group_prepare``).
@@ -118,6 +118,26 @@ def group_size(chunks: int, slots: int, chunk_bytes: int, budget_bytes: int | No
         while g > 1 and copies * g * chunk_bytes > budget_bytes:
             g //= 2
     return g
+
+
+def local_group(owners, group: int) -> int:
+    """The largest power of two ``<= group`` such that every block of that many
+    consecutive positions lies on one worker (``owners``: the worker of the chunk at
+    each position, None where not known, which matches any): a group sort then moves
+    no chunk between workers.
+
+    >>> local_group(["a", "a", "b", "b"], 2), local_group(["a", "a", "a", "b"], 2)
+    (2, 1)
+    >>> local_group([None, "b", "a", "a"], 4)
+    2
+    """
+    g = group
+    while g > 1:
+        blocks = ({o for o in owners[b:b + g] if o is not None} for b in range(0, len(owners), g))
+        if all(len(held) <= 1 for held in blocks):
+            return g
+        g //= 2
+    return 1
 
 
 def starts(perm, chunk: int) -> tuple[int, ...]:

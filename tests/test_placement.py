@@ -243,3 +243,12 @@ def test_radix_order_matches_numpy_backend(dtype, monkeypatch):
             wk, wv = npb.prepare(keys, values, keyed)
             np.testing.assert_array_equal(k.view(u), wk.view(u))
             np.testing.assert_array_equal(v.view("u4"), wv.view("u4"))
+
+
+def test_local_group_keeps_groups_on_one_worker():
+    from distsort.placement import local_group
+    assert local_group(["a"] * 4 + ["b"] * 4, 4) == 4
+    assert local_group(["a"] * 3 + ["b"] * 5, 4) == 1
+    assert local_group(["a", "a", None, "b"], 2) == 2
+    perm = placement(["a", "b", "a", "b", "b", "b"], 2)
+    assert local_group([["a", "b", "a", "b", "b", "b"][i] for i in perm], 2) == 2
