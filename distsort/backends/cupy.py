@@ -185,9 +185,10 @@ def merge_runs(a, b, descending=False):
 
 
 # ---------------------------------------------------------------- the interface
-def prepare(keys, values, order, start=None, local="auto"):
+def prepare(keys, values, order, start=None, local="bitonic"):
     """Copy one chunk (the input is never modified) and sort the copy: in place, or by
-    CUB's radix sort where memory allows (``local``: ``cupy_local.sort_owned``)."""
+    CUB's radix sort (``local``: ``cupy_local.sort_owned``; the graph passes the
+    ``local=`` of ``distsort.sort``, whose default is ``"auto"``)."""
     vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
     # A merge later holds this chunk, the other chunk's head and the output: refuse a
     # chunk that cannot fit three times even on an empty device, with rechunk advice.
