@@ -106,17 +106,45 @@ def fit_gpu(path=GPU_RUNS, bandwidth_gbs=NVLINK_GBS):
                 rows=used, residual_s=list(map(float, np.array(rhs) - predicted)))
 
 
+#: Tasks per GPU and round that pass through the scheduler (the IPC exchange: a share
+#: and a merge per chunk; ``distsort.graph``).
+TASKS_PER_GPU_ROUND = 2
+
+
 def fit_cpu(path):
-    """``latency(W) = a + b W`` from the CPU runs: each run's time less its local sorts
-    and merges, per round."""
+    """From the CPU runs: the time per round beyond the sorts and merges, per worker
+    count (reported), and the scheduler's time per task (measured alone), which gives
+    ``b = TASKS_PER_GPU_ROUND x task time``.  A slope fitted to the time per round
+    would mostly measure the 2 shared cores running up to 8 worker processes."""
     doc = json.loads(Path(path).read_text())
     xs, ys = [], []
     for r in doc["rows"]:
         extra = r["seconds"] - r["local_sort_s"] - r["rounds"] * r["merge_s"]
         xs.append(r["workers"])
         ys.append(extra / max(1, r["rounds"]))
-    b, a = np.polyfit(xs, ys, 1) if len(set(xs)) > 1 else (0.0, ys[0])
-    return dict(a_s=float(a), b_s_per_worker=float(b), points=list(zip(xs, ys)))
+    slope, a = np.polyfit(xs, ys, 1) if len(set(xs)) > 1 else (0.0, ys[0])
+    task = doc.get("scheduler_task_s", 0.0)
+    return dict(a_s=float(a), slope_s_per_worker=float(slope), points=list(zip(xs, ys)),
+                scheduler_task_s=task, b_s_per_worker=TASKS_PER_GPU_ROUND * task)
+
+
+def scheduler_task_seconds(tasks=2000):
+    """The scheduler's time per task: independent no-op tasks on one worker thread,
+    wall time over their count (the worker's own part is microseconds)."""
+    import distributed
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            distributed.wait(client.map(_noop, range(tasks), pure=False))
+            times.append((time.perf_counter() - start) / tasks)
+    return statistics.median(times)
+
+
+def _noop(i):
+    return i
 
 
 # ---------------------------------------------------------------- predictions
@@ -143,24 +171,49 @@ def sample_sort_seconds(p, per_gpu, fit, b, collective=True, links="ib"):
     else:
         exchange = off / (NVLINK_GBS * 1e9)
     tasks = p if collective else p * p
-    latency = 2 * (fit["round_latency_s"] + b * (p - 2)) + b * tasks
+    latency = 2 * (fit["round_latency_s"] + b * (p - 2)) + b / TASKS_PER_GPU_ROUND * tasks
     return 2 * sort + exchange + latency
 
 
 def predict(fit, b, per_gpu, gpus, crossing):
+    """Rows of predictions; ``_b0`` columns: no scheduler cost growing with the GPUs (a
+    lower bound), the others with ``b`` per GPU and round."""
     rows = []
     for p in gpus:
         fr = crossing[p]
         row = dict(gpus=p, rounds=len(fr), per_gpu_bytes=per_gpu,
                    crossing_per_gpu_bytes=sum(f for _, f in fr) * per_gpu,
-                   bitonic_nvlink_s=bitonic_seconds(p, per_gpu, fit, b, fr, links="nvlink"),
+                   bitonic_nvlink_b0_s=bitonic_seconds(p, per_gpu, fit, 0, fr, links="nvlink"),
+                   bitonic_ib_b0_s=bitonic_seconds(p, per_gpu, fit, 0, fr, links="ib"),
                    bitonic_ib_s=bitonic_seconds(p, per_gpu, fit, b, fr, links="ib"),
+                   sample_collective_ib_b0_s=sample_sort_seconds(p, per_gpu, fit, 0, True),
                    sample_collective_ib_s=sample_sort_seconds(p, per_gpu, fit, b, True),
                    sample_tasks_ib_s=sample_sort_seconds(p, per_gpu, fit, b, False))
-        row["latency_share_bitonic_ib"] = (len(fr) * (fit["round_latency_s"] + b * (p - 2))
-                                           / row["bitonic_ib_s"])
+        row["latency_share_bitonic_ib_b0"] = (len(fr) * fit["round_latency_s"]
+                                              / row["bitonic_ib_b0_s"])
         rows.append(row)
     return rows
+
+
+COLUMNS = [("gpus", "gpus", "{}"), ("rounds", "rounds", "{}"),
+           ("crossing_per_gpu_bytes", "crossing GB/GPU", "{:.0f}"),
+           ("bitonic_nvlink_b0_s", "bitonic NVLink b=0", "{:.2f}"),
+           ("bitonic_ib_b0_s", "bitonic IB b=0", "{:.2f}"),
+           ("latency_share_bitonic_ib_b0", "latency share", "{:.2f}"),
+           ("bitonic_ib_s", "bitonic IB", "{:.2f}"),
+           ("sample_collective_ib_b0_s", "sample all-to-all IB b=0", "{:.2f}"),
+           ("sample_collective_ib_s", "sample all-to-all IB", "{:.2f}"),
+           ("sample_tasks_ib_s", "sample P^2 tasks IB", "{:.2f}")]
+
+
+def table(rows):
+    """A Markdown table of the predictions (seconds; GB)."""
+    lines = ["| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
+             "|" + "---|" * len(COLUMNS)]
+    for r in rows:
+        vals = [fmt.format(r[k] / 1e9 if k.endswith("bytes") else r[k]) for k, _, fmt in COLUMNS]
+        lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- CPU runs
@@ -228,9 +281,12 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.measure_cpu:
         import os
+        task = scheduler_task_seconds()
+        print(f"scheduler: {task * 1e6:.0f} us per task", flush=True)
         rows = measure_cpu()
         path = save({"scenario": "scale_model_cpu", "device": f"cpu-{os.cpu_count()}cores",
-                     "rows": rows}, f"scale_model_cpu_cpu-{os.cpu_count()}cores")
+                     "scheduler_task_s": task, "rows": rows},
+                    f"scale_model_cpu_cpu-{os.cpu_count()}cores")
         print(f"CPU runs saved to {path}")
         args.cpu_runs = args.cpu_runs or path
     cpu_path = args.cpu_runs or max(RESULTS.glob("scale_model_cpu_*.json"), default=None)
@@ -242,16 +298,11 @@ def main(argv=None):
     print(f"fit (2x H200): bitonic sort {fit['sort_bytes_s'] / 1e9:.1f} GB/s, merge "
           f"{fit['merge_bytes_s'] / 1e9:.0f} GB/s, latency {fit['round_latency_s'] * 1e3:.1f} "
           f"ms/round, residuals {[round(r * 1e3, 1) for r in fit['residual_s']]} ms; "
-          f"CPU: +{b * 1e3:.2f} ms/round per worker ({cpu_path}); assumed: NVLink "
+          f"scheduler {cpu['scheduler_task_s'] * 1e6:.0f} us/task, so +{b * 1e3:.2f} ms/round "
+          f"per GPU; CPU runs' time per round {[(w, round(y * 1e3)) for w, y in cpu['points']]}"
+          f" ms ({cpu_path}); assumed: NVLink "
           f"{NVLINK_GBS:.0f} GB/s, IB {IB_GBS:.0f} GB/s per GPU, {NODE_GPUS} GPUs per node")
-    head = ("gpus", "rounds", "cross GB", "bitonic NVLink s", "bitonic IB s",
-            "sample (collective) IB s", "sample (P^2 tasks) IB s", "latency share")
-    print(" | ".join(head))
-    for r in rows:
-        print(f"{r['gpus']} | {r['rounds']} | {r['crossing_per_gpu_bytes'] / 1e9:.1f} | "
-              f"{r['bitonic_nvlink_s']:.2f} | {r['bitonic_ib_s']:.2f} | "
-              f"{r['sample_collective_ib_s']:.2f} | {r['sample_tasks_ib_s']:.2f} | "
-              f"{r['latency_share_bitonic_ib']:.2f}")
+    print(table(rows))
     path = save({"scenario": "scale_model", "fit_gpu": fit, "fit_cpu": cpu,
                  "assumed": dict(ib_gb_s=IB_GBS, node_gpus=NODE_GPUS, nvlink_gb_s=NVLINK_GBS),
                  "rows": rows}, "scale_model_prediction")
