@@ -27,9 +27,9 @@ from collections import defaultdict
 
 __all__ = ["placement", "group_size", "local_group", "floor_pow2", "starts", "group_bounds"]
 
-#: Chunk-sized buffers a group sort holds at once: its inputs, their concatenation,
-#: and the sorted copy (``distsort.graph.group_prepare``).
-GROUP_COPIES = 3
+#: Copies of its group a group sort holds beyond the inputs: their concatenation and
+#: the sorted run (``distsort.graph.group_prepare``).
+GROUP_COPIES = 2
 
 
 def floor_pow2(n: int) -> int:
@@ -95,18 +95,20 @@ def placement(owners, group: int = 1, short_last: bool = False) -> tuple[int, ..
     return tuple(blocks + rest) + fixed
 
 
-def group_size(chunks: int, slots: int, chunk_bytes: int, budget_bytes: int | None,
-               copies: int = GROUP_COPIES) -> int:
+def group_size(chunks: int, slots: int, chunk_bytes: int, budget_bytes: int | None) -> int:
     """How many consecutive chunks are sorted as one: the chunks per slot (a GPU, or a
-    CPU worker's thread), rounded down to a power of two, as far as ``copies`` buffers
-    of that many chunks fit in ``budget_bytes`` (None: no bound).
+    CPU worker's thread), rounded down to a power of two, as far as memory allows: a
+    slot holds its share of the chunks, and a group sort two more copies of its group
+    (their concatenation and the sorted run), within ``budget_bytes`` (None: no bound).
 
     >>> group_size(32, slots=2, chunk_bytes=2**29, budget_bytes=140 * 10**9)
     16
-    >>> group_size(8, slots=2, chunk_bytes=2**34, budget_bytes=140 * 10**9)  # not 3 x 4 x 16 GiB
+    >>> group_size(8, slots=2, chunk_bytes=2**33, budget_bytes=140 * 10**9)  # 4 + 2 x 4 chunks
+    4
+    >>> group_size(32, slots=2, chunk_bytes=5 * 10**9, budget_bytes=127 * 10**9)  # 160 GB
+    4
+    >>> group_size(32, slots=2, chunk_bytes=5 * 10**9, budget_bytes=110 * 10**9)
     2
-    >>> group_size(8, slots=2, chunk_bytes=2**36, budget_bytes=140 * 10**9)  # no room
-    1
     >>> group_size(3, slots=4, chunk_bytes=1, budget_bytes=None)
     1
     """
@@ -115,7 +117,8 @@ def group_size(chunks: int, slots: int, chunk_bytes: int, budget_bytes: int | No
                          f"{chunks} and {chunk_bytes}")
     g = floor_pow2(chunks // slots)
     if budget_bytes is not None:
-        while g > 1 and copies * g * chunk_bytes > budget_bytes:
+        held = -(-chunks // slots)
+        while g > 1 and (held + GROUP_COPIES * g) * chunk_bytes > budget_bytes:
             g //= 2
     return g
 

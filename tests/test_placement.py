@@ -50,7 +50,8 @@ def test_placement_round_robin_and_unknown():
 def test_group_size_and_bounds():
     assert [floor_pow2(n) for n in range(1, 10)] == [1, 2, 2, 4, 4, 4, 4, 8, 8]
     assert group_size(32, 2, 2**29, 140 * 10**9) == 16
-    assert group_size(32, 2, 2**29, 2**29 * 3 * 4) == 4  # bounded by memory
+    assert group_size(32, 2, 2**29, 2**29 * (16 + 2 * 4)) == 4  # bounded by memory
+    assert group_size(32, 2, 2**29, 2**29 * (16 + 2 * 4) - 1) == 2
     assert group_size(7, 2, 1, None) == 2
     assert group_size(1, 2, 1, None) == 1
     assert group_bounds(8, 4) == ((0, 4), (4, 8))
