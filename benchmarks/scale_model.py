@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import math
 import platform
 import statistics
 import sys
@@ -92,7 +91,7 @@ def fit_gpu(path=GPU_RUNS, bandwidth_gbs=NVLINK_GBS):
         c, g = r["chunks"], r["gpus"]
         if c < 2:
             continue
-        per_gpu, chunk = r["bytes"] / g, r["bytes"] / c
+        per_gpu = r["bytes"] / g
         rounds = len(plan_network(c))
         # Each GPU merges all its chunks in every round; sorts them one by one first.
         sorts = per_gpu / sort_rate
