@@ -160,8 +160,9 @@ def sort(x, axis=-1, *, descending=False, verify=False, local="auto"):
         How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
         (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
         order codes, so the result is the same) where the worker's device budget
-        (dask-cuda's ``device_memory_limit``, else the free device memory) has room
-        for the extra chunk-sized buffers it needs, else the in-place bitonic
+        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
+        free device memory) has room for the extra chunk-sized buffers it needs,
+        else the in-place bitonic
         kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
         radix sort.
 
@@ -223,8 +224,9 @@ def argsort(x, axis=-1, *, descending=False, stable=True, verify=False, local="a
         How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
         (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
         order codes, so the result is the same) where the worker's device budget
-        (dask-cuda's ``device_memory_limit``, else the free device memory) has room
-        for the extra chunk-sized buffers it needs, else the in-place bitonic
+        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
+        free device memory) has room for the extra chunk-sized buffers it needs,
+        else the in-place bitonic
         kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
         radix sort.
 
@@ -272,8 +274,9 @@ def sort_by_key(keys, values, *, descending=False, verify=False, local="auto"):
         How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
         (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
         order codes, so the result is the same) where the worker's device budget
-        (dask-cuda's ``device_memory_limit``, else the free device memory) has room
-        for the extra chunk-sized buffers it needs, else the in-place bitonic
+        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
+        free device memory) has room for the extra chunk-sized buffers it needs,
+        else the in-place bitonic
         kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
         radix sort.
 

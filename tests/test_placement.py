@@ -91,13 +91,26 @@ def test_choose_local_through_sort_owned(monkeypatch):
     keys = np.zeros(1000, dtype=np.float32)  # only its size and dtype are read
     order = distsort.backends.Order()
     for budget, want in ((10**6, "radix"), (10**3, "bitonic")):
-        monkeypatch.setattr(cupy_local, "device_budget", lambda b=budget: b)
+        monkeypatch.setattr(cupy_local, "device_budget", lambda owned, b=budget: b)
         cupy_local.sort_owned(keys, None, order, "auto")
         assert picked[-1] == want
-    monkeypatch.setattr(cupy_local, "device_budget", lambda: pytest.fail("budget asked"))
+    monkeypatch.setattr(cupy_local, "device_budget", lambda owned: pytest.fail("budget asked"))
     cupy_local.sort_owned(keys, None, order, "bitonic")
     cupy_local.sort_owned(keys, None, order, "radix")
     assert picked[-2:] == ["bitonic", "radix"]
+
+
+def test_device_budget_in_a_dask_cuda_worker(monkeypatch):
+    """A worker that tracks its device data: its limit less what it holds and what the
+    task owns (not the driver's free memory, which an RMM pool hides)."""
+    from distsort import memory
+    monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (100 * 2**30, 60 * 2**30))
+    assert cupy_local.device_budget(4 * 2**30) == 36 * 2**30
+    monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (100, 160))
+    assert cupy_local.device_budget() == 0
+    monkeypatch.setattr(memory, "device_capacity", lambda: 1000)
+    monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (None, 100))
+    assert cupy_local.device_budget(50) == 950 - 150  # capacity less the reserve
 
 
 def test_api_refuses_unknown_local():

@@ -12,8 +12,9 @@ through :func:`sort_owned`, which picks the path by :func:`choose_local`:
 ``"bitonic"``
     The in-place kernels (``distsort.backends.cupy.sort_inplace``): no extra memory.
 ``"auto"``
-    Radix where the worker's device budget (:func:`device_budget`) has room for
-    its extra buffers, else bitonic.
+    Radix where the worker's device budget (:func:`device_budget`: dask-cuda's
+    ``device_memory_limit`` less what the worker holds, or the free device memory)
+    has room for its extra buffers, else bitonic.
 
 The choice is pure arithmetic (tested on the CPU with made-up budgets); only
 :func:`device_budget` and the sorts touch a GPU, and CuPy is imported inside them,
@@ -95,16 +96,23 @@ def _dask_cuda_limits():
     return (int(limit) if limit else None), held
 
 
-def device_budget():
-    """Bytes this worker may still allocate on its GPU: the free device memory plus
-    what CuPy's pool caches, and no more than dask-cuda's ``device_memory_limit`` less
-    what the worker holds on the device, where both are known."""
-    import cupy
-    free = int(cupy.cuda.runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
+def device_budget(owned_bytes=0):
+    """Bytes this worker may still allocate on its GPU, beyond ``owned_bytes`` that the
+    task has allocated already.
+
+    In a dask-cuda worker that tracks its device data: its ``device_memory_limit``
+    (or, where that is off, the device's capacity less ``memory.RESERVE``) less the
+    bytes it holds and ``owned_bytes`` -- an RMM pool hides its unused part from the
+    driver's free memory, so the free memory would undercount.  Elsewhere: the free
+    device memory plus what CuPy's own pool caches."""
     limit, held = _dask_cuda_limits()
-    if limit is not None and held is not None:
-        free = min(free, max(0, limit - held))
-    return free
+    if held is not None:
+        from .. import memory
+        if limit is None:
+            limit = memory.largest_fitting_chunk(1, memory.device_capacity(), copies=1)
+        return max(0, limit - held - int(owned_bytes))
+    import cupy
+    return int(cupy.cuda.runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
 
 
 def device_limit():
@@ -121,9 +129,10 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False):
     ``increasing_values``: the values are increasing (argsort's positions), so a
     stable sort by the key alone orders them."""
     vsize = 0 if values is None else values.dtype.itemsize
+    owned = keys.nbytes + (0 if values is None else values.nbytes)
     path = choose_local(radix_extra_bytes(keys.size, keys.dtype.itemsize, vsize,
                                           increasing_values),
-                        device_budget() if local == "auto" else None, local)
+                        device_budget(owned) if local == "auto" else None, local)
     if path == "radix":
         return radix_sort(keys, values, order, increasing_values)
     from .cupy import sort_inplace
