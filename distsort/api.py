@@ -162,9 +162,8 @@ def sort(x, axis=-1, *, descending=False, verify=False, local="auto"):
         order codes, so the result is the same) where the worker's device budget
         (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
         free device memory) has room for the extra chunk-sized buffers it needs,
-        else the in-place bitonic
-        kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
-        radix sort.
+        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
+        ``"radix"`` always uses the radix sort.
 
     Returns
     -------
@@ -226,9 +225,8 @@ def argsort(x, axis=-1, *, descending=False, stable=True, verify=False, local="a
         order codes, so the result is the same) where the worker's device budget
         (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
         free device memory) has room for the extra chunk-sized buffers it needs,
-        else the in-place bitonic
-        kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
-        radix sort.
+        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
+        ``"radix"`` always uses the radix sort.
 
     Returns
     -------
@@ -276,9 +274,8 @@ def sort_by_key(keys, values, *, descending=False, verify=False, local="auto"):
         order codes, so the result is the same) where the worker's device budget
         (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
         free device memory) has room for the extra chunk-sized buffers it needs,
-        else the in-place bitonic
-        kernels; ``"bitonic"`` always sorts in place; ``"radix"`` always uses the
-        radix sort.
+        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
+        ``"radix"`` always uses the radix sort.
 
     Returns
     -------
