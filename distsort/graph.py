@@ -162,24 +162,32 @@ class _Network:
         cur[lo], cur[hi] = key("low", lo), key("high", hi)
 
 
-def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1):
+def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1,
+                   local="auto"):
     """Add one layer per round of the network; returns the keys of the sorted chunks.
 
     At most ``window`` pairs (None: no limit) are between their ``tail`` and ``head``
     and their merges at once.  ``run``: every ``run`` consecutive chunks hold one
-    sorted run already (``plan.plan_network``)."""
+    sorted run already (``plan.plan_network``); then the rounds of a stage whose pairs
+    lie inside such groups are replaced by one sort of each group as one
+    (``group_steps``), on its worker."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
-    rounds = plan_network(len(chunks), run=run)
+    steps = group_steps(plan_network(len(chunks), run=run), run)
     shared = hasattr(backend, "share")
-    if rounds and not shared:
+    if steps and not shared:
         tasks = {}
         for i in range(len(chunks)):
             net.add_edges(tasks, None, i)
         graph.add("edges", tasks, set(graph.layers))
-    total = sum(len(r.pairs) for r in rounds)
+    total = sum(len(r.pairs) for r in steps if r is not None)
     made = []  # per pair of the sequence: keys that say its new chunks are made
-    for round_id, rnd in enumerate(rounds):
+    for round_id, rnd in enumerate(steps):
         tasks = {}
+        later = round_id + 1 < len(steps)
+        if rnd is None:  # the group's own rounds: one sort of each group
+            regroup_tasks(net, tasks, round_id, run, local, edges=later and not shared)
+            graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
+            continue
         for lo, hi in spread_order(rnd.pairs, len(chunks)):
             s = len(made)
             gate = made[s - window] if window and s >= window else ()
@@ -189,12 +197,67 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1
                             if window and s + window < total else [])
                 continue
             net.compare_split(tasks, round_id, lo, hi, gate)
-            later = round_id + 1 < len(rounds) or (window and s + window < total)
-            made.append([net.add_edges(tasks, round_id, i) for i in (lo, hi)] if later
+            edges = later or (window and s + window < total)
+            made.append([net.add_edges(tasks, round_id, i) for i in (lo, hi)] if edges
                         else [])
         # A round reads chunks that any earlier round (or the prepare layer) made.
         graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
     return net.cur
+
+
+def group_steps(rounds, run):
+    """``rounds`` with the rounds whose pairs lie inside groups of ``run`` consecutive
+    chunks (half-cleaners of stride ``< run``, the tail of a stage) replaced by one
+    ``None`` per stage: a sort of each group as one gives what they give (each
+    group then holds its elements in order, the group's part of the bitonic merge).
+
+    >>> from distsort.plan import plan_network
+    >>> [(r.stage, r.stride) if r else None for r in group_steps(plan_network(8, 2), 2)]
+    [(4, 0), None, (8, 0), (8, 2), None]
+    """
+    out = []
+    for rnd in rounds:
+        if run > 1 and 0 < rnd.stride < run:
+            if out and out[-1] is None:
+                continue
+            out.append(None)
+        else:
+            out.append(rnd)
+    return out
+
+
+def regroup_tasks(net, tasks, round_id, run, local, edges):
+    """One task per group of ``run`` positions sorting its current chunks as one
+    (``regroup``), and the chunks (slices) it gives as the new chunks."""
+    graph, cur = net.graph, net.cur
+    for b, (lo, hi) in enumerate(group_bounds(len(cur), run)):
+        gkey = (f"distsort-r{round_id:02d}-regroup-{graph.token}", b)
+        tasks[gkey] = (regroup, net.backend, local, net.order, list(net.chunks[lo:hi]),
+                       list(cur[lo:hi]))
+        for i in range(lo, hi):
+            cur[i] = net.key(round_id, "part", i)
+            tasks[cur[i]] = (operator.getitem, gkey, i - lo)
+            if edges:
+                net.add_edges(tasks, round_id, i)
+
+
+def regroup(backend, local, order, sizes, parts):
+    """The backend chunks ``parts`` sorted as one run, as chunks of ``sizes``."""
+    keyed = isinstance(parts[0], tuple)
+    xp = _namespace(parts[0][0] if keyed else parts[0])
+    if keyed:
+        k, v = (xp.concatenate([p[j] for p in parts]) for j in (0, 1))
+    else:
+        k, v = xp.concatenate(parts), None
+    if hasattr(backend, "sort_owned"):  # chunks hold the keys (CuPy): sort them again
+        run = backend.sort_owned(k, v, order, local)
+    elif keyed:
+        run = backend.prepare(k, v, order, None)
+    else:  # NumPy keys-only chunks hold order codes, ordered as integers
+        k.sort()
+        run = k
+    ends = list(itertools.accumulate(sizes))
+    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes))
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
@@ -226,7 +289,7 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
             value = (values_name, i) if values_name is not None else None
             tasks[keys[p]] = (prep, (keys_name, i), value, order, first[p])
         graph.add("prepare", tasks, deps)
-    return network_layers(graph, keys, chunks, backend, order, window, run=group)
+    return network_layers(graph, keys, chunks, backend, order, window, run=group, local=local)
 
 
 def _prepare_func(backend, local):

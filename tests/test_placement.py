@@ -130,7 +130,7 @@ def test_permuted_grouped_sorts_match_numpy(seed, monkeypatch):
     rng = np.random.default_rng(100 + seed)
     dtype = ["float32", "int64", "uint8", "float64", "int16", "float16"][seed]
     chunk = int(rng.integers(1, 50))
-    c = int(rng.integers(2, 13))
+    c = int(rng.integers(2, 40))
     n = chunk * (c - 1) + int(rng.integers(1, chunk + 1))
     group = 1 << int(rng.integers(0, 4))
     keys = random_keys(rng, n, dtype, duplicates=True)
@@ -224,6 +224,13 @@ def test_groups_sort_on_their_worker(cluster_client):
     assert len(groups) == 2
     assert {ran[k][0] for k in groups} == set(workers)
     assert not any(ran[k][1] for k in groups)
+    # The network: one round across the workers (the mirror of stage 8), then each
+    # group sorted as one again on its worker instead of two rounds of pairs.
+    rounds = sorted({str(k[0]).split("-")[1] for k in ran if isinstance(k, tuple)
+                     and str(k[0]).startswith("distsort-r")})
+    assert rounds == ["r00", "r01"]
+    regroups = [k for k in ran if isinstance(k, tuple) and "-regroup-" in str(k[0])]
+    assert len(regroups) == 2 and {ran[k][0] for k in regroups} == set(workers)
 
 
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "uint64", "float16",
