@@ -59,18 +59,42 @@ def empty_like_chunks(dtype, cpu):
     return cupy.empty(0, dtype)
 
 
-def placed_input(client, n, dtype, chunks_per_gpu, seed, cpu=False):
-    """A persisted Dask array of CuPy chunks, spread evenly over the workers in
-    contiguous blocks: the early rounds of the network pair nearby chunks, so they stay
-    on one GPU (dealt round robin, 8 chunks on 2 GPUs crossed in 5 of 6 rounds)."""
+#: Where the input's chunks are made (--placement): as the scheduler likes, in
+#: contiguous blocks of chunks per worker, or dealt round robin.
+PLACEMENTS = ("scheduler", "blocks", "roundrobin")
+
+
+def chunk_worker(i, count, workers, placement):
+    """The worker chunk ``i`` of ``count`` is made on, or None (the scheduler picks).
+
+    >>> [chunk_worker(i, 4, ["a", "b"], "blocks") for i in range(4)]
+    ['a', 'a', 'b', 'b']
+    >>> [chunk_worker(i, 4, ["a", "b"], "roundrobin") for i in range(4)]
+    ['a', 'b', 'a', 'b']
+    """
+    if placement == "scheduler":
+        return None
+    if placement == "blocks":
+        return workers[i * len(workers) // count]
+    if placement == "roundrobin":
+        return workers[i % len(workers)]
+    raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+
+
+def placed_input(client, n, dtype, chunks_per_gpu, seed, cpu=False, placement="blocks"):
+    """A persisted Dask array of CuPy chunks, spread evenly over the workers
+    (``chunk_worker``): in contiguous blocks, round robin, or where the scheduler puts
+    them.  distsort gives network positions by where chunks live, so all three should
+    sort in about the same time."""
     import dask.array as da
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     count = len(workers) * chunks_per_gpu
     step = -(-n // count)
     sizes = [min(step, n - i * step) for i in range(count)]
+    where = [chunk_worker(i, count, workers, placement) for i in range(count)]
     futures = [client.submit(make_chunk, seed + i, size, dtype, cpu,
-                             workers=[workers[i * len(workers) // count]], pure=False)
-               for i, size in enumerate(sizes)]
+                             workers=None if w is None else [w], pure=False)
+               for i, (size, w) in enumerate(zip(sizes, where))]
     arrays = [da.from_delayed(f, (size,), dtype=dtype, meta=empty_like_chunks(dtype, cpu))
               for f, size in zip(futures, sizes)]
     return da.concatenate(arrays).persist(), futures
@@ -317,20 +341,27 @@ def local_sort_seconds(client, n, dtype, runs, cpu=False):
 
 
 def one_chunk_sort(client, x, runs, cpu=False):
-    """Rechunk to one chunk + cupy.sort (numpy.sort with --cpu), when it fits."""
+    """Rechunk to one chunk + cupy.sort (numpy.sort with --cpu), when it fits: on
+    several GPUs, everything sorted on one of them (the baseline a user without
+    distsort has).  The result is checked against NumPy's sort of a sample."""
     if cpu:
         sort = np.sort
     else:
         import cupy
         sort = cupy.sort
 
+    state = {}
+
     def run():
+        state.pop("y", None)
         y = x.rechunk(-1).map_blocks(sort).persist()
         from distributed import wait
         wait(y)
-        return y
+        state["y"] = y
     try:
-        return median_time(run, runs, 1, lambda: sync_workers(client, cpu))[0]
+        seconds = median_time(run, runs, 1, lambda: sync_workers(client, cpu))[0]
+        check_sorted(client, state.pop("y").rechunk(x.chunks), x)
+        return seconds
     except Exception as e:  # out of memory: does not fit, which is the point
         return f"failed: {type(e).__name__}"
 
@@ -359,17 +390,17 @@ def _held(keys, dask_worker=None):
     return any(str(k) in keys for k in dask_worker.data)
 
 
-def run_case(client, n, dtype, args, workers):
+def run_case(client, n, dtype, args, workers, placement="blocks", local="auto"):
     import distributed
 
     import distsort
     client.run(count_spills)
-    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, n % 9973, args.cpu)
+    x, _ = placed_input(client, n, dtype, args.chunks_per_gpu, n % 9973, args.cpu, placement)
     distributed.wait(x)
     state = {}
 
     def run():
-        state["s"] = distsort.sort(x).persist()
+        state["s"] = distsort.sort(x, local=local).persist()
         distributed.wait(state["s"])
 
     spilled_before = spill_counts(client)
@@ -403,7 +434,7 @@ def run_case(client, n, dtype, args, workers):
     # --chunks-per-gpu is 1), the least sorting a GPU must do.
     row["local_sort_s"] = local_sort_seconds(client, chunk * args.chunks_per_gpu, dtype, 3,
                                              args.cpu)
-    if args.one_chunk and workers == 1:
+    if (args.one_chunk and workers == 1) or args.rechunk_cupy_sort:
         row["one_chunk_sort_s"] = one_chunk_sort(client, x, args.runs, args.cpu)
     return row
 
@@ -482,7 +513,15 @@ def main(argv=None):
     p.add_argument("--protocol", default=None, help="ucx or tcp (default: ucx if available)")
     p.add_argument("--workers-per-gpu", type=int, default=1,
                    help="several workers share each GPU (checks larger schedules on few GPUs)")
-    p.add_argument("--one-chunk", action="store_true", help="also time rechunk + cupy.sort")
+    p.add_argument("--one-chunk", action="store_true", help="also time rechunk + cupy.sort "
+                   "(one-GPU rows)")
+    p.add_argument("--rechunk-cupy-sort", action="store_true",
+                   help="on every row, also time x.rechunk(-1).map_blocks(cupy.sort): "
+                   "everything on one GPU")
+    p.add_argument("--placement", nargs="+", choices=PLACEMENTS, default=["blocks"],
+                   help="where the input's chunks are made; each value is a row of its own")
+    p.add_argument("--local", nargs="+", choices=["auto", "bitonic", "radix"],
+                   default=["auto"], help="distsort.sort(local=...); each value a row")
     p.add_argument("--cpu", action="store_true", help="NumPy chunks on CPU workers")
     p.add_argument("--memory-limit", default="auto", help="per CPU worker (--cpu)")
     p.add_argument("--largest", help="instead: sort this many bytes (e.g. 160GB) of the "
@@ -528,18 +567,27 @@ def run_cases(client, gpus, args, rows, **settings):
             if nbytes / gpus > parse_bytes(args.max_bytes_per_gpu):
                 continue
             n = nbytes // np.dtype(dtype).itemsize
-            row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu)
-            row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
-            row["protocol"] = client.scheduler.address.split(":")[0]
-            row.update(settings)
-            rows.append(row)
-            # Saved as we go: a run stopped at its time limit keeps its rows.
-            save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
-            print(f"{gpus} GPU {dtype} {format_bytes(nbytes)} {settings}: "
-                  f"{row['seconds']:.3f}s moved {format_bytes(row['moved_bytes'])} "
-                  f"rounds {row['rounds']} runs {[round(t, 3) for t in row['runs']]} "
-                  f"tasks {row['tasks']} spilled {row['spilled']} "
-                  f"(timed runs: {row['spilled_in_timed_runs']})", flush=True)
+            for placement in args.placement:
+                for local in args.local:
+                    row = run_case(client, n, dtype, args, gpus * args.workers_per_gpu,
+                                   placement, local)
+                    row["gpus"], row["workers"] = gpus, gpus * args.workers_per_gpu
+                    row["protocol"] = client.scheduler.address.split(":")[0]
+                    row.update(settings, placement=placement, local=local)
+                    rows.append(row)
+                    report_row(rows, row, gpus, nbytes, args, settings)
+
+
+def report_row(rows, row, gpus, nbytes, args, settings):
+    """Save the rows so far (a run stopped at its time limit keeps them) and print one
+    line for ``row``."""
+    save_rows(rows, "distributed_sort", "partial", args.out, gpus=args.gpus)
+    print(f"{gpus} GPU {row['dtype']} {format_bytes(nbytes)} {settings}: "
+          f"{row['seconds']:.3f}s moved {format_bytes(row['moved_bytes'])} "
+          f"rounds {row['rounds']} runs {[round(t, 3) for t in row['runs']]} "
+          f"tasks {row['tasks']} spilled {row['spilled']} "
+          f"(timed runs: {row['spilled_in_timed_runs']}) placement {row['placement']} "
+          f"local {row['local']} rechunk+sort {row.get('one_chunk_sort_s')}", flush=True)
 
 
 def device_name(cpu):
@@ -566,7 +614,8 @@ def finish(rows, bandwidth, args):
         if one and r["gpus"] > 1:
             r["weak_scaling_time_ratio"] = r["seconds"] / one[0]["seconds"]
     print_table(rows, [("gpus", "{}"), ("workers", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"), ("chunks", "{}"),
-                       ("seconds", "{:.3f}"), ("gkeys_s", "{:.2f}"), ("moved_bytes", "{:.3g}"),
+                       ("placement", "{}"), ("local", "{}"), ("seconds", "{:.3f}"),
+                       ("one_chunk_sort_s", "{}"), ("gkeys_s", "{:.2f}"), ("moved_bytes", "{:.3g}"),
                        ("local_sort_s", "{:.3f}"), ("floor_s", "{:.3f}"),
                        ("over_floor", "{:.2f}"), ("weak_scaling_time_ratio", "{:.2f}")])
     path = save_rows(rows, "distributed_sort", device, args.out, nvlink_peer_gb_s=bandwidth,

@@ -14,6 +14,7 @@ try:  # NumPy >= 2
 except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
+from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
 from .graph import (SortGraph, finish_layer, out_of_core_layers, run_output_layer,
                     sort_layers)
@@ -122,10 +123,10 @@ def _module(meta):
     return np
 
 
-def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
+def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
     from .locality import (keep_chunks_in_place, pairs_in_flight,  # import distributed
-                           share_crossing_parts, worker_hosts)
+                           plan_placement, share_crossing_parts, worker_hosts)
     keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     hosts = worker_hosts()
     window = pairs_in_flight(hosts=hosts)
@@ -137,14 +138,20 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     gpu = array_module_name(keys._meta) == "cupy"
     ooc = _out_of_core(keys, values, chunks, positions, hosts)
     share = ooc is None and gpu and share_crossing_parts(hosts=hosts)
-    backend = get_backend(keys._meta, share) if ooc is None else ooc[0]
-    token = tokenize(keys.name, values.name if values is not None else None, order, positions,
-                     window, share, ooc)
-    graph = SortGraph(token)
     vname = values.name if values is not None else None
     if ooc is None:
+        backend = get_backend(keys._meta, share)
+        value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
+        perm, group = plan_placement(keys.name, chunks, keys.dtype.itemsize + value_bytes,
+                                     gpu, hosts=hosts)
+    else:
+        backend, perm, group = ooc[0], None, None
+    token = tokenize(keys.name, vname, order, positions, window, share, ooc, perm, group,
+                     local)
+    graph = SortGraph(token)
+    if ooc is None:
         sorted_keys = sort_layers(graph, keys.name, vname, chunks, backend, order, positions,
-                                  window)
+                                  window, perm, group, local)
     else:
         sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
                                          positions, ooc[1].run_chunks, stage=gpu, window=window,
@@ -230,6 +237,12 @@ def _out_of_core(keys, values, chunks, positions, hosts):
     return HostRuns(engine, plan.segment, budget), plan, perm
 
 
+def _check_local(local):
+    """ValueError unless ``local`` names a local sort."""
+    if local not in LOCAL_SORTS:
+        raise ValueError(f"local must be one of {LOCAL_SORTS}, got {local!r}")
+
+
 def _validate(x, axis, what="x"):
     """Validate ``x`` and ``axis``; returns ``(x, axis)`` with ``x`` flattened for ``axis=None``."""
     x = as_dask_array(x, what)
@@ -272,7 +285,8 @@ def _check_stable(stable, default):
     return bool(stable)
 
 
-def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
+def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False,
+         local="auto"):
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
@@ -300,6 +314,14 @@ def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
         order-independent 64-bit checksums: a few elementwise passes over the
         input and the output, no sort).  Raises
         :class:`distsort.VerificationError` when computed if not.
+    local : {"auto", "bitonic", "radix"}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
+        order codes, so the result is the same) where the worker's device budget
+        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
+        free device memory) has room for the extra chunk-sized buffers it needs,
+        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
+        ``"radix"`` always uses the radix sort.
 
     Returns
     -------
@@ -337,12 +359,14 @@ def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
     x, axis = _validate(x, axis)
     dtype, x = x.dtype, _as_codes(x)
     order = Order(descending=bool(descending))
+    _check_local(local)
     if x.ndim == 1:
-        return _from_codes(_sort_1d(x, None, order, positions=False, verify=verify)[0], dtype)
+        return _from_codes(_sort_1d(x, None, order, positions=False, verify=verify,
+                                    local=local)[0], dtype)
     return _from_codes(_sort_along(x, axis, order, "keys", verify), dtype)
 
 
-def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
+def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False, local="auto"):
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
     Parameters
@@ -362,6 +386,14 @@ def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
         pairs are those of the input (counts and order-independent 64-bit
         checksums).  Raises :class:`distsort.VerificationError` when computed
         if not.
+    local : {"auto", "bitonic", "radix"}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
+        order codes, so the result is the same) where the worker's device budget
+        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
+        free device memory) has room for the extra chunk-sized buffers it needs,
+        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
+        ``"radix"`` always uses the radix sort.
 
     Returns
     -------
@@ -381,8 +413,10 @@ def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False):
     x, axis = _validate(x, axis)
     x = _as_codes(x)
     order = Order(descending=bool(descending), keyed=True)
+    _check_local(local)
     if x.ndim == 1:
-        return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort")[1]
+        return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort",
+                        local=local)[1]
     return _sort_along(x, axis, order, "values", verify)
 
 
@@ -457,7 +491,7 @@ def _gather(values, perm):
     return da.Array(graph, out, perm.chunks, meta=values._meta)
 
 
-def _stable_by_key(keys, values, order, verify):
+def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort: equal keys keep their input order.
 
     Values of at most 4 bytes (and fewer than 2**32 elements) travel through the
@@ -476,16 +510,17 @@ def _stable_by_key(keys, values, order, verify):
                                    meta=_module(values._meta).empty((0,), dtype=np.uint64),
                                    name="distsort-pack-" + tokenize(values))
         out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
-                                        what="sort_by_key")
+                                        what="sort_by_key", local=local)
         return out_keys, out_packed.map_blocks(
             _unpack, values.dtype, dtype=values.dtype,
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
     out_keys, perm = _sort_1d(keys, None, order, positions=True, verify=verify,
-                              what="sort_by_key")
+                              what="sort_by_key", local=local)
     return out_keys, _gather(values, perm)
 
 
-def sort_by_key(keys, values, *, descending=False, stable=False, verify=False):
+def sort_by_key(keys, values, *, descending=False, stable=False, verify=False,
+                local="auto"):
     """Sort 1-D ``keys`` and move ``values`` with them.
 
     Parameters
@@ -515,6 +550,14 @@ def sort_by_key(keys, values, *, descending=False, stable=False, verify=False):
         64-bit checksums).  Raises :class:`distsort.VerificationError` when
         computed if not.  (With ``stable=True`` and values of 8 bytes, the
         argsort is checked and the gather is Dask's.)
+    local : {"auto", "bitonic", "radix"}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
+        order codes, so the result is the same) where the worker's device budget
+        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
+        free device memory) has room for the extra chunk-sized buffers it needs,
+        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
+        ``"radix"`` always uses the radix sort.
 
     Returns
     -------
@@ -544,10 +587,11 @@ def sort_by_key(keys, values, *, descending=False, stable=False, verify=False):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
     key_dtype, keys = keys.dtype, _as_codes(keys)
     order = Order(descending=bool(descending), keyed=True)
+    _check_local(local)
     if stable:
-        out_keys, out_values = _stable_by_key(keys, values, order, verify)
+        out_keys, out_values = _stable_by_key(keys, values, order, verify, local)
         return _from_codes(out_keys, key_dtype), out_values
     value_dtype, values = values.dtype, _as_codes(values)
     out_keys, out_values = _sort_1d(keys, values, order, positions=False, verify=verify,
-                                    what="sort_by_key")
+                                    what="sort_by_key", local=local)
     return _from_codes(out_keys, key_dtype), _from_codes(out_values, value_dtype)

@@ -38,10 +38,15 @@ and outputs of the pairs in the window.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import operator
 import re
 from dataclasses import dataclass, field
 
 from .backends import SharingBackend
+from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
@@ -158,23 +163,32 @@ class _Network:
         cur[lo], cur[hi] = key("low", lo), key("high", hi)
 
 
-def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
+def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1,
+                   local="auto"):
     """Add one layer per round of the network; returns the keys of the sorted chunks.
 
     At most ``window`` pairs (None: no limit) are between their ``tail`` and ``head``
-    and their merges at once."""
+    and their merges at once.  ``run``: every ``run`` consecutive chunks hold one
+    sorted run already (``plan.plan_network``); then the rounds of a stage whose pairs
+    lie inside such groups are replaced by one sort of each group as one
+    (``group_steps``), on its worker."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
-    rounds = plan_network(len(chunks))
+    steps = group_steps(plan_network(len(chunks), run=run), run)
     shared = isinstance(backend, SharingBackend)
-    if rounds and not shared:
+    if steps and not shared:
         tasks = {}
         for i in range(len(chunks)):
             net.add_edges(tasks, None, i)
         graph.add("edges", tasks, set(graph.layers))
-    total = sum(len(r.pairs) for r in rounds)
+    total = sum(len(r.pairs) for r in steps if r is not None)
     made = []  # per pair of the sequence: keys that say its new chunks are made
-    for round_id, rnd in enumerate(rounds):
+    for round_id, rnd in enumerate(steps):
         tasks = {}
+        later = round_id + 1 < len(steps)
+        if rnd is None:  # the group's own rounds: one sort of each group
+            regroup_tasks(net, tasks, round_id, run, local, edges=later and not shared)
+            graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
+            continue
         for lo, hi in spread_order(rnd.pairs, len(chunks)):
             s = len(made)
             gate = made[s - window] if window and s >= window else ()
@@ -184,35 +198,158 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None):
                             if window and s + window < total else [])
                 continue
             net.compare_split(tasks, round_id, lo, hi, gate)
-            later = round_id + 1 < len(rounds) or (window and s + window < total)
-            made.append([net.add_edges(tasks, round_id, i) for i in (lo, hi)] if later
+            edges = later or (window and s + window < total)
+            made.append([net.add_edges(tasks, round_id, i) for i in (lo, hi)] if edges
                         else [])
         # A round reads chunks that any earlier round (or the prepare layer) made.
         graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
     return net.cur
 
 
+def group_steps(rounds, run):
+    """``rounds`` with the rounds whose pairs lie inside groups of ``run`` consecutive
+    chunks (half-cleaners of stride ``< run``, the tail of a stage) replaced by one
+    ``None`` per stage: a sort of each group as one gives what they give (each
+    group then holds its elements in order, the group's part of the bitonic merge).
+
+    >>> from distsort.plan import plan_network
+    >>> [(r.stage, r.stride) if r else None for r in group_steps(plan_network(8, 2), 2)]
+    [(4, 0), None, (8, 0), (8, 2), None]
+    """
+    out = []
+    for rnd in rounds:
+        if run > 1 and 0 < rnd.stride < run:
+            if out and out[-1] is None:
+                continue
+            out.append(None)
+        else:
+            out.append(rnd)
+    return out
+
+
+def regroup_tasks(net, tasks, round_id, run, local, edges):
+    """One task per group of ``run`` positions sorting its current chunks as one
+    (``regroup``), and the chunks (slices) it gives as the new chunks."""
+    graph, cur = net.graph, net.cur
+    for b, (lo, hi) in enumerate(group_bounds(len(cur), run)):
+        gkey = (f"distsort-r{round_id:02d}-regroup-{graph.token}", b)
+        tasks[gkey] = (regroup, net.backend, local, net.order, list(net.chunks[lo:hi]),
+                       list(cur[lo:hi]))
+        for i in range(lo, hi):
+            cur[i] = net.key(round_id, "part", i)
+            tasks[cur[i]] = (operator.getitem, gkey, i - lo)
+            if edges:
+                net.add_edges(tasks, round_id, i)
+
+
+def regroup(backend, local, order, sizes, parts):
+    """The backend chunks ``parts`` sorted as one run, as chunks of ``sizes``."""
+    keyed = isinstance(parts[0], tuple)
+    xp = _namespace(parts[0][0] if keyed else parts[0])
+    if keyed:
+        k, v = (xp.concatenate([p[j] for p in parts]) for j in (0, 1))
+    else:
+        k, v = xp.concatenate(parts), None
+    if hasattr(backend, "sort_owned"):  # chunks hold the keys (CuPy): sort them again
+        run = backend.sort_owned(k, v, order, local)
+    elif keyed:
+        run = backend.prepare(k, v, order, None)
+    else:  # NumPy keys-only chunks hold order codes, ordered as integers
+        k.sort()
+        run = k
+    ends = list(itertools.accumulate(sizes))
+    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes))
+
+
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
-                window=None):
+                window=None, perm=None, group=1, local="auto"):
     """Prepare (copy and sort) every chunk, then run the network.
 
     ``keys_name`` and ``values_name`` (or None) name the input arrays, whose
     1-D chunking ``chunks`` must be regular (``distsort.plan.is_regular``).
     ``positions`` makes the values the positions ``0 .. n-1``; ``window`` limits the
-    pairs in flight (``network_layers``).
+    pairs in flight (``network_layers``).  ``perm`` (``distsort.placement.placement``)
+    feeds input chunk ``perm[p]`` to position ``p`` of the network (None: chunk ``p``);
+    positions stay the input's element indices.  ``group`` (a power of two): every
+    ``group`` consecutive positions are sorted as one (``group_prepare``) and the
+    network starts past them.  ``local``: the local sort (``"auto"``, ``"bitonic"``,
+    ``"radix"``), for backends whose ``prepare`` takes it.
     Returns the keys of the sorted chunks, in backend form.
     """
-    tasks = {}
-    start = 0
-    for i, size in enumerate(chunks):
-        value = (values_name, i) if values_name is not None else None
-        tasks[("distsort-prepare-" + graph.token, i)] = (
-            backend.prepare, (keys_name, i), value, order, start if positions else None)
-        start += size
+    perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
+    first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
     deps = {keys_name} | ({values_name} if values_name else set())
-    graph.add("prepare", tasks, deps)
-    keys = [("distsort-prepare-" + graph.token, i) for i in range(len(chunks))]
-    return network_layers(graph, keys, chunks, backend, order, window)
+    keys = [("distsort-prepare-" + graph.token, p) for p in range(len(chunks))]
+    prep = _prepare_func(backend, local)
+    if group > 1:
+        group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend,
+                     order, group, local, deps)
+    else:
+        tasks = {}
+        for p, i in enumerate(perm):
+            value = (values_name, i) if values_name is not None else None
+            tasks[keys[p]] = (prep, (keys_name, i), value, order, first[p])
+        graph.add("prepare", tasks, deps)
+    return network_layers(graph, keys, chunks, backend, order, window, run=group, local=local)
+
+
+def _prepare_func(backend, local):
+    """``backend.prepare``, told the local sort where it takes one."""
+    if "local" in inspect.signature(backend.prepare).parameters:
+        return functools.partial(backend.prepare, local=local)
+    return backend.prepare
+
+
+def group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend, order,
+                 group, local, deps):
+    """The tasks that sort each group of ``group`` consecutive positions as one
+    (``group_prepare``, one task on one worker) and the chunks (slices) they give,
+    as the keys ``keys``."""
+    tasks, parts = {}, {}
+    for b, (lo, hi) in enumerate(group_bounds(len(chunks), group)):
+        gkey = ("distsort-group-" + graph.token, b)
+        values = ([(values_name, i) for i in perm[lo:hi]] if values_name is not None
+                  else None)
+        tasks[gkey] = (group_prepare, backend, local, order, list(first[lo:hi]),
+                       list(chunks[lo:hi]), [(keys_name, i) for i in perm[lo:hi]], values)
+        for p in range(lo, hi):
+            parts[keys[p]] = (operator.getitem, gkey, p - lo)
+    graph.add("group", tasks, deps)
+    graph.add("prepare", parts, {f"distsort-group-{graph.token}"})
+
+
+def group_prepare(backend, local, order, firsts, sizes, keys, values):
+    """Sort the input chunks ``keys`` (and ``values``, or positions from ``firsts``) as
+    one run; returns it as chunks of ``sizes`` elements (slices of the run)."""
+    xp = _namespace(keys[0])
+    k = xp.concatenate([xp.asarray(c).ravel() for c in keys])
+    if firsts[0] is not None:
+        v = xp.concatenate([xp.arange(f, f + n, dtype="int64") for f, n in zip(firsts, sizes)])
+    elif values is not None:
+        v = xp.concatenate([xp.asarray(c).ravel() for c in values])
+    else:
+        v = None
+    if hasattr(backend, "sort_owned"):  # sorts our concatenation in place: no copy
+        increasing = firsts[0] is not None and all(a < b for a, b in zip(firsts, firsts[1:]))
+        run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
+    else:
+        run = backend.prepare(k, v, order, None)
+    ends = list(itertools.accumulate(sizes))
+    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes))
+
+
+def _namespace(x):
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+        return cupy
+    import numpy
+    return numpy
+
+
+def _slice(chunk, start, stop):
+    if isinstance(chunk, tuple):
+        return tuple(x[start:stop] for x in chunk)
+    return chunk[start:stop]
 
 
 def finish_layer(graph, out_name, sorted_keys, func, *args):

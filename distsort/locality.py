@@ -164,3 +164,123 @@ def _register(client):
                       stacklevel=4)
         return False
     return True
+
+
+# ---------------------------------------------------------------- placement helpers
+def chunk_owners(keys, client=None):
+    """The worker holding each of ``keys`` (a persisted array's chunks), or None for
+    a chunk not in memory (lazy input) and for every chunk without a client: the
+    scheduler's ``who_has``, in one round trip.  Where a chunk has copies on several
+    workers, the first by address."""
+    client = _current_client(client)
+    if client is None or client.asynchronous:
+        return [None] * len(keys)
+    try:
+        return client.run_on_scheduler(_first_holders, list(keys))
+    except Exception:  # noqa: BLE001  (no answer only costs locality)
+        return [None] * len(keys)
+
+
+def _first_holders(keys, dask_scheduler=None):
+    """On the scheduler: the first worker (by address) holding each key, or None."""
+    out = []
+    for k in keys:
+        ts = dask_scheduler.tasks.get(k)
+        held = sorted(ws.address for ws in ts.who_has) if ts is not None and ts.who_has else ()
+        out.append(held[0] if held else None)
+    return out
+
+
+def _workers(client):
+    """The scheduler's record of each worker (address -> info), or None without one."""
+    if client is None or client.asynchronous:
+        return None
+    try:
+        return client.scheduler_info(n_workers=-1)["workers"]
+    except Exception:  # noqa: BLE001  (no answer: sized as for one worker)
+        return None
+
+
+def worker_slots(gpu, workers):
+    """Chunks sorted at once: one per GPU worker, one per thread of CPU workers (NumPy
+    sorts a chunk on one thread); ``workers``: the scheduler's record (``_workers``).
+
+    >>> worker_slots(False, {"a": {"nthreads": 4}, "b": {"nthreads": 2}})
+    6
+    >>> worker_slots(True, {"a": {"nthreads": 4}, "b": {"nthreads": 2}})
+    2
+    """
+    if gpu:
+        return max(1, len(workers))
+    return max(1, sum(int(w.get("nthreads", 1) or 1) for w in workers.values()))
+
+
+def _device_limit():
+    from .backends.cupy_local import device_limit
+    return device_limit()
+
+
+_device_limits: dict = {}  # (scheduler, workers) -> smallest device limit
+
+
+def worker_budget(gpu, client, workers):
+    """The smallest memory budget of one slot over ``workers`` (bytes), for sizing the
+    groups of chunks sorted as one: GPU workers' device limits
+    (``distsort.backends.cupy_local.device_limit``, asked once per set of workers),
+    CPU workers' memory limit per thread; None where not known."""
+    if not gpu:
+        budgets = [w.get("memory_limit") and w["memory_limit"] // max(1, w.get("nthreads", 1))
+                   for w in workers.values()]
+        budgets = [b for b in budgets if b]
+        return min(budgets) if budgets else None
+    key = (getattr(client.scheduler, "address", None), tuple(sorted(workers)))
+    if key not in _device_limits:
+        try:
+            budgets = [b for b in client.run(_device_limit).values() if b]
+        except Exception:  # noqa: BLE001  (no answer: no bound from memory)
+            return None
+        _device_limits[key] = min(budgets) if budgets else None
+    return _device_limits[key]
+
+
+#: Values of the config ``distsort.placement``: positions from where chunks live, or not.
+PLACEMENTS = ("auto", "identity")
+
+
+def plan_placement(keys_name, chunks, element_bytes, gpu, client=None, hosts=...):
+    """``(perm, group)`` for the network on the chunks ``(keys_name, i)``: positions from
+    where the chunks live (``distsort.placement.placement``) and how many consecutive
+    positions are sorted as one (``distsort.placement.group_size``).
+
+    Dask config: ``distsort.placement`` ``"auto"`` (default: from the scheduler's
+    ``who_has``) or ``"identity"`` (chunk ``i`` at position ``i``); ``distsort.group``
+    ``"auto"`` (default) or a power of two (1: every chunk sorted alone).  Without a
+    client: identity, and groups of one chunk unless ``distsort.group`` says otherwise.
+
+    >>> plan_placement("x", (4, 4, 2), 8, gpu=False)
+    ((0, 1, 2), 1)
+    """
+    from .placement import floor_pow2, group_size, local_group, placement
+    mode = dask.config.get("distsort.placement", "auto")
+    if mode not in PLACEMENTS:
+        raise ValueError(f"distsort.placement must be one of {PLACEMENTS}, got {mode!r}")
+    c = len(chunks)
+    client = _current_client(client)
+    workers = _workers(client) if c > 1 and hosts != [None] else None
+    fixed = dask.config.get("distsort.group", "auto")
+    if fixed != "auto":
+        group = int(fixed)
+    elif not workers:
+        group = 1
+    else:
+        group = group_size(c, worker_slots(gpu, workers), chunks[0] * element_bytes,
+                           worker_budget(gpu, client, workers))
+    if not workers:
+        return tuple(range(c)), group
+    align = max(group, floor_pow2(c // len(workers)))  # whole blocks of a worker's chunks
+    owners = (chunk_owners([(keys_name, i) for i in range(c)], client) if mode == "auto"
+              else [None] * c)
+    perm = placement(owners, align, short_last=chunks[-1] < chunks[0])
+    if fixed == "auto":  # a group sort should move no chunk between workers
+        group = local_group([owners[i] for i in perm], group)
+    return perm, group

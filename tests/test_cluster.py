@@ -5,6 +5,7 @@ import types
 import warnings
 from pathlib import Path
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -143,7 +144,8 @@ def test_pairs_in_flight_and_memory_stay_bounded(cluster_client):
                                    workers=[workers[i % 2]], pure=False) for i in range(c)]
     partner = {(r, hi): lo for r, rnd in enumerate(plan_network(c))
                for lo, hi in rnd.pairs}
-    with cluster_client.as_current():
+    # Every chunk sorted alone (no groups of a worker's chunks): the full network's rounds.
+    with cluster_client.as_current(), dask.config.set({"distsort.group": 1}):
         x = da.concatenate([da.from_delayed(f, (n,), dtype=float) for f in parts]).persist()
         distributed.wait(x)
         cluster_client.register_plugin(_PairsInFlight(partner))

@@ -19,6 +19,7 @@ import numpy as np
 from .. import memory
 from . import launcher
 from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
+from .cupy_local import sort_owned  # noqa: F401  (also the graph's group sorts)
 from .numpy import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
@@ -51,8 +52,10 @@ def crossing_count(a_top, b_bottom, descending):
 
 
 # ---------------------------------------------------------------- the interface
-def prepare(keys, values, order, start=None):
-    """Copy one chunk (the input is never modified) and sort the copy in place."""
+def prepare(keys, values, order, start=None, local="bitonic"):
+    """Copy one chunk (the input is never modified) and sort the copy: in place, or by
+    CUB's radix sort (``local``: ``cupy_local.sort_owned``; the graph passes the
+    ``local=`` of ``distsort.sort``, whose default is ``"auto"``)."""
     vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
     # A merge later holds this chunk, the other chunk's head and the output: refuse a
     # chunk that cannot fit three times even on an empty device, with rechunk advice.
@@ -66,8 +69,7 @@ def prepare(keys, values, order, start=None):
             values = cupy.array(values, copy=True).ravel()
     else:
         values = None
-    sort_inplace(keys, values, order.descending)
-    return make_chunk(keys, values)
+    return sort_owned(keys, values, order, local, increasing_values=start is not None)
 
 
 def length(chunk):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .cuda_ipc import copy_in, opened, share  # noqa: F401  (the Backend's share)
 from .cupy import (crossing_bound, crossing_count, finish_keys,  # noqa: F401  (the Backend)
                    finish_values, head, length, make_chunk, merge_high, merge_low, parts,
-                   prepare, probe, slice_chunk, sort_blocks, tail)
+                   prepare, probe, slice_chunk, sort_blocks, sort_owned, tail)
 
 
 def _fetched(part, borrowed):

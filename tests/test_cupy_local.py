@@ -1,0 +1,83 @@
+"""Both local sorts of the CuPy backend (radix on order codes, bitonic in place) against
+NumPy, element for element, and groups of chunks sorted as one (GPU only).
+
+Every test is marked ``gpu`` and skipped where CuPy or a GPU is missing; the file
+imports on any machine.
+"""
+import numpy as np
+import pytest
+
+from arrays import DTYPES, random_keys
+
+cupy = pytest.importorskip("cupy")
+try:
+    _GPUS = cupy.cuda.runtime.getDeviceCount()
+except Exception:  # no driver
+    _GPUS = 0
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_GPUS == 0, reason="no CUDA GPU")]
+
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+
+import distsort  # noqa: E402
+from distsort.backends import Order  # noqa: E402
+from distsort.backends import numpy as npb  # noqa: E402
+
+if _GPUS:
+    from distsort.backends import cupy as cpb
+
+LOCALS = ["radix", "bitonic"]
+SIZES = [0, 1, 2, 3, 1000, 4099, 65521, 2**18 + 1]
+
+
+def _bits(a):
+    a = cupy.asnumpy(a) if isinstance(a, cupy.ndarray) else a
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind != "b" else a
+
+
+@pytest.mark.parametrize("local", LOCALS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("descending", [False, True])
+def test_prepare_keys(local, dtype, descending):
+    rng = np.random.default_rng(hash((local, dtype, descending)) % 2**32)
+    order = Order(descending)
+    for n in SIZES:
+        keys = random_keys(rng, n, dtype, duplicates=True)
+        got = cpb.prepare(cupy.asarray(keys), None, order, local=local)
+        want = npb.finish_keys(npb.prepare(keys, None, order), order, keys.dtype)
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("local", LOCALS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_prepare_argsort_and_sort_by_key(local, dtype):
+    rng = np.random.default_rng(hash((local, dtype, 1)) % 2**32)
+    for descending in (False, True):
+        order = Order(descending, keyed=True)
+        for n in SIZES:
+            keys = random_keys(rng, n, dtype, duplicates=True)
+            k, v = cpb.prepare(cupy.asarray(keys), None, order, start=5, local=local)
+            wk, wv = npb.prepare(keys, None, order, start=5)
+            np.testing.assert_array_equal(_bits(k), _bits(wk))
+            np.testing.assert_array_equal(cupy.asnumpy(v), wv)
+            values = random_keys(rng, n, "float32", duplicates=True)
+            k, v = cpb.prepare(cupy.asarray(keys), cupy.asarray(values), order, local=local)
+            wk, wv = npb.prepare(keys, values, order)
+            np.testing.assert_array_equal(_bits(k), _bits(wk))
+            np.testing.assert_array_equal(_bits(v), _bits(wv))
+
+
+@pytest.mark.parametrize("local", ["auto", "radix", "bitonic"])
+@pytest.mark.parametrize("group", [1, 4])
+def test_api_local_paths_and_groups(local, group):
+    """Through the API on Dask's local scheduler, groups of chunks sorted as one."""
+    rng = np.random.default_rng(11)
+    keys = random_keys(rng, 100_003, "float32", duplicates=True)
+    x = da.from_array(cupy.asarray(keys), chunks=10_000, asarray=False)
+    with dask.config.set({"distsort.group": group}):
+        got = distsort.sort(x, local=local).compute()
+        idx = distsort.argsort(x, descending=True, local=local).compute()
+    np.testing.assert_array_equal(_bits(got), _bits(np.sort(keys)))
+    ref = npb.prepare(keys, None, Order(True, keyed=True), start=0)[1]
+    np.testing.assert_array_equal(cupy.asnumpy(idx), ref)
