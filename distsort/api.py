@@ -6,7 +6,6 @@ import math
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
 
 try:  # NumPy >= 2
     from numpy.lib.array_utils import normalize_axis_index
@@ -14,7 +13,7 @@ except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
 from .backends import Order, array_module_name, get_backend
-from .graph import SortGraph, finish_layer, sort_layers
+from .graph import SortGraph, finish_layer, graph_over, sort_layers
 from .order import check_dtype
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
@@ -71,15 +70,11 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
     sorted_keys = sort_layers(graph, keys.name, values.name if values is not None else None,
                               chunks, backend, order, positions, window)
     sources = [keys] + ([values] if values is not None else [])
-    layers, deps = dict(graph.layers), dict(graph.dependencies)
-    for src in sources:
-        layers.update(src.dask.layers)
-        deps.update(src.dask.dependencies)
 
     def output(name, func, args, meta):
         finish_layer(graph, name, sorted_keys, func, *args)
-        layers[name], deps[name] = graph.layers[name], graph.dependencies[name]
-        return da.Array(HighLevelGraph(dict(layers), dict(deps)), name, (chunks,), meta=meta)
+        return da.Array(graph_over(sources, graph.layers, graph.dependencies), name,
+                        (chunks,), meta=meta)
 
     out_keys = output("sort-" + token, backend.finish_keys, (order, keys.dtype), keys._meta)
     out_values = None

@@ -38,7 +38,7 @@ import numpy as np
 from .order import _namespace, encode
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
-           "verified"]
+           "chunk_summaries", "verified"]
 
 #: Elements hashed per step: bounds the temporaries (a few uint64 arrays of this
 #: length, 32 MiB each), whatever the chunk size, on the GPU as on the CPU.
@@ -286,12 +286,52 @@ def release(chunk, passed):
     return chunk
 
 
-def _input_summary(keys, values, start):
-    return summarize(keys, values, start=start)
+def _summary(keys, values, start, order):
+    return summarize(keys, values, start=start, order=order)
 
 
-def _output_summary(keys, values, order):
-    return summarize(keys, values, order=order)
+def summary_tasks(name, keys, values, chunks, positions=False, order=None):
+    """``{(name, i): summary of chunk i}`` of the arrays named ``keys`` and ``values``
+    (or None), whose 1-D chunk lengths are ``chunks``.
+
+    With ``positions`` the keys are paired with their positions (argsort's input);
+    with an ``order`` each chunk's order is checked too (an output's summary).
+
+    >>> summary_tasks("s", "x", None, (2, 3), positions=True)[("s", 1)][3]
+    2
+    """
+    starts = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)[:-1]]).tolist()
+    return {(name, i): (_summary, (keys, i), None if values is None else (values, i),
+                        starts[i] if positions else None, order)
+            for i in range(len(chunks))}
+
+
+def chunk_summaries(keys, values=None, *, positions=False, order=None):
+    """A delayed :class:`Summary` of every chunk of 1-D Dask arrays (nothing computed).
+
+    Computed with the tasks that make the chunks (in one ``compute``), each summary
+    runs where its chunk already is: no chunk is read or moved again for it.
+
+    Examples
+    --------
+    >>> import dask, dask.array as da, numpy as np
+    >>> from distsort.backends import Order
+    >>> x = da.from_array(np.array([3, 1, 2, 5]), chunks=2)
+    >>> s = dask.compute(*chunk_summaries(x, order=Order()))
+    >>> [(c.count, c.disorder) for c in s]
+    [(2, 1), (2, 0)]
+    """
+    from dask.base import tokenize
+    from dask.delayed import Delayed
+
+    from .graph import graph_over
+    name = "distsort-verify-summary-" + tokenize(
+        keys.name, None if values is None else values.name, positions, order)
+    sources = [keys] + ([] if values is None else [values])
+    tasks = summary_tasks(name, keys.name, None if values is None else values.name,
+                          keys.chunks[0], positions, order)
+    graph = graph_over(sources, {name: tasks}, {name: {a.name for a in sources}})
+    return [Delayed(k, graph, layer=name) for k in tasks]
 
 
 def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort"):
@@ -323,16 +363,9 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
     summary_in = f"distsort-verify-input-{token}"
     summary_out = f"distsort-verify-output-{token}"
     check_name = f"distsort-verify-check-{token}"
-    starts = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)[:-1]]).tolist()
-    keys_in, values_in = inputs
-    keys_out, values_out = outputs
     layers = {
-        summary_in: {(summary_in, i): (
-            _input_summary, (keys_in, i), None if values_in is None else (values_in, i),
-            starts[i] if positions else None) for i in range(len(chunks))},
-        summary_out: {(summary_out, i): (
-            _output_summary, (keys_out, i), None if values_out is None else (values_out, i),
-            order) for i in range(len(chunks))},
+        summary_in: summary_tasks(summary_in, *inputs, chunks, positions),
+        summary_out: summary_tasks(summary_out, *outputs, chunks, order=order),
         check_name: {(check_name, 0): (
             check, [(summary_in, i) for i in range(len(chunks))],
             [(summary_out, i) for i in range(len(chunks))], tuple(chunks), what)},
@@ -362,21 +395,15 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     """
     import dask.array as da
     from dask.base import tokenize
-    from dask.highlevelgraph import HighLevelGraph
 
+    from .graph import graph_over
     token = tokenize(out_keys.name, None if out_values is None else out_values.name)
     outputs = [a for a in (out_keys, out_values) if a is not None]
     new, deps, gated = verify_layers(
         token, (keys.name, None if values is None else values.name),
         tuple(None if a is None else a.name for a in (out_keys, out_values)),
         out_keys.chunks[0], order, positions, what)
-    layers, dependencies = {}, {}
-    for a in outputs:
-        layers.update(a.dask.layers)
-        dependencies.update(a.dask.dependencies)
-    layers.update(new)
-    dependencies.update(deps)
-    graph = HighLevelGraph(layers, dependencies)
+    graph = graph_over(outputs, new, deps)
     return tuple(None if name is None else
                  da.Array(graph, name, a.chunks, meta=a._meta)
                  for name, a in zip(gated, (out_keys, out_values)))
