@@ -302,7 +302,8 @@ def test_in_process_summary(tmp_path, capsys, rng):
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
     assert "threads of this process" in out
     assert re.search(r"chunks\s+4 \(3 x 4,000 \+ 1 x 345 elements\)", out)
-    m = re.search(r"wall time\s+([\d.]+) s in all; start ([\d.]+) s; read\+sort\+write "
+    m = re.search(r"wall time\s+([\d.]+) s in all; start ([\d.]+) s; plan [\d.]+ s; "
+                  r"read\+sort\+write "
                   r"([\d.]+) s; publish [\d.]+ s; task time: read [\d.]+ s, sort [\d.]+ s, "
                   r"write [\d.]+ s, verify [\d.]+ s", out)
     assert m, out

@@ -157,6 +157,7 @@ def run_sort(job, args, cluster, facts):
     see the module's docstring for the order of the renames and the clean-up.
     """
     from ..plan import plan_network
+    t0 = time.perf_counter()
     check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
                   + [str(Path(p).resolve().parent) for p in job.outputs])
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
@@ -168,6 +169,7 @@ def run_sort(job, args, cluster, facts):
     try:
         for o in outputs:
             o.create()
+        facts["plan"] = time.perf_counter() - t0
         before = cluster_counters(cluster.client)
         with report:
             measured, summaries = write_sorted(job, inputs, sorted_arrays, outputs, cluster,

@@ -46,7 +46,8 @@ def print_summary(job, cluster, facts, report=None):
 def _where(facts):
     """Where the time went: the steps in a row, then task seconds inside the pipeline
     (reading, sorting and writing overlap, so these add up to more than its wall time)."""
-    parts = [f"start {facts['start']:.2f} s", f"read+sort+write {facts['seconds']:.2f} s"]
+    parts = [f"start {facts['start']:.2f} s", f"plan {facts.get('plan', 0):.2f} s",
+             f"read+sort+write {facts['seconds']:.2f} s"]
     if "reread" in facts:
         parts.append(f"reread {facts['reread']:.2f} s")
     parts.append(f"publish {facts.get('publish', 0):.2f} s")
