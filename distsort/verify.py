@@ -147,9 +147,10 @@ def _hash_sums_py(kbits, vbits, start, mode):
 
 _HASH_SUMS = []
 #: NumPy chunks at least this long are hashed by the compiled kernel (where numba is
-#: installed): compiling it (or loading it from numba's cache) costs more than it saves
-#: on smaller ones.
-COMPILED_FROM = 1 << 20
+#: installed): compiling it (or loading it from numba's cache) costs time and, in each
+#: worker process, memory (LLVM) that small chunks do not repay; a worker with a tight
+#: memory limit (a small out-of-core sort) sorts small chunks.
+COMPILED_FROM = 1 << 22
 
 
 def _hash_sums():
