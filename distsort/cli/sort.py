@@ -1,5 +1,11 @@
 """``distsort sort``: check the arguments, sort into temporary outputs, verify, publish.
 
+Reading, sorting, writing and (with ``--verify``) the checks of each chunk run in one
+Dask computation, so a chunk is written as soon as it is sorted and nothing is read
+twice (see :mod:`distsort.cli.verification`).  The cluster starts while the disk is
+measured; without a GPU, an input that fits in memory is sorted by threads of this
+process (:func:`distsort.cli.connection.fits_in_process`).
+
 With ``--values`` the keys and the values are a pair: both are written under
 temporary names and verified (with ``--verify``) before either is renamed; then the
 values output is renamed first and OUTPUT (the keys, the file that a script checks
