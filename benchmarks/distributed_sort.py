@@ -235,56 +235,24 @@ def spill_counts(client, since=None):
     return total if since is None else {k: v - since[k] for k, v in total.items()}
 
 
-#: Elements per slice of the checks: their temporaries stay small (512 MiB at most)
-#: next to chunks of tens of GiB on a nearly full GPU.
-SLICE = 1 << 26
-
-
-def _block_order(block):
-    """(sorted within, first, last) of one chunk, computed where it lives, by slices."""
-    n = len(block)
-    if n == 0:
-        return True, None, None
-    ok = True
-    for i in range(0, n - 1, SLICE):
-        part = block[i:min(n, i + SLICE + 1)]  # one element of overlap
-        ok = ok and bool((part[1:] >= part[:-1]).all())
-    ends = block[[0, -1]]
-    ends = ends.get() if hasattr(ends, "get") else ends
-    return ok, ends[0], ends[1]
-
-
-def _all_in_order(summaries):
-    present = [s for s in summaries if s[1] is not None]
-    return all(s[0] for s in present) and all(
-        a[2] <= b[1] for a, b in zip(present, present[1:]))
-
-
-def sortedness(s):
-    """A delayed bool: ``s`` sorted, chunk by chunk and across chunk edges (no rechunking)."""
+def verification(s, x):
+    """Delayed: True when ``s`` is sorted (within and across chunks) and a permutation of
+    ``x``, by distsort.verify's summaries computed where each chunk lives (64-bit
+    checksums of the keys); raises distsort.verify.VerificationError otherwise."""
     from dask import delayed
-    return delayed(_all_in_order)([delayed(_block_order)(b) for b in s.to_delayed().ravel()])
 
-
-def _block_checksum(block):
-    """Sum of (bit pattern mod a prime) over one chunk, by slices; exact (< 2^64)."""
-    bits = block.view(f"u{block.dtype.itemsize}")
-    return sum(int((bits[i:i + SLICE].astype(np.uint64) % 1_000_003).sum())
-               for i in range(0, len(bits), SLICE))
-
-
-def checksums(*arrays):
-    """Exact order-independent checksums of the bit patterns of each array (delayed ints)."""
-    from dask import delayed
-    return [delayed(sum)([delayed(_block_checksum)(b) for b in a.to_delayed().ravel()])
-            for a in arrays]
+    from distsort.backends import Order
+    from distsort.verify import check, chunk_summaries
+    return delayed(check)(chunk_summaries(x), chunk_summaries(s, order=Order()), s.chunks[0])
 
 
 def check_sorted(client, s, x):
-    """Sorted, and an exact order-independent checksum of the bit patterns (on the workers)."""
-    ok, a, b = client.compute([sortedness(s), *checksums(x, s)], sync=True)
-    if not bool(ok) or int(a) != int(b):
-        raise AssertionError(f"distributed sort is wrong: sorted={bool(ok)} sums {a} {b}")
+    """Sorted, and a permutation of ``x`` (on the workers); AssertionError otherwise."""
+    from distsort.verify import VerificationError
+    try:
+        client.compute(verification(s, x), sync=True)
+    except VerificationError as e:
+        raise AssertionError(f"distributed sort is wrong: {e}") from e
 
 
 def peer_bandwidth(client, nbytes=2**32):
@@ -457,12 +425,15 @@ def largest_case(client, nbytes, dtype, chunks, cpu=False):
              for i, size in enumerate(sizes)]
     x = da.concatenate(parts)
     s = distsort.sort(x)
-    checks = [sortedness(s), *checksums(x, s)]
+    from distsort.verify import VerificationError
     start = time.perf_counter()
-    ok, a, b = client.compute(checks, sync=True)
+    try:
+        verified = bool(client.compute(verification(s, x), sync=True))
+    except VerificationError:
+        verified = False
     seconds = time.perf_counter() - start
     return dict(case="largest", dtype=dtype, bytes=nbytes, n=n, chunks=chunks,
-                seconds_with_checks=seconds, sorted=bool(ok), checksum_ok=int(a) == int(b))
+                seconds_with_checks=seconds, verified=verified)
 
 
 def cuda_cluster(gpus, args):

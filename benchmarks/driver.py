@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import platform
 import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+#: ``distsort bench`` names the directory (the working directory or its --out).
+RESULTS = Path(os.environ.get("DISTSORT_RESULTS") or Path(__file__).resolve().parent / "results")
 
 
 def parser(description):

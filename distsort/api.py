@@ -16,8 +16,8 @@ except ImportError:  # pragma: no cover
 
 from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
-from .graph import (SortGraph, finish_layer, out_of_core_layers, run_output_layer,
-                    sort_layers)
+from .graph import (SortGraph, finish_layer, graph_over, out_of_core_layers,
+                    run_output_layer, sort_layers)
 from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
@@ -157,10 +157,6 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
                                          positions, ooc[1].run_chunks, stage=gpu, window=window,
                                          perm=ooc[2])
     sources = [keys] + ([values] if values is not None else [])
-    layers, deps = dict(graph.layers), dict(graph.dependencies)
-    for src in sources:
-        layers.update(src.dask.layers)
-        deps.update(src.dask.dependencies)
 
     def output(name, part, func, args, meta):
         if ooc is None:
@@ -168,8 +164,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         else:
             run_output_layer(graph, name, sorted_keys, chunks, ooc[1].run_chunks,
                              backend.output, part, gpu)
-        layers[name], deps[name] = graph.layers[name], graph.dependencies[name]
-        return da.Array(HighLevelGraph(dict(layers), dict(deps)), name, (chunks,), meta=meta)
+        return da.Array(graph_over(sources, graph.layers, graph.dependencies), name,
+                        (chunks,), meta=meta)
 
     out_keys = output("sort-" + token, 0, backend.finish_keys if ooc is None else None,
                       (order, keys.dtype), keys._meta)

@@ -413,3 +413,22 @@ def run_output_layer(graph, out_name, sorted_runs, chunks, run_chunks, func, *ar
     graph.dependencies[out_name] = set(graph.layers)
     graph.layers[out_name] = tasks
     return out_name
+
+
+def graph_over(collections, layers, dependencies):
+    """One ``HighLevelGraph``: new ``layers`` (``{name: {key: task}}``, with their
+    ``dependencies``) on top of the graphs of the Dask ``collections`` they read.
+
+    The single place where distsort's layers join the graphs of the arrays they sort.
+    """
+    from dask.highlevelgraph import HighLevelGraph
+    all_layers, all_deps = {}, {}
+    for c in collections:
+        g = c.__dask_graph__()
+        if not isinstance(g, HighLevelGraph):
+            g = HighLevelGraph.from_collections(c.__dask_layers__()[0], g)
+        all_layers.update(g.layers)
+        all_deps.update(g.dependencies)
+    all_layers.update(layers)
+    all_deps.update({name: set(d) for name, d in dependencies.items()})
+    return HighLevelGraph(all_layers, all_deps)

@@ -38,11 +38,14 @@ import numpy as np
 from .order import _namespace, encode
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
-           "verified"]
+           "chunk_summaries", "verified"]
 
 #: Elements hashed per step: bounds the temporaries (a few uint64 arrays of this
 #: length, 32 MiB each), whatever the chunk size, on the GPU as on the CPU.
 BLOCK = 1 << 22
+#: On the CPU, blocks small enough that the temporaries stay in the core's cache:
+#: 2-5x faster than blocks of ``BLOCK`` (16M float32 keys, one core).
+CPU_BLOCK = 1 << 16
 _MOD = 1 << 64
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -116,6 +119,69 @@ def _sum64(xp, h):
     return int(xp.sum(h, dtype=np.uint64))
 
 
+def _hash_sums_py(kbits, vbits, start, mode):
+    """The sums of :func:`key_hashes` and :func:`pair_hashes` in one pass, element by
+    element (compiled with numba: :func:`_hash_sums`); ``kbits`` and ``vbits`` are
+    unsigned views of the keys and values; ``mode`` 0: keys only, 1: pairs with
+    ``vbits``, 2: pairs with the positions ``start, start + 1, ...``.  mix64 is
+    written out (the compiled code calls nothing)."""
+    keys = np.uint64(0)
+    pairs = np.uint64(0)
+    for i in range(kbits.shape[0]):
+        z = np.uint64(kbits[i]) + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        kh = z ^ (z >> np.uint64(31))
+        keys += kh
+        if mode != 0:
+            v = np.uint64(vbits[i]) if mode == 1 else np.uint64(start + i)
+            z = (v ^ _VALUE_SALT) + _GOLDEN
+            z = (z ^ (z >> np.uint64(30))) * _MIX1
+            z = (z ^ (z >> np.uint64(27))) * _MIX2
+            z = kh + (z ^ (z >> np.uint64(31))) + _GOLDEN
+            z = (z ^ (z >> np.uint64(30))) * _MIX1
+            z = (z ^ (z >> np.uint64(27))) * _MIX2
+            pairs += z ^ (z >> np.uint64(31))
+    return keys, pairs
+
+
+_HASH_SUMS = []
+#: NumPy chunks at least this long are hashed by the compiled kernel (where numba is
+#: installed): compiling it (or loading it from numba's cache) costs time and, in each
+#: worker process, memory (LLVM) that small chunks do not repay; a worker with a tight
+#: memory limit (a small out-of-core sort) sorts small chunks.
+COMPILED_FROM = 1 << 22
+
+
+def _hash_sums():
+    """:func:`_hash_sums_py` compiled with numba (``nogil``: threads hash chunks at
+    once), or None where numba is not installed (or ``DISTSORT_NUMBA=0``)."""
+    if not _HASH_SUMS:
+        from .backends import merge
+        _HASH_SUMS.append(merge.numba.njit(cache=True, nogil=True)(_hash_sums_py)
+                          if merge.ENABLED else None)
+    return _HASH_SUMS[0]
+
+
+def _unsigned(x):
+    return x.view(np.uint8 if x.dtype == np.bool_ else np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def _compiled_sums(keys, values, start):
+    """(keys, pairs) sums mod 2**64 by the compiled kernel, or None where it does not
+    serve (CuPy, short chunks, no numba)."""
+    if not isinstance(keys, np.ndarray) or keys.shape[0] < COMPILED_FROM:
+        return None
+    kernel = _hash_sums()
+    if kernel is None:
+        return None
+    kbits = _unsigned(np.ascontiguousarray(keys))
+    mode = 0 if values is None and start is None else 1 if values is not None else 2
+    vbits = _unsigned(np.ascontiguousarray(values)) if values is not None else kbits[:0]
+    k, p = kernel(kbits, vbits, 0 if start is None else start, mode)
+    return int(k), int(p)
+
+
 def _codes(keys, values, order):
     """Order codes: keys alone by ``total``; keyed by ``canonical``, ties by value."""
     codes = encode(keys, canonical=order.keyed, descending=order.descending)
@@ -133,6 +199,17 @@ def _out_of_order(xp, codes, vcodes):
     if vcodes is not None:
         bad |= (codes[..., 1:] == codes[..., :-1]) & (vcodes[..., 1:] < vcodes[..., :-1])
     return bad
+
+
+def _hash_block(xp, keys, values, start, lo, hi, total_keys, total_pairs):
+    """The sums with the hashes of elements ``lo:hi`` added (array by array)."""
+    kh = key_hashes(keys[lo:hi])
+    total_keys += _sum64(xp, kh)
+    if values is not None or start is not None:
+        v = (values[lo:hi] if values is not None
+             else xp.arange(start + lo, start + hi, dtype=np.int64))
+        total_pairs += _sum64(xp, pair_hashes(kh, v))
+    return total_keys, total_pairs
 
 
 def summarize(keys, values=None, *, start=None, order=None):
@@ -167,14 +244,15 @@ def summarize(keys, values=None, *, start=None, order=None):
     total_keys = total_pairs = disorder = 0
     where = -1
     first = last = None
-    for lo in range(0, n, BLOCK):
-        hi = min(n, lo + BLOCK)
-        kh = key_hashes(keys[lo:hi])
-        total_keys += _sum64(xp, kh)
-        if values is not None or start is not None:
-            v = (values[lo:hi] if values is not None
-                 else xp.arange(start + lo, start + hi, dtype=np.int64))
-            total_pairs += _sum64(xp, pair_hashes(kh, v))
+    step = min(BLOCK, CPU_BLOCK) if xp is np else BLOCK
+    compiled = _compiled_sums(keys, values, start)
+    if compiled is not None:
+        total_keys, total_pairs = compiled
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        if compiled is None:
+            total_keys, total_pairs = _hash_block(xp, keys, values, start, lo, hi,
+                                                  total_keys, total_pairs)
         if order is not None:
             # One element of overlap, so that the pair across the block edge is compared.
             base = max(0, lo - 1)
@@ -286,12 +364,52 @@ def release(chunk, passed):
     return chunk
 
 
-def _input_summary(keys, values, start):
-    return summarize(keys, values, start=start)
+def _summary(keys, values, start, order):
+    return summarize(keys, values, start=start, order=order)
 
 
-def _output_summary(keys, values, order):
-    return summarize(keys, values, order=order)
+def summary_tasks(name, keys, values, chunks, positions=False, order=None):
+    """``{(name, i): summary of chunk i}`` of the arrays named ``keys`` and ``values``
+    (or None), whose 1-D chunk lengths are ``chunks``.
+
+    With ``positions`` the keys are paired with their positions (argsort's input);
+    with an ``order`` each chunk's order is checked too (an output's summary).
+
+    >>> summary_tasks("s", "x", None, (2, 3), positions=True)[("s", 1)][3]
+    2
+    """
+    starts = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)[:-1]]).tolist()
+    return {(name, i): (_summary, (keys, i), None if values is None else (values, i),
+                        starts[i] if positions else None, order)
+            for i in range(len(chunks))}
+
+
+def chunk_summaries(keys, values=None, *, positions=False, order=None):
+    """A delayed :class:`Summary` of every chunk of 1-D Dask arrays (nothing computed).
+
+    Computed with the tasks that make the chunks (in one ``compute``), each summary
+    runs where its chunk already is: no chunk is read or moved again for it.
+
+    Examples
+    --------
+    >>> import dask, dask.array as da, numpy as np
+    >>> from distsort.backends import Order
+    >>> x = da.from_array(np.array([3, 1, 2, 5]), chunks=2)
+    >>> s = dask.compute(*chunk_summaries(x, order=Order()))
+    >>> [(c.count, c.disorder) for c in s]
+    [(2, 1), (2, 0)]
+    """
+    from dask.base import tokenize
+    from dask.delayed import Delayed
+
+    from .graph import graph_over
+    name = "distsort-verify-summary-" + tokenize(
+        keys.name, None if values is None else values.name, positions, order)
+    sources = [keys] + ([] if values is None else [values])
+    tasks = summary_tasks(name, keys.name, None if values is None else values.name,
+                          keys.chunks[0], positions, order)
+    graph = graph_over(sources, {name: tasks}, {name: {a.name for a in sources}})
+    return [Delayed(k, graph, layer=name) for k in tasks]
 
 
 def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort"):
@@ -323,16 +441,9 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
     summary_in = f"distsort-verify-input-{token}"
     summary_out = f"distsort-verify-output-{token}"
     check_name = f"distsort-verify-check-{token}"
-    starts = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)[:-1]]).tolist()
-    keys_in, values_in = inputs
-    keys_out, values_out = outputs
     layers = {
-        summary_in: {(summary_in, i): (
-            _input_summary, (keys_in, i), None if values_in is None else (values_in, i),
-            starts[i] if positions else None) for i in range(len(chunks))},
-        summary_out: {(summary_out, i): (
-            _output_summary, (keys_out, i), None if values_out is None else (values_out, i),
-            order) for i in range(len(chunks))},
+        summary_in: summary_tasks(summary_in, *inputs, chunks, positions),
+        summary_out: summary_tasks(summary_out, *outputs, chunks, order=order),
         check_name: {(check_name, 0): (
             check, [(summary_in, i) for i in range(len(chunks))],
             [(summary_out, i) for i in range(len(chunks))], tuple(chunks), what)},
@@ -362,21 +473,15 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     """
     import dask.array as da
     from dask.base import tokenize
-    from dask.highlevelgraph import HighLevelGraph
 
+    from .graph import graph_over
     token = tokenize(out_keys.name, None if out_values is None else out_values.name)
     outputs = [a for a in (out_keys, out_values) if a is not None]
     new, deps, gated = verify_layers(
         token, (keys.name, None if values is None else values.name),
         tuple(None if a is None else a.name for a in (out_keys, out_values)),
         out_keys.chunks[0], order, positions, what)
-    layers, dependencies = {}, {}
-    for a in outputs:
-        layers.update(a.dask.layers)
-        dependencies.update(a.dask.dependencies)
-    layers.update(new)
-    dependencies.update(deps)
-    graph = HighLevelGraph(layers, dependencies)
+    graph = graph_over(outputs, new, deps)
     return tuple(None if name is None else
                  da.Array(graph, name, a.chunks, meta=a._meta)
                  for name, a in zip(gated, (out_keys, out_values)))

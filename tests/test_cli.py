@@ -114,7 +114,9 @@ def test_sort_npy(tmp_path, capsys, address, rng, dtype, descending):
     else:
         assert np.array_equal(got, ref)
     assert sha(src) == before
-    assert re.search(r"chunks\s+9 x 6,000 elements .*; 10 network rounds", stdout)
+    # The chunking as it is (the last chunk short), not the --chunk-size setting.
+    assert re.search(r"chunks\s+9 \(8 x 6,000 \+ 1 x 2,021 elements\).*; 10 network rounds",
+                     stdout)
     assert "verified   yes" in stdout
     assert leftovers(tmp_path) == []
 
@@ -189,19 +191,22 @@ def test_local_cluster_default_chunks(tmp_path, capsys, rng):
     assert code == 0, err
     assert np.array_equal(np.load(tmp_path / "out.npy"), np.sort(x))
     assert re.search(r"cluster\s+2 CPU worker\(s\) at tcp://127\.0\.0\.1", out)
-    assert re.search(r"chunks\s+7 x 32,768 elements", out)
-    assert re.search(r"7 x 32,768 elements \(128\.00 kiB of keys\); 6 network rounds", out)
+    assert re.search(r"chunks\s+7 \(6 x 32,768 \+ 1 x 3,392 elements\), 128\.00 kiB of keys "
+                     r"each; 6 network rounds", out)
 
 
 def test_report(tmp_path, capsys, address, rng):
     pytest.importorskip("bokeh")
     src = save_npy(tmp_path / "in.npy", rng.standard_normal(20_000))
     report = tmp_path / "report.html"
-    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--report", report,
-                                          "--chunk-size", "5000"))
+    code, out, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--report",
+                                            report, "--chunk-size", "5000"))
     assert code == 0, err
+    assert re.search(rf"report\s+{re.escape(str(report))}$", out, re.M)  # the summary names it
     text = report.read_text()
     assert "<html" in text.lower() and "distsort" in text
+    # Self-contained: Bokeh's scripts inline, so it opens on a node without internet.
+    assert "cdn.bokeh.org" not in text and "Bokeh" in text
 
 
 def test_report_without_bokeh(tmp_path, capsys, inproc_address, monkeypatch):
@@ -251,16 +256,60 @@ def test_verify_catches_wrong_output(tmp_path, capsys, address, rng, monkeypatch
     assert leftovers(tmp_path) == []
 
 
-def test_verify_stats_boundaries():
-    """A chunk boundary out of order is caught even when every chunk is sorted."""
-    a, b = np.array([1.0, 5.0]), np.array([3.0, 9.0])
-    ins = [cli.input_stats(a), cli.input_stats(b)]
-    outs = [cli.output_stats(a, None, False, False), cli.output_stats(b, None, False, False)]
-    problems = cli.judge(ins, outs, 4)
-    assert problems == ["1 chunk boundary(ies) out of order"]
-    outs = [cli.output_stats(np.array([1.0, 3.0]), None, False, False),
-            cli.output_stats(np.array([5.0, 9.0]), None, False, False)]
-    assert cli.judge(ins, outs, 4) == []
+def test_verify_reread(tmp_path, capsys, address, rng):
+    """--verify=reread: the written output is read back and checked chunk by chunk."""
+    x = rng.standard_normal(30_000)
+    src = save_npy(tmp_path / "in.npy", x)
+    for out in (tmp_path / "o.npy", tmp_path / "o.zarr"):
+        code, stdout, err = run(capsys, *sort_args(address, src, out, "--chunk-size", "7000",
+                                                   "--verify=reread"))
+        assert code == 0, err
+        assert np.array_equal(load(out), np.sort(x))
+        assert "verified   yes" in stdout and "read back matches" in stdout
+        assert re.search(r"reread [\d.]+ s", stdout)
+
+
+def test_verify_reread_catches_a_bad_write(tmp_path, capsys, inproc_address, rng,
+                                           monkeypatch):
+    """A write that changes the data on its way to disk passes the fused check (the
+    sorted chunks are right) and is caught by reading the output back."""
+    real = cli.NpyFile.__setitem__
+
+    def bad_write(self, key, value):
+        value = np.array(value)
+        if len(value):
+            value[len(value) // 2] += 1  # one element changed on the way to disk
+        real(self, key, value)
+    monkeypatch.setattr(cli.NpyFile, "__setitem__", bad_write)
+    src = save_npy(tmp_path / "in.npy", rng.permutation(20_000).astype(np.int64))
+    code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "o.npy",
+                                          "--chunk-size", "5000", "--verify"))
+    assert code == 0, err  # the fused check sees the sorted chunks, not the disk
+    code, _, err = run(capsys, *sort_args(inproc_address, src, tmp_path / "p.npy",
+                                          "--chunk-size", "5000", "--verify=reread"))
+    assert code == 1 and "differ from the sorted data" in err
+    assert not (tmp_path / "p.npy").exists() and leftovers(tmp_path) == []
+
+
+def test_in_process_summary(tmp_path, capsys, rng):
+    """No cluster asked for and a small input: threads of this process sort it; the
+    summary gives the true chunking, where the time went and the disk floor."""
+    x = rng.standard_normal(12_345).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
+                         "--chunk-size", "4000", "--verify", "--no-progress")
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    assert "threads of this process" in out
+    assert re.search(r"chunks\s+4 \(3 x 4,000 \+ 1 x 345 elements\)", out)
+    m = re.search(r"wall time\s+([\d.]+) s in all; start ([\d.]+) s; plan [\d.]+ s; "
+                  r"read\+sort\+write "
+                  r"([\d.]+) s; publish [\d.]+ s; task time: read [\d.]+ s, sort [\d.]+ s, "
+                  r"write [\d.]+ s, verify [\d.]+ s", out)
+    assert m, out
+    wall, start, pipeline = map(float, m.groups())
+    assert wall >= start + pipeline
+    assert re.search(r"disk floor\s+[\d.]+ s to read and write it once", out)
 
 
 # ------------------------------------------------------------------ bad input
@@ -296,6 +345,7 @@ def test_unsupported_dtype(tmp_path, capsys, address, dtype):
     code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy"))
     assert code == 2
     assert "cannot sort" in err and dtype.split("[")[0][:4] in err
+    assert str(src) in err  # the message names the file
     assert not (tmp_path / "o.npy").exists() and leftovers(tmp_path) == []
 
 
@@ -667,6 +717,24 @@ def test_bench(tmp_path, capsys, monkeypatch):
     assert code == 3 and "exit status 4" in err
     code, _, err = run(capsys, "bench", "gpu_nothing")
     assert code == 2 and "no benchmark scenario" in err
+
+
+def test_bench_results_not_in_checkout(tmp_path, monkeypatch, capfd):
+    """Results go to the working directory or --out, never into the source checkout."""
+    bench = tmp_path / "src" / "benchmarks"
+    bench.mkdir(parents=True)
+    (bench / "cpu_sort.py").write_text(
+        "import os, pathlib\nif __name__ == '__main__':\n"
+        "    pathlib.Path(os.environ['DISTSORT_RESULTS'], 'r.json').write_text('{}')\n")
+    monkeypatch.setattr(bench_cmd, "benchmarks_dir", lambda: bench)
+    work, out = tmp_path / "work", tmp_path / "out"
+    work.mkdir()
+    out.mkdir()
+    monkeypatch.chdir(work)
+    assert cli.main(["bench", "cpu_sort"]) == 0
+    assert cli.main(["bench", "cpu_sort", "--out", str(out)]) == 0
+    assert (work / "r.json").exists() and (out / "r.json").exists()
+    assert not list(bench.parent.rglob("r.json"))
 
 
 def test_bench_passes_args_through(tmp_path, monkeypatch, capfd):

@@ -264,3 +264,38 @@ def test_worker_killed_mid_sort_gives_the_right_result_or_a_clear_error(
 
 def _set_allowed_failures(dask_scheduler, n):
     dask_scheduler.allowed_failures = n
+
+
+# ------------------------------------------------------------------ the command
+@pytest.mark.parametrize("fault", ["unsorted", "changed"])
+@pytest.mark.parametrize("verify", ["--verify", "--verify=reread"])
+def test_command_never_publishes_a_faulty_sort(tmp_path, monkeypatch, capsys, fault, verify):
+    """A backend that returns a wrong chunk (two elements swapped, or one changed) is
+    caught by the checks fused into ``distsort sort``: exit status 1, no OUTPUT, no
+    temporary left.  The command sorts with threads of this process, so the
+    monkeypatch reaches its tasks."""
+    from distsort import cli
+    from distsort.backends import numpy as npb
+    real = npb.finish_keys
+
+    def faulty(chunk, order, dtype):
+        out = np.array(real(chunk, order, dtype))
+        if len(out) > 1 and fault == "unsorted":
+            out[[0, -1]] = out[[-1, 0]]
+        elif len(out) and fault == "changed":
+            out[len(out) // 2] += 1
+        return out
+    monkeypatch.setattr(npb, "finish_keys", faulty)
+    x = np.random.default_rng().permutation(30_000).astype(np.int64)  # distinct keys
+    np.save(tmp_path / "in.npy", x)
+    code = cli.main(["sort", str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--device",
+                     "cpu", "--chunk-size", "7000", verify, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and "verification failed" in err
+    assert ("out of order" in err or "not sorted" in err) if fault == "unsorted" \
+        else "checksum" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy"]
+    monkeypatch.setattr(npb, "finish_keys", real)  # and the same command, unharmed, publishes
+    assert cli.main(["sort", str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--device",
+                     "cpu", "--chunk-size", "7000", verify, "--no-progress"]) == 0
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))

@@ -354,3 +354,25 @@ def test_nd_verify_catches_a_corrupted_block(monkeypatch):
         distsort.sort(da.from_array(x, chunks=(5, 9)), verify=True).compute(scheduler="sync")
     COUNTS["raised"] += 1
 
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint64", "bool", "float16"])
+def test_compiled_hash_sums_equal_numpy(monkeypatch, dtype):
+    """The numba kernel (long NumPy chunks) and the array-by-array hashes give the same
+    sums: an input summarized by one and an output by the other must agree."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng()
+    n = 3000
+    x = (rng.standard_normal(n) * 100).astype(dtype)
+    vals = rng.integers(-5, 5, n).astype(np.int32)
+    order = Order(keyed=True)
+
+    def all_summaries():
+        return [dv.summarize(x), dv.summarize(x, vals), dv.summarize(x, start=123),
+                dv.summarize(np.sort(x), order=Order()),
+                dv.summarize(np.sort(x), np.zeros(n, np.int32), order=order)]
+    monkeypatch.setattr(dv, "COMPILED_FROM", 1)
+    compiled = all_summaries()
+    monkeypatch.setattr(dv, "COMPILED_FROM", 1 << 62)
+    assert compiled == all_summaries()
+    assert compiled[0].keys != 0 and compiled[1].pairs != compiled[2].pairs

@@ -21,7 +21,8 @@ or input, 3 runtime failure, 130 interrupted (SIGINT or SIGTERM).
 
 The modules: ``command`` (``main``), ``args`` (the parser), ``sort``, ``demo`` and
 ``bench`` (the subcommands), ``files``, ``sources`` and ``outputs`` (the arrays on
-disk), ``verification`` (``--verify``), ``connection`` (the cluster), ``progress``
+disk), ``verification`` (``--verify``), ``connection`` (the cluster, or threads of this
+process for an input that fits in memory), ``disk`` (the disk floor), ``progress``
 and ``metrics`` (running and measuring), ``summary``, ``sizes``, ``errors`` (exit
 codes) and ``signals``.  The names below are re-exported for scripts and tests; a
 test that monkeypatches a function patches it in the module that calls it.
@@ -33,9 +34,7 @@ from .errors import (BAD_INPUT, EXIT_CODES, INTERRUPTED, OK, RUNTIME_FAILURE, VE
 from .files import NpyFile, ZarrFile, file_kind
 from .outputs import Output
 from .sources import Source, open_source
-from .verification import argsort_output_stats, input_stats, judge, output_stats
 
 __all__ = ["main", "build_parser", "EXIT_CODES", "OK", "VERIFY_FAILED", "BAD_INPUT",
            "RUNTIME_FAILURE", "INTERRUPTED", "CLIError", "Interrupted", "NpyFile", "ZarrFile",
-           "file_kind", "Output", "Source", "open_source", "input_stats", "output_stats",
-           "argsort_output_stats", "judge"]
+           "file_kind", "Output", "Source", "open_source"]

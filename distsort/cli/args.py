@@ -27,7 +27,9 @@ def _cluster_options(p, local_workers=True):
                         "CuPy sees one; for a running cluster, when every worker does)")
     if local_workers:
         g.add_argument("--workers", type=int, metavar="N",
-                       help="local cluster: worker processes (default: one per GPU or core)")
+                       help="local cluster: worker processes (default: one per GPU or core; "
+                            "without GPUs, an input that fits in memory is sorted by threads "
+                            "of this process, which start at once)")
         g.add_argument("--memory-limit", metavar="BYTES",
                        help="local CPU cluster: memory per worker, e.g. 2GiB; chunks spill to "
                             "disk beyond 70%% of it (default: this host's memory, shared)")
@@ -61,9 +63,11 @@ def _add_sort(sub, exits):
                    help="write the int64 indices that sort INPUT (stable) instead of the keys")
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)
     s.add_argument("--values-output", metavar="FILE", help="where to write the moved values")
-    s.add_argument("--verify", action="store_true",
-                   help="check the output (sorted across chunks; a permutation of the input, "
-                        "by count and a 64-bit checksum) before publishing it")
+    s.add_argument("--verify", nargs="?", const="fused", choices=("fused", "reread"),
+                   help="check the output before publishing it: sorted, and a permutation of "
+                        "the input by count and 64-bit checksums, computed on each chunk as "
+                        "it is read and before it is written (a few %% of the time); "
+                        "--verify=reread also reads the written output back (one more pass)")
     s.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")
     s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _cluster_options(s)
@@ -90,6 +94,9 @@ def _add_bench(sub):
                                    "distsort bench cpu_sort -- --quick")
     b.add_argument("scenarios", nargs="*", metavar="SCENARIO")
     b.add_argument("--list", action="store_true", help="list the scenarios")
+    b.add_argument("--out", metavar="DIR",
+                   help="directory for the scenarios' JSON results (default: the working "
+                        "directory)")
     b.set_defaults(func=cmd_bench, extra=[])
 
 

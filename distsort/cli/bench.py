@@ -6,6 +6,9 @@ from pathlib import Path
 
 from .errors import OK, RUNTIME_FAILURE, CLIError, print_error
 
+#: Where the scenarios write their results (a directory).
+RESULTS_ENV = "DISTSORT_RESULTS"
+
 
 def benchmarks_dir():
     """``benchmarks/`` of the working directory, else of the source checkout."""
@@ -36,14 +39,20 @@ def cmd_bench(args):
     if missing or not names:
         raise CLIError(f"no benchmark scenario {', '.join(missing) or 'cpu_*'} in {bench} "
                        f"(have: {', '.join(found) or 'none'})")
+    out = Path(args.out or Path.cwd()).resolve()
+    if not out.is_dir():
+        raise CLIError(f"--out {args.out}: not a directory")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(bench.parent),
                                                       env.get("PYTHONPATH")]))
+    # The scenarios write their JSON there (benchmarks/driver.py reads it), never
+    # into the source checkout.
+    env[RESULTS_ENV] = str(out)
     code = OK
     for name in names:
         print(f"== {name} ==", flush=True)
         rc = subprocess.run([sys.executable, str(found[name]), *args.extra],
-                            cwd=bench.parent, env=env).returncode
+                            cwd=out, env=env).returncode
         if rc:
             print_error(f"benchmark {name} failed with exit status {rc}")
             code = RUNTIME_FAILURE

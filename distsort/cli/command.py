@@ -2,6 +2,7 @@
 import errno
 import os
 import sys
+import time
 
 from .args import build_parser
 from .errors import INTERRUPTED, RUNTIME_FAILURE, CLIError, Interrupted, print_error
@@ -16,12 +17,20 @@ def _split_bench_extra(argv):
     return argv, []
 
 
+def _since_process_start():
+    import psutil
+    return max(0.0, time.time() - psutil.Process().create_time())
+
+
 def main(argv=None):
     """Run the ``distsort`` command; returns the exit status.
 
     >>> main(["sort", "missing.npy", "out.npy"])
     2
     """
+    # The command's wall time counts from the start of the process (imports included)
+    # when it is the command line; from here when a script calls main().
+    t0 = time.perf_counter() - (_since_process_start() if argv is None else 0.0)
     argv, extra = _split_bench_extra(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     try:
@@ -30,6 +39,7 @@ def main(argv=None):
         return int(e.code or 0)
     if extra:
         args.extra = extra
+    args.t0 = t0
     try:
         with sigterm_interrupts():
             return args.func(args)

@@ -39,12 +39,44 @@ def _local_options(args, gpu):
     return kw
 
 
-def open_cluster(args, local_scheduler_ok=False):
-    """Connect as asked, or start a local cluster (GPUs when present)."""
+#: An input sorted by threads of this process takes at most this share of the
+#: memory available now (the chunks, their merges and what waits to be written).
+IN_PROCESS_SHARE = 8
+
+
+def fits_in_process(args, job):
+    """Sort with threads of this process, not a cluster of worker processes?
+
+    Yes where nothing asks for a cluster (no scheduler, workers, memory limit, spill
+    directory, report or GPU) and the job takes a small share of the memory available
+    now.  Starting worker processes costs seconds and every chunk is sent to them and
+    back: for an input that fits in memory, threads sort it sooner.
+    """
+    import psutil
+
+    from .. import cluster as cl
+    if (args.scheduler_address or args.scheduler_file or args.workers or args.memory_limit
+            or args.spill_dir or args.report or args.device == "gpu"):
+        return False
+    if args.device == "auto" and cl.gpu_available():
+        return False
+    need = job.src.n * job.per_element()
+    return need * IN_PROCESS_SHARE <= psutil.virtual_memory().available
+
+
+def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
+    """Connect as asked, or start a local cluster (GPUs when present); with
+    ``local_scheduler_ok`` or ``in_process_ok`` (no cluster asked for), the local
+    threaded scheduler instead."""
     from .. import cluster as cl
     address, file = args.scheduler_address, args.scheduler_file
     if not (address or file) and local_scheduler_ok:
         return Cluster(None, "local threaded scheduler", gpu=False)
+    if not (address or file) and in_process_ok:
+        import psutil
+        return Cluster(None, f"{os.cpu_count()} threads of this process (the input fits "
+                             "in memory; --workers N starts worker processes)", gpu=False,
+                       worker_memory=psutil.virtual_memory().available // (os.cpu_count() or 1))
     if file and not os.path.exists(file):
         raise CLIError(f"scheduler file {file}: no such file")
     device = getattr(args, "device", "auto")

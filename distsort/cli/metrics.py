@@ -1,6 +1,26 @@
-"""What a run measured: the data that crossed between chunks (head/tail tasks), and
-the bytes the workers sent to each other and spilled to disk."""
+"""What a run measured: the data that crossed between chunks (head/tail tasks), the
+bytes the workers sent to each other and spilled to disk, and the task time spent
+reading, sorting, writing and verifying."""
+import time
+
 from ..graph import round_task_kind
+
+#: Task-key prefixes of the steps the summary names; every other task sorts.
+STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),
+         ("write", ("store-",)), ("verify", ("distsort-verify-",)))
+
+
+def task_step(key):
+    """``"read"``, ``"write"``, ``"verify"`` or ``"sort"``: the step a task belongs to.
+
+    >>> task_step(("distsort-read-1f2e", 0)), task_step(("store-map-9a", 3))
+    ('read', 'write')
+    """
+    name = str(key[0] if isinstance(key, tuple) else key)
+    for step, prefixes in STEPS:
+        if name.startswith(prefixes):
+            return step
+    return "sort"
 
 
 def _crossing(key):
@@ -12,17 +32,25 @@ class LocalMeter:
 
     def __init__(self):
         self.crossing = self.tasks = 0
+        self.steps = {}
+        self._started = {}
 
     def __enter__(self):
         from dask.callbacks import Callback
         from dask.sizeof import sizeof
 
+        def pretask(key, dsk, state):
+            self._started[key] = time.perf_counter()
+
         def posttask(key, result, dsk, state, worker_id):
+            step = task_step(key)
+            took = time.perf_counter() - self._started.pop(key, time.perf_counter())
+            self.steps[step] = self.steps.get(step, 0.0) + took
             if _crossing(key):
                 self.crossing += sizeof(result)
                 self.tasks += 1
 
-        self._cb = Callback(posttask=posttask)
+        self._cb = Callback(pretask=pretask, posttask=posttask)
         self._cb.__enter__()
         return self
 
@@ -35,6 +63,17 @@ def crossing_of(records):
     sizes = [r.get("nbytes", 0) or 0 for r in records
              if _crossing(r.get("key", ""))]
     return sum(sizes), len(sizes)
+
+
+def step_seconds(records):
+    """Task seconds per step (:func:`task_step`) in a distributed task stream's records."""
+    steps = {}
+    for r in records:
+        took = sum(s["stop"] - s["start"] for s in r.get("startstops", ())
+                   if s.get("action") == "compute")
+        step = task_step(r.get("key", ""))
+        steps[step] = steps.get(step, 0.0) + took
+    return steps
 
 
 def crossing_tasks(nchunks):

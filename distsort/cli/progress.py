@@ -2,14 +2,15 @@
 measuring the data that crossed between chunks on the way."""
 import contextlib
 
-from .metrics import LocalMeter, crossing_of
+from .metrics import LocalMeter, crossing_of, step_seconds
 
 
 def compute(client, collections, progress, label):
     """Compute ``collections`` on ``client`` (or the local scheduler) with a progress bar.
 
-    Returns (results, (crossing_bytes, crossing_tasks)): the sizes and number of the
-    head/tail tasks that ran, as the scheduler's task stream recorded them.
+    Returns (results, stats): ``stats["crossing"]`` and ``stats["tasks"]`` are the sizes
+    and number of the head/tail tasks that ran, ``stats["steps"]`` the task seconds per
+    step (read, sort, write, verify), as the scheduler's task stream recorded them.
     """
     import dask
     if progress:
@@ -18,7 +19,9 @@ def compute(client, collections, progress, label):
         from dask.diagnostics import ProgressBar
         bar = ProgressBar() if progress else contextlib.nullcontext()
         with bar, LocalMeter() as meter:
-            return dask.compute(*collections), (meter.crossing, meter.tasks)
+            results = dask.compute(*collections)
+        return results, {"crossing": meter.crossing, "tasks": meter.tasks,
+                         "steps": meter.steps}
     from distributed import get_task_stream, progress as dist_progress
     with get_task_stream(client) as stream:
         futures = client.compute(list(collections))
@@ -29,7 +32,8 @@ def compute(client, collections, progress, label):
         except BaseException:
             client.cancel(futures)
             raise
-    return results, crossing_of(stream.data)
+    crossing, tasks = crossing_of(stream.data)
+    return results, {"crossing": crossing, "tasks": tasks, "steps": step_seconds(stream.data)}
 
 
 def persist(cluster, x, progress, label):

@@ -1,5 +1,11 @@
 """``distsort sort``: check the arguments, sort into temporary outputs, verify, publish.
 
+Reading, sorting, writing and (with ``--verify``) the checks of each chunk run in one
+Dask computation, so a chunk is written as soon as it is sorted and nothing is read
+twice (see :mod:`distsort.cli.verification`).  The cluster starts while the disk is
+measured; without a GPU, an input that fits in memory is sorted by threads of this
+process (:func:`distsort.cli.connection.fits_in_process`).
+
 With ``--values`` the keys and the values are a pair: both are written under
 temporary names and verified (with ``--verify``) before either is renamed; then the
 values output is renamed first and OUTPUT (the keys, the file that a script checks
@@ -11,18 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .connection import check_visible, open_cluster, to_device, to_host
-from .errors import OK, CLIError
+from .connection import check_visible, fits_in_process, open_cluster, to_device, to_host
+from .disk import disk_floor
+from ..verify import VerificationError
+from .errors import OK, VERIFY_FAILED, CLIError
 from .metrics import cluster_counters, crossing_tasks
 from .outputs import Output, check_output_path, publish
 from .progress import compute
 from .sizes import chunk_elements
 from .sources import Source, open_source
 from .summary import print_summary
-from .verification import verify
+from .verification import fused_summaries, judge, reread
 
 
 @dataclass
@@ -68,25 +77,27 @@ def check_sort_args(args):
     return SortJob(src, vals, outputs, mode, args.descending)
 
 
-def sort_graph(job, chunk, gpu):
-    """The sorted Dask arrays (NumPy chunks), ready to store."""
+def sort_graph(job, chunk, gpu, verify=False):
+    """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
+    GPU workers), ready to summarize and, through ``to_host``, to store."""
     import distsort
     for src in (job.src, job.vals):  # the files' writers and --verify take no times yet
         if src is not None and src.dtype.kind in "mM":
             raise CLIError(f"cannot sort {src.path}: dtype {src.dtype} is not supported by "
                            "the command (distsort.sort sorts it from Python)")
     keys = to_device(job.src.array(chunk), gpu)
+    values = to_device(job.vals.array(chunk), gpu) if job.vals else None
     try:
         if job.mode == "argsort":
-            out = [distsort.argsort(keys, descending=job.descending)]
+            out = [distsort.argsort(keys, descending=job.descending, verify=bool(verify))]
         elif job.mode == "values":
-            values = to_device(job.vals.array(chunk), gpu)
             out = list(distsort.sort_by_key(keys, values, descending=job.descending))
         else:
             out = [distsort.sort(keys, descending=job.descending)]
     except TypeError as e:  # unsupported dtype: distsort says which and why
-        raise CLIError(str(e))
-    return [to_host(o, gpu) for o in out]
+        files = job.src.path + (f" / {job.vals.path}" if job.vals else "")
+        raise CLIError(f"{files}: {e}")
+    return (keys, values), out
 
 
 def _has_bokeh():
@@ -105,25 +116,39 @@ def report_context(args, cluster):
         return contextlib.nullcontext()
     check_report(cluster)
     from distributed import performance_report
-    return performance_report(filename=str(Path(args.report).resolve()))
+    # Bokeh's scripts inline: the report opens on a node with no internet access.
+    return performance_report(filename=str(Path(args.report).resolve()), mode="inline")
 
 
-def write_sorted(sorted_arrays, outputs, cluster, progress):
-    """Sort into the outputs' temporaries; returns the seconds and the crossing bytes."""
+def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
+    """Sort into the outputs' temporaries, with the fused summaries of ``--verify``;
+    returns the facts measured and the output summaries (for ``--verify=reread``)."""
     import dask.array as da
     nchunks = len(sorted_arrays[0].chunks[0])
+    ins, outs = fused_summaries(job, inputs, sorted_arrays) if args.verify else ([], [])
     facts = {}
     t0 = time.perf_counter()
     if outputs[0].n:
-        store = da.store(sorted_arrays, [o.target for o in outputs], lock=False,
-                         compute=False)
-        _, (crossing, count) = compute(cluster.client, [store], progress, "sorting ...")
+        host = [to_host(a, cluster.gpu) for a in sorted_arrays]
+        store = da.store(host, [o.target for o in outputs], lock=False, compute=False)
+        try:
+            results, stats = compute(cluster.client, [store, *ins, *outs], args.progress,
+                                     "sorting ...")
+        except VerificationError as e:  # argsort's check, inside the sort
+            raise CLIError(str(e), VERIFY_FAILED)
+        ins, outs = results[1:1 + len(ins)], results[1 + len(ins):]
+        facts["steps"] = stats["steps"]
         # Only a complete count is reported (the task stream keeps a bounded
         # number of records).
-        if count == crossing_tasks(nchunks):
-            facts["crossing"] = crossing
+        if stats["tasks"] == crossing_tasks(nchunks):
+            facts["crossing"] = stats["crossing"]
+    else:  # nothing to sort, nothing to check
+        ins = outs = []
     facts["seconds"] = time.perf_counter() - t0
-    return facts
+    if args.verify and outputs[0].n:
+        judge(job, ins, outs, sorted_arrays[0].chunks[0])
+        facts["verified"] = args.verify
+    return facts, outs
 
 
 def counters_since(before, client):
@@ -135,33 +160,40 @@ def counters_since(before, client):
             if before[k] is not None and after[k] is not None}
 
 
-def run_sort(job, args, cluster):
-    """Sort, store, verify and publish; returns the summary's facts.
+def run_sort(job, args, cluster, facts):
+    """Sort, store, verify and publish, adding what was measured to ``facts``.
 
     Nothing is renamed into place before every output is written (and verified);
     see the module's docstring for the order of the renames and the clean-up.
     """
     from ..plan import plan_network
+    t0 = time.perf_counter()
     check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
                   + [str(Path(p).resolve().parent) for p in job.outputs])
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
-    sorted_arrays = sort_graph(job, chunk, cluster.gpu)
-    nchunks = len(sorted_arrays[0].chunks[0])
-    facts = {"chunk": chunk, "chunks": nchunks, "rounds": len(plan_network(nchunks))}
+    inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu, args.verify)
+    chunks = sorted_arrays[0].chunks[0]
+    facts.update(chunks=chunks, rounds=len(plan_network(len(chunks))))
     outputs = [Output(p, a.dtype, job.src.n, chunk) for p, a in zip(job.outputs, sorted_arrays)]
     report = report_context(args, cluster)
     try:
         for o in outputs:
             o.create()
+        facts["plan"] = time.perf_counter() - t0
         before = cluster_counters(cluster.client)
         with report:
-            facts.update(write_sorted(sorted_arrays, outputs, cluster, args.progress))
+            measured, summaries = write_sorted(job, inputs, sorted_arrays, outputs, cluster,
+                                               args)
+            facts.update(measured)
             facts.update(counters_since(before, cluster.client))
-            if args.verify:
-                facts["verified"] = verify(job, outputs, chunk, cluster, args.progress)
+            if args.verify == "reread" and job.src.n:
+                facts["reread"] = reread(job, outputs, chunks, cluster, args.progress,
+                                         summaries)
+        t0 = time.perf_counter()
         # Keys (OUTPUT) last: the file a script checks for appears only when the
         # values are in place too.
         publish(outputs[::-1])
+        facts["publish"] = time.perf_counter() - t0
     finally:
         for o in outputs:
             o.discard()
@@ -169,13 +201,20 @@ def run_sort(job, args, cluster):
 
 
 def cmd_sort(args):
+    t0 = getattr(args, "t0", None) or time.perf_counter()
     job = check_sort_args(args)
-    cluster = open_cluster(args)
+    with ThreadPoolExecutor(1) as pool:
+        # The disk is measured while the cluster starts.
+        floor = pool.submit(disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent,
+                            job.src.nbytes)
+        cluster = open_cluster(args, in_process_ok=fits_in_process(args, job))
+        facts = {"start": time.perf_counter() - t0, "disk": floor.result()}
     try:
-        facts = run_sort(job, args, cluster)
+        run_sort(job, args, cluster, facts)
     finally:
         if cluster.close:
             cluster.close()
+    facts["wall"] = time.perf_counter() - t0
     print("distsort sort: done", flush=True)
-    print_summary(job, cluster, facts)
+    print_summary(job, cluster, facts, args.report)
     return OK

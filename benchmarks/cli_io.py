@@ -1,0 +1,237 @@
+"""``distsort sort`` on .npy files against the disk and a one-process NumPy sort.
+
+For each size (float32 .npy, fresh random data) it measures, in one run:
+
+* ``copy``: ``dd bs=64M conv=fdatasync`` of the input (read all, write all: the disk floor);
+* ``numpy``: one process, ``np.load`` + ``ndarray.sort`` + ``np.save`` (+ fsync);
+* ``distsort``: ``distsort sort IN OUT`` (the whole command: cluster start included);
+* ``distsort --verify``: the same with ``--verify``.
+
+Every output is compared element for element with NumPy's sort of the input.  The
+machine's load average is recorded before each step (a busy machine slows every
+column).  The page cache is not dropped (that needs root): each step reads a file
+that the step before it may have cached, as commands run in a row would.  The table is printed last and the JSON is written to
+``benchmarks/results/cli_io_<device>_<date>.json`` (or ``--out``).
+
+Examples
+--------
+On a CPU machine (the CI-sized scenario)::
+
+    python benchmarks/cli_io.py --sizes 512MiB 2GiB
+
+On a GPU host (16 GiB of float32; local disk under --dir)::
+
+    python benchmarks/cli_io.py --sizes 16GiB --no-numpy --dir /local/scratch
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse_size(text):
+    from dask.utils import parse_bytes
+    return int(parse_bytes(text))
+
+
+def make_input(path, nbytes, seed):
+    """A float32 .npy of fresh random data, written in pieces (bounded memory)."""
+    n = nbytes // 4
+    rng = np.random.default_rng(seed)
+    m = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n,))
+    step = 1 << 26
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        m[lo:hi] = rng.standard_normal(hi - lo, dtype=np.float32)
+    m.flush()
+    del m
+    return n
+
+
+def timed(cmd, env=None):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        sys.stderr.write(r.stdout + r.stderr)
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit status {r.returncode}")
+    return wall, r.stdout
+
+
+def numpy_baseline(src, dst):
+    code = ("import numpy as np, os, sys\n"
+            "a = np.load(sys.argv[1]); a.sort(); np.save(sys.argv[2], a)\n"
+            "fd = os.open(sys.argv[2], os.O_RDONLY); os.fsync(fd); os.close(fd)\n")
+    return timed([sys.executable, "-c", code, str(src), str(dst)])[0]
+
+
+def check_sorted(src, out, reference=None):
+    """Element for element against NumPy's sort of ``src`` (by value: NumPy leaves -0.0 and
+    0.0 in any order, distsort puts -0.0 first)."""
+    ref = reference if reference is not None else np.sort(np.load(src))
+    got = np.load(out, mmap_mode="r")
+    if got.shape != ref.shape or not np.array_equal(got, ref, equal_nan=True):
+        raise SystemExit(f"{out}: not numpy.sort of {src}")
+    return ref
+
+
+def check_streaming(src, out, step=1 << 26):
+    """Without the NumPy reference (inputs too large to sort in one process in time):
+    ``out`` sorted (chunk by chunk and across the cuts) and holding the same bit patterns
+    as ``src`` (count and an order-independent 64-bit checksum, distsort.verify's hash)."""
+    from distsort.verify import summarize
+    a, b = np.load(src, mmap_mode="r"), np.load(out, mmap_mode="r")
+    if a.shape != b.shape:
+        raise SystemExit(f"{out}: {b.shape} elements, input {a.shape}")
+    sums = [0, 0]
+    for lo in range(0, len(a), step):
+        part = np.asarray(b[lo:lo + step + 1])
+        if not np.all(part[1:] >= part[:-1]):
+            raise SystemExit(f"{out}: not sorted near element {lo}")
+        sums[0] += summarize(np.asarray(a[lo:lo + step])).keys
+        sums[1] += summarize(part[:step]).keys
+    if sums[0] % 2**64 != sums[1] % 2**64:
+        raise SystemExit(f"{out}: not a permutation of {src} (checksums differ)")
+
+
+def load():
+    return round(os.getloadavg()[0], 2)
+
+
+def distsort_cmd(extra):
+    return [sys.executable, "-m", "distsort.cli", "sort", *extra]
+
+
+def summary_lines(stdout):
+    """The command's summary (the lines after 'done'), kept in the JSON."""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("distsort sort: done"):
+            return [s.strip() for s in lines[i + 1:] if s.strip()]
+    return []
+
+
+def measure(size, workdir, args):
+    src, out = workdir / "in.npy", workdir / "out.npy"
+    n = make_input(src, size, args.seed)
+    row = {"bytes": n * 4, "elements": n, "dtype": "float32"}
+    steps = ("copy", "distsort", "distsort_verify") if args.no_numpy else (
+        "copy", "numpy", "distsort", "distsort_verify")
+    ref = None
+    row["check"] = "sorted + checksum" if args.no_numpy else "element for element with NumPy"
+    for step in steps:
+        row[f"load_{step}"] = load()
+        if out.exists():
+            out.unlink()
+        if step == "copy":
+            row["copy_s"] = timed(["dd", f"if={src}", f"of={out}", "bs=64M",
+                                   "conv=fdatasync", "status=none"])[0]
+            continue
+        if step == "numpy":
+            row["numpy_s"] = numpy_baseline(src, out)
+            print(f"{n * 4 / 2**20:.0f} MiB numpy: {row['numpy_s']:.2f} s", file=sys.stderr,
+                  flush=True)
+            ref = check_sorted(src, out)
+            continue
+        extra = [str(src), str(out), "--no-progress", *args.distsort_args]
+        if step == "distsort_verify":
+            extra.append("--verify")
+        wall, stdout = timed(distsort_cmd(extra))
+        row[f"{step}_s"] = wall
+        print(f"{n * 4 / 2**20:.0f} MiB {step}: {wall:.2f} s", file=sys.stderr, flush=True)
+        row[f"{step}_summary"] = summary_lines(stdout)
+        if args.no_numpy:
+            check_streaming(src, out)
+        else:
+            check_sorted(src, out, ref)
+    del ref
+    for p in (src, out):
+        p.unlink(missing_ok=True)
+    if "numpy_s" in row:
+        row["distsort_over_numpy"] = row["distsort_s"] / row["numpy_s"]
+    row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]
+    row["verify_overhead"] = row["distsort_verify_s"] / row["distsort_s"] - 1
+    return row
+
+
+def table(rows):
+    head = (f"{'size':>9} {'copy s':>8} {'numpy s':>8} {'distsort s':>11} {'--verify s':>11}"
+            f" {'ds/numpy':>9} {'ds/copy':>8} {'verify +':>9} {'load':>6}")
+    lines = [head]
+    for r in rows:
+        lines.append(f"{r['bytes'] / 2**20:>6.0f}MiB {r['copy_s']:>8.2f} "
+                     f"{r.get('numpy_s', float('nan')):>8.2f} "
+                     f"{r['distsort_s']:>11.2f} {r['distsort_verify_s']:>11.2f} "
+                     f"{r.get('distsort_over_numpy', float('nan')):>9.2f} "
+                     f"{r['distsort_over_copy']:>8.2f} "
+                     f"{100 * r['verify_overhead']:>8.1f}% {r['load_distsort']:>6.2f}")
+    return "\n".join(lines)
+
+
+def device_name(args):
+    if args.device_name:
+        return args.device_name
+    try:
+        import cupy
+        n = cupy.cuda.runtime.getDeviceCount()
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        return f"{n}x{name.replace('NVIDIA ', '').replace(' ', '-')}"
+    except Exception:  # no CuPy or no GPU: a CPU machine
+        return f"cpu-{os.cpu_count()}cores"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", nargs="+", default=["512MiB", "2GiB"])
+    p.add_argument("--dir", help="where the files go (default: a temporary directory)")
+    p.add_argument("--seed", type=int, default=None, help="default: fresh, recorded")
+    p.add_argument("--device-name", help="name in the results (default: detected)")
+    p.add_argument("--no-numpy", action="store_true",
+                   help="skip the one-process NumPy baseline (inputs too large for it) and "
+                        "check the outputs by order and checksum instead")
+    p.add_argument("--tag", default="", help="suffix of the result's name (e.g. before)")
+    p.add_argument("--out", help="JSON path (default: benchmarks/results/cli_io_<device>_<date>.json)")
+    p.add_argument("distsort_args", nargs=argparse.REMAINDER,
+                   help="after --: more options for distsort sort")
+    args = p.parse_args(argv)
+    args.distsort_args = [a for a in args.distsort_args if a != "--"]
+    if args.seed is None:
+        args.seed = int.from_bytes(os.urandom(4), "little")
+    base = Path(args.dir) if args.dir else Path(tempfile.gettempdir())
+    workdir = Path(tempfile.mkdtemp(prefix="distsort-cli-io-", dir=base))
+    rows = []
+    try:
+        for s in args.sizes:
+            rows.append(measure(parse_size(s), workdir, args))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    name = device_name(args)
+    date = datetime.date.today().isoformat()
+    results = Path(os.environ.get("DISTSORT_RESULTS") or HERE / "results")
+    out = Path(args.out) if args.out else (
+        results / f"cli_io_{name}_{date}{'_' + args.tag if args.tag else ''}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "scenario": "cli_io", "device": name, "date": date,
+        "host": platform.node(), "cpus": os.cpu_count(), "seed": args.seed,
+        "distsort_args": args.distsort_args, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
