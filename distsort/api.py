@@ -137,7 +137,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         values = values.rechunk((chunks,))
     gpu = array_module_name(keys._meta) == "cupy"
     ooc = _out_of_core(keys, values, chunks, positions, hosts)
-    share = ooc is None and gpu and share_crossing_parts(hosts=hosts)
+    share = share_crossing_parts(hosts=hosts) and ooc is None and gpu  # checks the setting
     vname = values.name if values is not None else None
     if ooc is None:
         backend = get_backend(keys._meta, share)
