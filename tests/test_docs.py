@@ -26,6 +26,14 @@ def test_guides_and_examples_are_there():
             "dashboard_and_report"} <= names
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_stored_without_outputs(path):
+    """Outputs hold temporary paths and timings: kept out of the repository."""
+    import json
+    cells = json.loads(path.read_text())["cells"]
+    assert not any(c.get("outputs") or c.get("execution_count") for c in cells)
+
+
 @pytest.mark.parametrize("path", GUIDES, ids=lambda p: p.name)
 def test_guide_blocks_run(path):
     for i, (code, expected) in enumerate(python_blocks(path)):
