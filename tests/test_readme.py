@@ -196,3 +196,16 @@ def test_shell_command(command, tmp_path, monkeypatch, capsys, request):
     if "--report" in argv:
         report = Path(argv[argv.index("--report") + 1])
         assert report.stat().st_size > 0
+
+
+def test_slow_marks_name_real_tests():
+    """README's quick subset (-m "not slow") leaves out what conftest.SLOW names: every
+    name there must still be a test, or a renamed slow test would silently run again."""
+    import ast
+    tree = ast.parse((ROOT / "tests" / "conftest.py").read_text())
+    slow = next(ast.literal_eval(n.value) for n in tree.body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SLOW")
+    for module, names in slow.items():
+        source = (ROOT / "tests" / module).read_text()
+        for name in names or ():
+            assert re.search(rf"^def {name}\(", source, re.M), f"{module}: no {name}"
