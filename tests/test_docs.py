@@ -44,11 +44,19 @@ def test_guide_blocks_run(path):
             assert out.getvalue() == expected, f"{path.name} block {i} prints otherwise"
 
 
+#: What a notebook needs beyond distsort's test extra (all of it is in the docs extra).
+NEEDS = {"dataframe_column": ["pandas", "dask.dataframe"], "xarray": ["xarray"],
+         "zarr_in_out": ["zarr"]}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, tmp_path):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    for module in ["nbformat", "nbclient", "ipykernel"] + NEEDS.get(path.stem, []):
+        pytest.importorskip(module, reason=f"needs {module}: pip install -e '.[docs]' "
+                                           "(CI runs the notebooks after installing it)")
+    import nbclient
+    import nbformat
     book = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(book, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
