@@ -24,3 +24,23 @@ def cluster_client():
                                   host="127.0.0.1", dashboard_address=None) as cluster:
         with distributed.Client(cluster, set_as_default=False) as client:
             yield client
+
+
+#: Tests that take more than a few seconds on a 2-core machine (``--durations``), by
+#: module and test function (``None``: every test of the module), marked ``slow`` here
+#: so that ``pytest -m "not slow"`` is a quick subset.  Tests may also carry the mark
+#: themselves.
+SLOW = {
+    "test_kernels_emulated.py": None,  # each test runs the kernels' C++ emulation
+    "test_fuzz.py": None,              # property tests with many examples
+    "test_cli.py": {"test_out_of_core_small", "test_signal_subprocess",
+                    "test_local_cluster_default_chunks"},
+    "test_faults.py": {"test_worker_killed_mid_sort_gives_the_right_result_or_a_clear_error"},
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = SLOW.get(item.path.name, ())
+        if names is None or getattr(item, "originalname", item.name) in names:
+            item.add_marker(pytest.mark.slow)
