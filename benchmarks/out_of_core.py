@@ -111,6 +111,11 @@ def _stats_pop(dask_worker=None):
     return peak, None
 
 
+def _device_name(dask_worker=None):
+    import cupy
+    return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
 def _pinned_stats(dask_worker=None):
     from distsort.backends import pinned
     return pinned.pool().stats()
@@ -167,10 +172,11 @@ def check(client, x, v, out, order_what):
     keyed = v is not None
     order = Order(keyed=keyed)
     outk, outv = (out if keyed else (out, None))
+    n_in, n_out = x.numblocks[0], outk.numblocks[0]
     ins = [dask.delayed(_summarize)(k, vv) for k, vv in
-           zip(x.to_delayed(), v.to_delayed() if keyed else [None] * x.numblocks[0])]
+           zip(x.to_delayed(), v.to_delayed() if keyed else [None] * n_in, strict=True)]
     outs = [dask.delayed(_summarize)(k, vv, order=order) for k, vv in
-            zip(outk.to_delayed(), outv.to_delayed() if keyed else [None] * outk.numblocks[0])]
+            zip(outk.to_delayed(), outv.to_delayed() if keyed else [None] * n_out, strict=True)]
     ins, outs = client.compute([ins, outs], sync=True)
     return verify.check(ins, outs, outk.chunks[0], order_what)
 
@@ -285,9 +291,7 @@ def main():
         bw = next(iter(client.run(_pinned_bandwidth).values()))
         print(f"pinned H2D {bw['h2d'] / 1e9:.1f} GB/s, D2H {bw['d2h'] / 1e9:.1f} GB/s, "
               f"both at once {bw['duplex_each'] / 1e9:.1f} GB/s each", flush=True)
-        device = client.run(lambda: __import__("cupy").cuda.runtime.getDeviceProperties(0)
-                            ["name"].decode())
-        device = next(iter(device.values()))
+        device = next(iter(client.run(_device_name).values()))
         rows = []
         for dtype in args.dtypes:
             for run in range(args.warmup + args.runs):

@@ -28,7 +28,8 @@ separate DMA engines), and ``r`` rounds::
 
 16 GiB of float32 with a 4 GB budget: runs of 3 chunks of 1 GiB (3.2 GB), 6 runs
 (the last of one chunk), ``r = 6`` rounds of 2 or 3 compare-splits: 98 GiB each way
-with the runs (``bytes_moved``), about 1.9 s at 55 GB/s.  The local sorts (0.3 s at 13 Gkeys/s) and merges overlap the copies.
+with the runs (``bytes_moved``), about 1.9 s at 55 GB/s.  The local sorts (0.3 s at
+13 Gkeys/s) and merges overlap the copies.
 Not counted in the floor: reading CuPy inputs that dask-cuda has spilled to host
 memory, and spilling the CuPy output chunks, which dask-cuda does through pageable
 memory at 2-3 GB/s (measured: 6.2 s to read 16 GiB of spilled 1 GiB chunks on an
@@ -97,10 +98,10 @@ def plan_out_of_core(chunks, itemsize: int, budget: int) -> OutOfCorePlan:
 
     >>> plan_out_of_core((100,) * 10, 4, budget=1000).run_chunks
     2
-    >>> plan_out_of_core((100,) * 10, 4, budget=400)
+    >>> plan_out_of_core((100,) * 10, 4, budget=400)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    MemoryError: a chunk of 100 elements of 4 bytes (400 B) does not fit the device budget of 400 B for out-of-core sorting (runs take 85% of it): rechunk to at most 85 elements, or raise the budget
+    MemoryError: a chunk of 100 elements of 4 bytes (400 B) does not fit ... at most 85 elements...
     """
     m = int(chunks[0]) if chunks else 0
     usable = int(budget * RUN_FRACTION)

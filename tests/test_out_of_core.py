@@ -1,5 +1,7 @@
 """Out of core: the plan on integers, the host-run backend's searches against brute
 force, and whole sorts under a tiny device budget, on NumPy and (marked gpu) CuPy."""
+import itertools
+
 import dask
 import dask.array as da
 import numpy as np
@@ -87,7 +89,7 @@ def test_segments_cover_the_merge(segment):
     out = np.concatenate([np.sort(np.concatenate((x[i0:i1], y[j0:j1])))
                           for i0, i1, j0, j1, _ in cuts])
     assert np.array_equal(out, np.sort(np.concatenate((x, y))))
-    assert all(b[0] == a[1] and b[2] == a[3] for a, b in zip(cuts, cuts[1:]))
+    assert all(b[0] == a[1] and b[2] == a[3] for a, b in itertools.pairwise(cuts))
 
 
 # ---------------------------------------------------------------- whole sorts
@@ -123,14 +125,14 @@ def _check_all(x, chunk, xp, values=None, runs_of=3):
     k = x.dtype.itemsize
     sizes = [k, k, k + 8] + ([k + values.dtype.itemsize] if values is not None else [])
     outs, refs = [], []
-    for op, itemsize in zip(_ops(xd, vd), sizes):
+    for op, itemsize in zip(_ops(xd, vd), sizes, strict=True):
         out, ref = _out_of_core(x, chunk, itemsize, runs_of, op), op()
         outs += list(out) if isinstance(out, tuple) else [out]
         refs += list(ref) if isinstance(ref, tuple) else [ref]
     host = (lambda a: a.get()) if xp is not np else np.asarray
     got = [host(o) for o in dask.compute(*outs, scheduler="sync")]
     want = [host(o) for o in dask.compute(*refs, scheduler="sync")]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and np.array_equal(bits(g), bits(w))
     assert_sorted_like_numpy(got[0], x)
     assert_sorted_like_numpy(got[1], x, descending=True)
@@ -169,9 +171,9 @@ def test_on_a_cluster_with_verification(cluster_client):
 
 def test_a_chunk_larger_than_the_budget_is_refused_with_advice():
     x = da.from_array(np.arange(1000.0), chunks=500)
-    with dask.config.set({"distsort.device-memory-limit": 1000}):
-        with pytest.raises(MemoryError, match="rechunk to at most"):
-            distsort.sort(x)
+    with dask.config.set({"distsort.device-memory-limit": 1000}), \
+            pytest.raises(MemoryError, match="rechunk to at most"):
+        distsort.sort(x)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

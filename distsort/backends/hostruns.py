@@ -18,6 +18,7 @@ that every engine gives the same runs bit for bit.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,7 +62,7 @@ def positions(starts, pieces):
     array([10, 11,  0,  1,  2])
     """
     return np.concatenate([np.arange(s, s + p.size, dtype=np.int64)
-                           for s, p in zip(starts, pieces)])
+                           for s, p in zip(starts, pieces, strict=True)])
 
 
 def crossing_count(top, bottom, order):
@@ -104,7 +105,7 @@ def segments(x, y, segment, order):
     cuts = [0] + [co_rank(x, y, o, order) for o in range(segment, total, segment)]
     cuts.append(length(x))
     out = []
-    for s, (i0, i1) in enumerate(zip(cuts[:-1], cuts[1:])):
+    for s, (i0, i1) in enumerate(itertools.pairwise(cuts)):
         o0 = s * segment
         o1 = min(total, o0 + segment)
         out.append((i0, i1, o0 - i0, o1 - i1, o0))

@@ -17,6 +17,7 @@ on the CPU with stand-ins.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import threading
@@ -128,12 +129,7 @@ class PinnedPool:
                 "peak_in_use_bytes": self.peak_bytes}
 
 
-_POOL = None
-
-
+@functools.cache
 def pool():
     """This process's pool (made on first use)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = PinnedPool()
-    return _POOL
+    return PinnedPool()

@@ -2,7 +2,8 @@
 
 Runs live in page-locked host memory (``distsort.backends.pinned``: huge pages,
 registered with CUDA, kept for the next run of the same size, since locking pages
-costs about 0.2 s per GB and is paid once per worker).  A run is formed by copying its chunks in, sorting them in
+costs about 0.2 s per GB and is paid once per worker).  A run is formed by copying
+its chunks in, sorting them in
 place (``distsort.backends.cupy.sort_inplace``) and copying them out; a merge copies
 each segment's two inputs in, merges them (``merge_runs``) and copies the result out,
 with two segments in flight on two streams, so that the copies of one overlap the
@@ -110,7 +111,7 @@ def sort_run(keys, values, order, starts, budget):
         if starts is not None:
             dv = cupy.empty(n, np.int64)
             _fill(dv, [cupy.arange(s, s + p.size, dtype=np.int64)
-                       for s, p in zip(starts, keys)])
+                       for s, p in zip(starts, keys, strict=True)])
         elif values is not None:
             dv = cupy.empty(n, vdtype)
             _fill(dv, values)
