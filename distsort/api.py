@@ -81,12 +81,14 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort"):
         layers[name], deps[name] = graph.layers[name], graph.dependencies[name]
         return da.Array(HighLevelGraph(dict(layers), dict(deps)), name, (chunks,), meta=meta)
 
-    out_keys = output("sort-" + token, backend.finish_keys, (order, keys.dtype), keys._meta)
+    out_keys = output("distsort-sort-" + token, backend.finish_keys, (order, keys.dtype),
+                      keys._meta)
     out_values = None
     if order.keyed:
         value_meta = (values._meta if values is not None
                       else _module(keys._meta).empty((0,), dtype=np.int64))
-        out_values = output("sort-values-" + token, backend.finish_values, (), value_meta)
+        out_values = output("distsort-sort-values-" + token, backend.finish_values, (),
+                            value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
         return verified(keys, values, out_keys, out_values, order, positions, what)
     return out_keys, out_values
