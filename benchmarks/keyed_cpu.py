@@ -75,6 +75,7 @@ def main(argv=None):
     p = parser(__doc__)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--chunks", type=int, default=8)
+    p.add_argument("--label", help="what ran, saved with the rows (e.g. a commit)")
     p.add_argument("--pairs", nargs="*", default=[f"{a}+{b}" for a, b in PAIRS],
                    help="KEYS+VALUES dtypes, e.g. float32+int32")
     args = p.parse_args(argv)
@@ -102,7 +103,7 @@ def main(argv=None):
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     path = save_rows(rows, "keyed_cpu", cpu, args.out, processor=platform.processor(),
                      numpy=np.__version__, dask=dask.__version__, merges=merges,
-                     load_average_1min=load)
+                     load_average_1min=load, label=args.label)
     print(f"\nrows saved to {path}")
 
 
