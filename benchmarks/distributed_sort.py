@@ -23,7 +23,7 @@ import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
 from distsort.cluster import bytes_sent_by_kind, diff_sent, ipc_read_stats
-from distsort.graph import round_task_kind
+from distsort.graph import round_task_kind, task_kind, task_round
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 
@@ -145,10 +145,12 @@ def batch_interval(client, seconds=None):
 
 
 def _stage(key):
-    """The layer of a distsort task (``prepare``, ``edges``, ``r03``, ``sort``), from
-    ``("distsort-<stage>-...", i)``; None for other keys."""
-    parts = str(key[0] if isinstance(key, tuple) else key).split("-")
-    return parts[1] if len(parts) >= 3 and parts[0] == "distsort" else None
+    """The stage of a distsort task: its round (``r03``) or, outside the rounds, its
+    kind (``prepare``, ``edges``, ``sort``); None for other keys."""
+    if not str(key[0] if isinstance(key, tuple) else key).startswith("distsort-"):
+        return None
+    r = task_round(key)
+    return task_kind(key) if r is None else f"r{r:02d}"
 
 
 def round_times(task_stream):

@@ -16,6 +16,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from dask.utils import key_split
+
 #: ``distsort bench`` names the directory (the working directory or its --out).
 RESULTS = Path(os.environ.get("DISTSORT_RESULTS") or Path(__file__).resolve().parent / "results")
 
@@ -50,16 +52,12 @@ def median_time(fn, runs, warmup, sync=lambda: None, before=lambda: None):
 def stage_seconds(profile):
     """Task seconds per stage from ``dask.diagnostics.Profiler`` results.
 
-    Stages are the key prefixes without the token (``distsort-r03-low``, ...);
-    rounds are folded together (``distsort-r*-low``) so the table stays short.
+    Stages are the scheduler's task prefixes (``distsort-low``, ...: Dask's
+    ``key_split``), which fold the rounds together so the table stays short.
     """
     totals = defaultdict(float)
     for r in profile:
-        key = r.key[0] if isinstance(r.key, tuple) else r.key
-        prefix = str(key).rsplit("-", 1)[0]
-        if prefix.startswith("distsort-r") and prefix[10:12].isdigit():
-            prefix = "distsort-r*" + prefix[12:]
-        totals[prefix] += r.end_time - r.start_time
+        totals[key_split(r.key)] += r.end_time - r.start_time
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 

@@ -27,7 +27,7 @@ import os
 import sys
 import warnings
 
-from .graph import round_task_kind
+from .graph import task_kind
 
 __all__ = ["local_cuda_cluster", "local_cpu_cluster", "connect", "gpu_available",
            "bytes_sent_by_kind", "diff_sent",
@@ -249,9 +249,7 @@ def _sent_by_kind(dask_worker):
         sent["ipc"] = copied
     for entry in dask_worker.transfer_outgoing_log:
         for key, nbytes in entry.get("keys", {}).items():
-            # distsort-r03-head-<token>: the kind is "head"; other layers: their name's stem
-            name = str(key[0] if isinstance(key, tuple) else key)
-            kind = round_task_kind(key) or name.split("-")[0]
+            kind = task_kind(key)
             sent[kind] = sent.get(kind, 0) + int(nbytes)
     return sent
 

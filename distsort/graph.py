@@ -3,8 +3,11 @@
 Builders here take names, chunk sizes and a backend module and return graph
 layers; they touch no data.  Layer names are tokenized, so the same sort of the
 same array gives the same graph, and each round of the network is a layer of its
-own (``distsort-round03-<token>``): the dashboard and performance reports show
-the time per round.
+own (``distsort-round03-<token>``).  Task keys name the kind of task before anything
+with a digit, ``("distsort-low-r03-<token>", i)``, because Dask's ``key_split`` cuts
+a name at its first word with a digit: the scheduler's task prefix is
+``distsort-low`` (one progress bar and task-stream colour per kind) and its task group
+is the whole name (one per kind and round).  See :data:`TASK_KINDS`.
 
 Each chunk, as soon as it is made (sorted by ``prepare`` or by a merge), gets an
 ``edges`` task: a sample of its top and bottom elements, taken while the chunk is
@@ -45,6 +48,8 @@ import operator
 import re
 from dataclasses import dataclass, field
 
+from dask.utils import key_split
+
 from .backends import SharingBackend
 from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
@@ -68,15 +73,73 @@ class SortGraph:
         return name
 
 
-#: Keys of the tasks of a round: ``("distsort-r03-head-<token>", 5)``.
-_ROUND_TASK = re.compile(r"^distsort-r\d+-([a-z]+)")
+#: What the tasks of a sort do; the scheduler's task prefix of each is
+#: ``distsort-<kind>``.  ``prepare`` copies and sorts a chunk; ``edges`` samples a
+#: chunk's ends; ``tail`` and ``head`` are the crossing parts; ``low`` and ``high``
+#: the merges; ``share`` and ``done`` those of backends that share chunks (GPUs of
+#: one host).  The output arrays' tasks are ``distsort-sort`` (and
+#: ``distsort-sort-values``), as named in ``distsort.api``.
+TASK_KINDS = ("prepare", "edges", "tail", "head", "low", "high", "share", "done")
+
+#: Keys of the tasks of a round: ``("distsort-head-r03-<token>", 5)``.
+_ROUND_TASK = re.compile(r"^distsort-([a-z]+)-r(\d+)-")
+
+
+def task_name(kind, token, round_id=None):
+    """The name of a distsort task (the first part of its key): ``distsort-<kind>``,
+    which Dask's ``key_split`` keeps whole, then the round, if any, and the token.
+
+    >>> from dask.utils import key_split
+    >>> task_name("low", "5f0e", 3)
+    'distsort-low-r03-5f0e'
+    >>> key_split((task_name("low", "5f0e", 3), 7)), key_split(task_name("prepare", "5f0e"))
+    ('distsort-low', 'distsort-prepare')
+    """
+    if round_id is None:
+        return f"distsort-{kind}-{token}"
+    return f"distsort-{kind}-r{round_id:02d}-{token}"
+
+
+def _round_match(key):
+    return _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
 
 
 def round_task_kind(key):
     """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"edges"``, ...),
-    from its key; None for keys of other tasks."""
-    m = _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
+    from its key; None for keys of other tasks.
+
+    >>> round_task_kind(("distsort-head-r03-5f0e", 5))
+    'head'
+    >>> round_task_kind(("distsort-prepare-5f0e", 5)) is None
+    True
+    """
+    m = _round_match(key)
     return m.group(1) if m else None
+
+
+def task_kind(key):
+    """The kind of any task: for distsort's, its task prefix less ``distsort-``
+    (``"head"``, ``"prepare"``, ``"sort"``, ``"verify-input"``, ...); for others, the
+    first word of the name.
+
+    >>> task_kind(("distsort-tail-r01-5f0e", 2)), task_kind(("array-5f0e", 2))
+    ('tail', 'array')
+    """
+    name = str(key[0] if isinstance(key, tuple) else key)
+    if name.startswith("distsort-"):
+        return key_split(name)[len("distsort-"):]
+    return name.split("-")[0]
+
+
+def task_round(key):
+    """The round of the network a task belongs to, from its key; None for keys of
+    tasks outside the rounds.
+
+    >>> task_round(("distsort-low-r03-5f0e", 2)), task_round(("distsort-edges-5f0e", 2))
+    (3, None)
+    """
+    m = _round_match(key)
+    return int(m.group(2)) if m else None
 
 
 def probe_stride(length):
@@ -113,12 +176,11 @@ class _Network:
         self.edges = {}  # chunk key -> key of its edges
 
     def key(self, round_id, kind, i):
-        return (f"distsort-r{round_id:02d}-{kind}-{self.graph.token}", i)
+        return (task_name(kind, self.graph.token, round_id), i)
 
     def add_edges(self, tasks, round_id, i):
         """The edges task of chunk ``i`` as it is now (``round_id`` None: the first)."""
-        k = ((f"distsort-edges-{self.graph.token}", i) if round_id is None
-             else self.key(round_id, "edges", i))
+        k = (task_name("edges", self.graph.token, round_id), i)
         tasks[k] = (edges, self.backend.probe, self.cur[i], self.stride, self.order)
         self.edges[self.cur[i]] = k
         return k
@@ -232,7 +294,7 @@ def regroup_tasks(net, tasks, round_id, run, local, edges):
     (``regroup``), and the chunks (slices) it gives as the new chunks."""
     graph, cur = net.graph, net.cur
     for b, (lo, hi) in enumerate(group_bounds(len(cur), run)):
-        gkey = (f"distsort-r{round_id:02d}-regroup-{graph.token}", b)
+        gkey = (task_name("regroup", graph.token, round_id), b)
         tasks[gkey] = (regroup, net.backend, local, net.order, list(net.chunks[lo:hi]),
                        list(cur[lo:hi]))
         for i in range(lo, hi):
@@ -279,7 +341,7 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
     perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
     first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
     deps = {keys_name} | ({values_name} if values_name else set())
-    keys = [("distsort-prepare-" + graph.token, p) for p in range(len(chunks))]
+    keys = [(task_name("prepare", graph.token), p) for p in range(len(chunks))]
     prep = _prepare_func(backend, local)
     if group > 1:
         group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend,

@@ -223,13 +223,20 @@ def _device_limit():
 _device_limits: dict = {}  # (scheduler, workers) -> smallest device limit
 
 
+#: CPU workers size their group sorts within 1/CPU_BUDGET_DIVISOR of their memory limit.
+CPU_BUDGET_DIVISOR = 4
+
+
 def worker_budget(gpu, client, workers):
     """The smallest memory budget of one slot over ``workers`` (bytes), for sizing the
     groups of chunks sorted as one: GPU workers' device limits
     (``distsort.backends.cupy_local.device_limit``, asked once per set of workers),
     CPU workers' memory limit per thread; None where not known."""
     if not gpu:
-        budgets = [w.get("memory_limit") and w["memory_limit"] // max(1, w.get("nthreads", 1))
+        # A quarter of a CPU worker's limit: Dask spills from 60% of it, and the process's
+        # own memory (the libraries, numba's compiler) takes a good part of the rest.
+        budgets = [w.get("memory_limit") and
+                   w["memory_limit"] // CPU_BUDGET_DIVISOR // max(1, w.get("nthreads", 1))
                    for w in workers.values()]
         budgets = [b for b in budgets if b]
         return min(budgets) if budgets else None

@@ -15,7 +15,7 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort import cluster as cl  # noqa: E402
 from distsort import locality  # noqa: E402
-from distsort.graph import round_task_kind  # noqa: E402
+from distsort.graph import round_task_kind, task_round  # noqa: E402
 from distsort.plan import plan_network  # noqa: E402
 from arrays import assert_only_crossing_parts_travel  # noqa: E402
 
@@ -97,7 +97,7 @@ class _PairsInFlight(distributed.SchedulerPlugin):
         kind = round_task_kind(key)
         if kind is None:
             return
-        rnd = int(str(key[0])[len("distsort-r"):][:2])
+        rnd = task_round(key)
         if kind == "tail" and finish == "processing":
             self.started.add((rnd, key[1]))
         elif kind in ("low", "high") and finish == "memory":
@@ -169,11 +169,12 @@ def _has_plugin(dask_scheduler=None):
 
 def test_keeps_reads_the_chunk_position():
     """Which tasks the plugin restricts: distsort's tasks of the same chunk position."""
-    chunk = ("distsort-r02-low-abc", 3)
-    assert locality.keeps(("distsort-r03-high-abc", 3), chunk)
-    assert locality.keeps(("distsort-r02-edges-abc", 3), chunk)
+    chunk = ("distsort-low-r02-abc", 3)
+    assert locality.keeps(("distsort-high-r03-abc", 3), chunk)
+    assert locality.keeps(("distsort-edges-r02-abc", 3), chunk)
+    assert locality.keeps(("distsort-sort-abc", 3), chunk)  # the output's task
     assert locality.keeps(("distsort-prepare-abc", 3), ("array-xyz", 3))
-    assert not locality.keeps(("distsort-r03-low-abc", 2), chunk)  # the partner's
+    assert not locality.keeps(("distsort-low-r03-abc", 2), chunk)  # the partner's
     assert not locality.keeps(("other-task", 3), chunk)
     assert not locality.keeps("distsort-sort-abc", chunk)
 

@@ -25,7 +25,7 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort.cluster import (bytes_sent_by_kind, diff_sent, local_cuda_cluster,  # noqa: E402
                               ucx_available)
-from distsort.graph import round_task_kind  # noqa: E402
+from distsort.graph import round_task_kind, task_round  # noqa: E402
 from distsort.plan import plan_network  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -191,7 +191,7 @@ class RoundLog(distributed.SchedulerPlugin):
 
     def transition(self, key, start, finish, *args, **kwargs):
         if finish == "memory" and round_task_kind(key) in ("low", "high"):
-            r = str(key[0]).split("-")[1]
+            r = f"r{task_round(key):02d}"
             self.left[r] -= 1
             if not self.left[r]:
                 print(f"  {r} merged at {time.perf_counter() - self.t0:.1f} s", flush=True)

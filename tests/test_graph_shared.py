@@ -12,6 +12,7 @@ import distsort
 from arrays import assert_sorted_like_numpy, random_keys, stable_argsort
 from distsort import api
 from distsort.backends import numpy as npb
+from distsort.graph import round_task_kind
 from test_api import sort_by_key_reference
 
 
@@ -32,7 +33,7 @@ def shared_backend(monkeypatch):
 
 
 def kinds(array):
-    return {str(k[0]).split("-")[2] for k in dict(array.dask) if str(k[0]).startswith("distsort-r")}
+    return {round_task_kind(k) for k in dict(array.dask)} - {None}
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 9, 31])

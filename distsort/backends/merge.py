@@ -132,8 +132,9 @@ def _bits(a):
 
 
 def _four(codes):
-    """Pad a 2-tuple of code arrays to 4 (repeating it) so one kernel serves both."""
-    return tuple(codes) * 2 if len(codes) == 2 else tuple(codes)
+    """Pad 1 or 2 code arrays to 4 (repeating them) so one kernel serves all: the
+    repeats are only read on ties of the arrays before them, which they repeat."""
+    return tuple(codes) * (4 // len(codes))
 
 
 # Outputs are allocated here, not in the compiled code: numba's allocation of large
@@ -149,7 +150,8 @@ def merge_codes(x, y):
 def merge_keyed(x, y, x_codes, y_codes):
     """Merge two keyed runs ``(keys, values)``, ascending by their code tuples.
 
-    ``x_codes``/``y_codes`` are the runs' :func:`order_codes` (2 or 4 arrays).
+    ``x_codes``/``y_codes`` are the runs' codes (1, 2 or 4 arrays: the packed codes
+    or the :func:`order_codes` of ``distsort.backends.numpy.merge_codes_of``).
     Returns new ``(keys, values)`` arrays of the runs' dtypes.
     """
     (xk, xv), (yk, yv) = x, y

@@ -4,7 +4,9 @@ A keys-only chunk is one array of ``total`` order codes (``distsort.order``) wit
 the sign bit flipped and viewed as signed integers (NumPy's SIMD sorts are faster
 for signed than for unsigned 64-bit integers; the order is the same), decoded at
 the end.  A keyed chunk is a ``(keys, values)`` tuple, ordered by
-:func:`order_codes`.
+:func:`order_codes`; where a key and a value fit 64 bits together (4-byte keys with
+4-byte values, ...) it is sorted as one packed code per element and decoded, as the
+GPU kernels do (:func:`keyed_sort`), and merged by the packed codes.
 
 Merges (``merge_low``/``merge_high``) run in one linear pass compiled with numba
 (``distsort.backends.merge``, the optional ``fast`` extra) where numba is installed.
@@ -55,6 +57,119 @@ def _keyed_perm(keys, values, descending, axis=-1):
     return np.lexsort(order_codes(keys, values, descending)[::-1], axis=axis)
 
 
+def packable(keys, values):
+    """Whether a key's code and a value's code fit one 64-bit code together."""
+    return keys.dtype.itemsize + values.dtype.itemsize <= 8
+
+
+def packed_codes(keys, values, descending, canonical=True):
+    """One unsigned code per element, the key's code above the value's (``packable``
+    pairs): ordered as the pair of codes.  With ``canonical`` the codes of the keyed
+    order's first two arrays (:func:`order_codes`), else of its last two."""
+    width = np.dtype(np.uint32 if keys.dtype.itemsize + values.dtype.itemsize <= 4
+                     else np.uint64)
+    code = encode(keys, canonical=canonical, descending=descending).astype(width)
+    code <<= width.type(8 * values.dtype.itemsize)
+    code |= encode(values, canonical=canonical)
+    return code
+
+
+def _unpack(codes, keys_dtype, values_dtype, descending):
+    """Keys and values from their sorted ``packed_codes`` of elements whose canonical
+    codes are their total codes (none is ``special``)."""
+    vbits = 8 * values_dtype.itemsize
+    kcodes = (codes >> codes.dtype.type(vbits)).astype(f"u{keys_dtype.itemsize}")
+    vcodes = (codes & codes.dtype.type((1 << vbits) - 1)).astype(f"u{values_dtype.itemsize}")
+    return (decode(kcodes, keys_dtype, descending=descending, copy=False),
+            decode(vcodes, values_dtype, copy=False))
+
+
+def _special(x):
+    """Where a float's canonical code is not its total code (``-0.0``, NaNs other than
+    the canonical one), None for other dtypes: there the keyed order looks further."""
+    if x.dtype.kind != "f":
+        return None
+    udt = f"u{x.dtype.itemsize}"
+    u = x.view(udt)
+    canonical_nan = encode(np.array([np.nan], dtype=x.dtype), canonical=True)
+    canonical_nan = decode(canonical_nan, x.dtype).view(udt)[0]
+    bits = 8 * x.dtype.itemsize
+    special = u == np.dtype(udt).type(1 << (bits - 1))  # -0.0
+    special |= np.isnan(x) & (u != canonical_nan)
+    return special
+
+
+def _runs_perm(keys, values, descending):
+    """The keyed order's permutation, for pairs too wide to pack.
+
+    The keys' canonical codes (their top bits, where a code and an index do not fit
+    64 bits together) are packed above each element's index and sorted
+    (``numpy.sort``, several times faster than ``numpy.argsort``); then only the runs
+    of equal packed keys are sorted by the whole of :func:`order_codes` (no run when
+    keys differ in their top bits, as random keys almost all do).
+    """
+    ck = encode(keys, canonical=True, descending=descending)
+    n = len(ck)
+    index_bits = max(1, (n - 1).bit_length())
+    drop = max(0, 8 * ck.itemsize + index_bits - 64)  # low key bits that do not fit
+    packed = ck.astype(np.uint64)
+    if drop:
+        packed >>= np.uint64(drop)
+    packed <<= np.uint64(index_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    perm = (packed & np.uint64((1 << index_bits) - 1)).astype(np.intp)
+    packed >>= np.uint64(index_bits)
+    tie = packed[1:] == packed[:-1]
+    if not tie.any():
+        return perm
+    in_run = np.zeros(n, dtype=bool)
+    in_run[1:] |= tie
+    in_run[:-1] |= tie
+    pos = np.flatnonzero(in_run)
+    run = np.cumsum(np.concatenate(([True], ~tie)))[pos]  # runs are contiguous in pos
+    sel = perm[pos]
+    codes = order_codes(keys[sel], values[sel], descending)
+    rest = codes if drop else codes[1:]  # without dropped bits, run keys are equal
+    perm[pos] = sel[np.lexsort((*rest[::-1], run))]
+    return perm
+
+
+def keyed_sort(keys, values, descending):
+    """``(keys, values)`` sorted by the keyed order (:func:`order_codes`), new arrays.
+
+    Pairs that fit 64 bits sort one packed code per element (``numpy.sort``) and are
+    decoded from it, with no permutation; elements whose canonical codes are not their
+    total codes (``-0.0``, NaN payloads) sort apart by the full order and are merged
+    in.  Wider pairs sort by the keys' codes and then only the runs of equal keys.
+
+    >>> k = np.array([2.0, -0.0, 1.0, 0.0, -0.0], dtype=np.float32)
+    >>> v = np.array([5, 7, 3, 6, 6], dtype=np.int32)
+    >>> sk, sv = keyed_sort(k, v, False)  # equal keys by value, then -0.0 first
+    >>> sk, sv
+    (array([-0.,  0., -0.,  1.,  2.], dtype=float32), array([6, 6, 7, 3, 5], dtype=int32))
+    """
+    if not packable(keys, values):
+        perm = _runs_perm(keys, values, descending)
+        return keys[perm], values[perm]
+    special = [s for s in (_special(keys), _special(values)) if s is not None]
+    special = special[0] | special[1] if len(special) == 2 else (special or [None])[0]
+    if special is None or not special.any():  # canonical codes are total codes
+        codes = packed_codes(keys, values, descending, canonical=False)
+        codes.sort()
+        return _unpack(codes, keys.dtype, values.dtype, descending)
+    if not _merge.ENABLED:  # no merge of the two parts: the full order at once
+        perm = _keyed_perm(keys, values, descending)
+        return keys[perm], values[perm]
+    normal = ~special
+    codes = packed_codes(keys[normal], values[normal], descending)
+    codes.sort()
+    first = _unpack(codes, keys.dtype, values.dtype, descending)
+    sk, sv = keys[special], values[special]
+    perm = _keyed_perm(sk, sv, descending)
+    return _merge_keyed(first, (sk[perm], sv[perm]), descending)
+
+
 def _positions(start, shape, axis=-1):
     lane = np.arange(start, start + shape[axis], dtype=np.int64)
     index = [None] * len(shape)
@@ -70,8 +185,7 @@ def prepare(keys, values, order, start=None):
         codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
-    perm = _keyed_perm(keys, values, order.descending)
-    return keys[perm], values[perm]
+    return keyed_sort(keys, values, order.descending)
 
 
 def length(chunk):
@@ -156,17 +270,43 @@ def crossing_count(a_top, b_bottom, order):
     return lo
 
 
+def _any_special(*arrays):
+    return any(s is not None and s.any() for s in map(_special, arrays))
+
+
+def merge_codes_of(keys, values, descending, special=True):
+    """The code arrays a keyed merge compares, in the keyed order of
+    :func:`order_codes`: for ``packable`` pairs one packed code, two where the runs
+    hold ``special`` floats (whose canonical codes tie several bit patterns: the packed
+    canonical codes, then the total ones); for others the key's and the value's code,
+    or all four order codes where ``special``.  Without special elements the
+    canonical codes are the total ones, which cost less."""
+    if not special:
+        if packable(keys, values):
+            return (packed_codes(keys, values, descending, canonical=False),)
+        return encode(keys, descending=descending), encode(values)
+    if not packable(keys, values):
+        return order_codes(keys, values, descending)
+    return (packed_codes(keys, values, descending),
+            packed_codes(keys, values, descending, canonical=False))
+
+
+def _merge_keyed(x, y, descending):
+    """The sorted union of two keyed runs (the keyed order is total: no ties to break)."""
+    if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
+        special = _any_special(*x, *y)
+        return _merge.merge_keyed(x, y, merge_codes_of(*x, descending, special),
+                                  merge_codes_of(*y, descending, special))
+    keys, values = (np.concatenate(pair) for pair in zip(x, y))
+    return keyed_sort(keys, values, descending)
+
+
 def _concat_sorted(x, y, order):
     """The sorted union of two sorted runs, ``x`` from the lower chunk (first on ties)."""
-    if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
-        if isinstance(x, tuple):
-            return _merge.merge_keyed(x, y, order_codes(*x, order.descending),
-                                      order_codes(*y, order.descending))
-        return _merge.merge_codes(x, y)
     if isinstance(x, tuple):
-        keys, values = (np.concatenate(pair) for pair in zip(x, y))
-        perm = _keyed_perm(keys, values, order.descending)
-        return keys[perm], values[perm]
+        return _merge_keyed(x, y, order.descending)
+    if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
+        return _merge.merge_codes(x, y)
     out = np.concatenate((x, y))
     out.sort(kind="stable")  # timsort: two sorted runs merge in linear time
     return out

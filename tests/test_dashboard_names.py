@@ -1,0 +1,87 @@
+"""What a ``distributed`` scheduler shows of a sort: one task prefix per kind of task
+(what the dashboard's progress bars, its task stream and ``progress(multi=True)`` group
+by) and one task group per kind and round, as README's paragraph on the dashboard says."""
+import re
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import distsort
+from distsort import api
+from distsort.graph import TASK_KINDS, round_task_kind, task_name, task_round
+from distsort.plan import plan_network
+from test_graph_shared import _shared_numpy
+
+distributed = pytest.importorskip("distributed")
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CHUNKS = 8
+
+
+def readme_paragraph():
+    text = README.read_text()
+    start = text.index("Every round of the network is a Dask layer")
+    return " ".join(text[start:text.index("\n\n", start)].split())
+
+
+def readme_prefixes():
+    """The task prefixes README names: ``distsort-...`` in backquotes, without a token."""
+    return set(re.findall(r"`(distsort-[a-z-]*[a-z])`", readme_paragraph()))
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client
+
+
+def _scheduler_names(dask_scheduler):
+    return sorted(dask_scheduler.task_prefixes), sorted(dask_scheduler.task_groups)
+
+
+def _sort_and_read_names(client, x, **kw):
+    """Sort ``x`` (8 chunks) on the cluster, check it, and return the scheduler's task
+    prefixes and groups while the result is held (groups go when their tasks do)."""
+    dx = da.from_array(x, chunks=-(-len(x) // CHUNKS))
+    s = distsort.sort(dx, **kw).persist()
+    distributed.wait(s)
+    prefixes, groups = client.run_on_scheduler(_scheduler_names)
+    assert np.array_equal(s.compute(), np.sort(x))
+    del s
+    return set(prefixes), groups
+
+
+def test_prefixes_and_groups_are_readmes(client, monkeypatch):
+    rng = np.random.default_rng()
+    x = rng.standard_normal(CHUNKS * 1000 - 37)
+    _, groups = _sort_and_read_names(client, x)
+    _sort_and_read_names(client, x, verify=True)
+    k, v = distsort.sort_by_key(da.from_array(x, chunks=1000), da.from_array(-x, chunks=1000))
+    assert np.array_equal(v.compute(), -np.sort(x))
+    monkeypatch.setattr(api, "get_backend", lambda meta, share=False: _shared_numpy())
+    shared, _ = _sort_and_read_names(client, x)
+    prefixes, _ = client.run_on_scheduler(_scheduler_names)
+    ours = {p for p in prefixes if p.startswith("distsort-")}
+
+    # One prefix per kind of task (not one "distsort" for all), exactly README's names.
+    assert {f"distsort-{kind}" for kind in TASK_KINDS} <= ours
+    assert {"distsort-share", "distsort-done"} <= shared
+    assert ours == readme_prefixes()
+
+    # One group per kind and round: tasks of a round are ("distsort-low-r03-<token>", i).
+    rounds = len(plan_network(CHUNKS))
+    seen = {}
+    for g in groups:
+        if task_round(g) is not None:
+            seen.setdefault(round_task_kind(g), set()).add(task_round(g))
+    for kind in ("tail", "head"):
+        assert seen[kind] == set(range(rounds)), kind
+    # Dask may fuse the last round's merges with the output's tasks (README says so).
+    fused = any(re.match(r"distsort-(low|high)-distsort-sort-", g) for g in groups)
+    for kind in ("low", "high"):
+        assert seen[kind] == set(range(rounds - (1 if fused else 0))), kind
+    assert task_name("low", "<token>", 3) in readme_paragraph()
