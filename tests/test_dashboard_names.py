@@ -4,6 +4,7 @@ by) and one task group per kind and round, as README's paragraph on the dashboar
 import re
 from pathlib import Path
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -29,6 +30,14 @@ def readme_paragraph():
 def readme_prefixes():
     """The task prefixes README names: ``distsort-...`` in backquotes, without a token."""
     return set(re.findall(r"`(distsort-[a-z-]*[a-z])`", readme_paragraph()))
+
+
+@pytest.fixture(autouse=True)
+def full_network():
+    """Every chunk sorted alone: groups of a worker's chunks sorted as one
+    (``distsort.group``) replace rounds, and README names their tasks apart."""
+    with dask.config.set({"distsort.group": 1}):
+        yield
 
 
 @pytest.fixture(scope="module")
