@@ -97,6 +97,9 @@ def classify(command):
             return (f"a demo of {size} of keys is too large for the test suite on a 2-core "
                     "CPU; tests/test_cli.py runs the demo on small sizes")
         return None
+    if words[:2] in (["python", "benchmarks/suite.py"], ["bash", "benchmarks/remote.sh"]):
+        return ("runs benchmark scenarios (GPU ones, or over ssh); "
+                "tests/test_benchmark_suite.py checks every scenario's commands and options")
     if words[:2] == ["distsort", "bench"]:
         return ("runs every benchmark scenario (minutes); tests/test_cli.py runs the command "
                 "on one small scenario")
