@@ -10,7 +10,8 @@ For each size (float32 .npy, fresh random data) it measures, in one run:
 Every output is compared element for element with NumPy's sort of the input.  The
 machine's load average is recorded before each step (a busy machine slows every
 column).  The page cache is not dropped (that needs root): each step reads a file
-that the step before it may have cached, as commands run in a row would.  The table is printed last and the JSON is written to
+that the step before it may have cached, as commands run in a row would.  The table is
+printed last and the JSON is written to
 ``benchmarks/results/cli_io_<device>_<date>.json`` (or ``--out``).
 
 Examples
@@ -63,7 +64,7 @@ def make_input(path, nbytes, seed):
 
 def timed(cmd, env=None):
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    r = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if r.returncode:
         sys.stderr.write(r.stdout + r.stderr)
@@ -203,7 +204,8 @@ def main(argv=None):
                    help="skip the one-process NumPy baseline (inputs too large for it) and "
                         "check the outputs by order and checksum instead")
     p.add_argument("--tag", default="", help="suffix of the result's name (e.g. before)")
-    p.add_argument("--out", help="JSON path (default: benchmarks/results/cli_io_<device>_<date>.json)")
+    p.add_argument("--out",
+                   help="JSON path (default: benchmarks/results/cli_io_<device>_<date>.json)")
     p.add_argument("distsort_args", nargs=argparse.REMAINDER,
                    help="after --: more options for distsort sort")
     args = p.parse_args(argv)

@@ -15,6 +15,7 @@ bandwidth (measured here with ``cudaMemcpyPeer``).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import defaultdict
 
@@ -94,9 +95,9 @@ def placed_input(client, n, dtype, chunks_per_gpu, seed, cpu=False, placement="b
     where = [chunk_worker(i, count, workers, placement) for i in range(count)]
     futures = [client.submit(make_chunk, seed + i, size, dtype, cpu,
                              workers=None if w is None else [w], pure=False)
-               for i, (size, w) in enumerate(zip(sizes, where))]
+               for i, (size, w) in enumerate(zip(sizes, where, strict=False))]
     arrays = [da.from_delayed(f, (size,), dtype=dtype, meta=empty_like_chunks(dtype, cpu))
-              for f, size in zip(futures, sizes)]
+              for f, size in zip(futures, sizes, strict=False)]
     return da.concatenate(arrays).persist(), futures
 
 
@@ -266,10 +267,9 @@ def peer_bandwidth(client, nbytes=2**32):
             return None
         with cupy.cuda.Device(0):  # without peer access the copy is staged through the host
             if rt.deviceCanAccessPeer(0, 1):
-                try:
+                # already enabled (UCX may have done it)
+                with contextlib.suppress(rt.CUDARuntimeError):
                     rt.deviceEnablePeerAccess(1)
-                except rt.CUDARuntimeError:  # already enabled (UCX may have done it)
-                    pass
             src = cupy.empty(nbytes, dtype=np.uint8)
         with cupy.cuda.Device(1):
             dst = cupy.empty(nbytes, dtype=np.uint8)
@@ -586,8 +586,9 @@ def finish(rows, bandwidth, args):
                and q.get("batch_interval_ms") == r.get("batch_interval_ms")]
         if one and r["gpus"] > 1:
             r["weak_scaling_time_ratio"] = r["seconds"] / one[0]["seconds"]
-    print_table(rows, [("gpus", "{}"), ("workers", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"), ("chunks", "{}"),
-                       ("placement", "{}"), ("local", "{}"), ("seconds", "{:.3f}"),
+    print_table(rows, [("gpus", "{}"), ("workers", "{}"), ("dtype", "{}"), ("bytes", "{:.3g}"),
+                       ("chunks", "{}"), ("placement", "{}"), ("local", "{}"),
+                       ("seconds", "{:.3f}"),
                        ("one_chunk_sort_s", "{}"), ("gkeys_s", "{:.2f}"), ("moved_bytes", "{:.3g}"),
                        ("local_sort_s", "{:.3f}"), ("floor_s", "{:.3f}"),
                        ("over_floor", "{:.2f}"), ("weak_scaling_time_ratio", "{:.2f}")])

@@ -248,7 +248,7 @@ def ab_side(path, reps, n=1 << 28):
         seed = 100 * i + int.from_bytes(os.urandom(2), "little")  # fresh data in each run
         times, ok = ab_times(dtype, n, reps, seed)
         out["cases"][dtype] = {"ms": times, "ok": ok}
-        print(dtype, "median %.3f ms" % statistics.median(times), "ok" if ok else "WRONG",
+        print(dtype, f"median {statistics.median(times):.3f} ms", "ok" if ok else "WRONG",
               flush=True)
     Path(path).write_text(json.dumps(out, indent=1))
 
@@ -261,8 +261,8 @@ def ab_report(new_paths, old_paths, out_dir):
     first = sides["new"][0]
     report = {"device": first["device"], "date": first["date"], "n": first["n"],
               "trees": {s: rows[0]["tree"] for s, rows in sides.items()}, "cases": {}}
-    print("\n%-14s %10s %10s %8s %4s %4s" % ("case (2^28)", "new ms", "old ms", "new/old",
-                                               "runs", "ok"))
+    print(f"\n{'case (2^28)':<14} {'new ms':>10} {'old ms':>10} {'new/old':>8} {'runs':>4} "
+          f"{'ok':>4}")
     for case in AB_CASES:
         row = {}
         for side, rows in sides.items():
@@ -271,9 +271,9 @@ def ab_report(new_paths, old_paths, out_dir):
                          "ok": all(r["cases"][case]["ok"] for r in rows)}
         row["ratio"] = row["new"]["median_ms"] / row["old"]["median_ms"]
         report["cases"][case] = row
-        print("%-14s %10.3f %10.3f %8.4f %4d %4s" % (
-            case, row["new"]["median_ms"], row["old"]["median_ms"], row["ratio"],
-            row["new"]["runs"], row["new"]["ok"] and row["old"]["ok"]))
+        ok = row["new"]["ok"] and row["old"]["ok"]
+        print(f"{case!s:<14} {row['new']['median_ms']:10.3f} {row['old']['median_ms']:10.3f} "
+              f"{row['ratio']:8.4f} {row['new']['runs']:4d} {ok!s:>4}")
     device = report["device"].replace(" ", "_")
     out = Path(out_dir) / f"local_sort_ab_{device}_{report['date'][:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -371,11 +371,11 @@ def main():
     stem = f"local_sort_{dev.replace(' ', '_')}_{date}"
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     plot(result, out / f"{stem}.png")
-    print("\n%-14s %12s %6s %10s %8s %10s" % ("dtype", "n", "passes", "ms", "Gkeys/s", "cupy ms"))
+    print(f"\n{'dtype':<14} {'n':>12} {'passes':>6} {'ms':>10} {'Gkeys/s':>8} {'cupy ms':>10}")
     for r in result["rows"]:
-        print("%-14s %12d %6d %10.2f %8.2f %10s %s" % (
-            r["dtype"], r["n"], r["passes"], r["distsort_ms"], r["distsort_gkeys"],
-            "%.2f" % r.get("cupy_sort_ms", r.get("cupy_argsort_take_ms", 0)), r["distsort_ok"]))
+        cupy_ms = f"{r.get('cupy_sort_ms', r.get('cupy_argsort_take_ms', 0)):.2f}"
+        print(f"{r['dtype']!s:<14} {r['n']:12d} {r['passes']:6d} {r['distsort_ms']:10.2f} "
+              f"{r['distsort_gkeys']:8.2f} {cupy_ms:>10} {r['distsort_ok']}")
 
 
 if __name__ == "__main__":

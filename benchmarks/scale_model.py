@@ -123,7 +123,8 @@ def fit_cpu(path):
         ys.append(extra / max(1, r["rounds"]))
     slope, a = np.polyfit(xs, ys, 1) if len(set(xs)) > 1 else (0.0, ys[0])
     task = doc.get("scheduler_task_s", 0.0)
-    return dict(a_s=float(a), slope_s_per_worker=float(slope), points=list(zip(xs, ys)),
+    return dict(a_s=float(a), slope_s_per_worker=float(slope),
+                points=list(zip(xs, ys, strict=False)),
                 scheduler_task_s=task, b_s_per_worker=TASKS_PER_GPU_ROUND * task)
 
 

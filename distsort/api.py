@@ -31,12 +31,15 @@ _LABELLED = ("pandas", "xarray", "dask", "dask_expr", "dask_cudf", "cudf", "pola
              "pyarrow", "modin")
 
 
-def _conversion(x, what):
+_TABLE_NDIM = 2
+
+
+def _conversion(x, what):  # noqa: PLR0911 - one return per kind of collection
     """``(conversion, labels lost)``: how to make ``x``, a labelled or lazy collection,
     an array distsort sorts, and what that array does not carry."""
     library = type(x).__module__.split(".")[0]
     lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
-    table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == 2
+    table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == _TABLE_NDIM
     if hasattr(x, "data_vars"):  # xarray.Dataset
         return f'{what}["var"].data', "variable names, dimension names and coordinates"
     if library == "xarray":  # DataArray, Variable

@@ -128,7 +128,7 @@ def task_kind(key):
     name = str(key[0] if isinstance(key, tuple) else key)
     if name.startswith("distsort-"):
         return key_split(name)[len("distsort-"):]
-    return name.split("-")[0]
+    return name.split("-", maxsplit=1)[0]
 
 
 def task_round(key):
@@ -204,7 +204,7 @@ class _Network:
         """Keys that are computed (as None, on each chunk's worker) once the new chunks
         of the pair are: a gate that moves no data (a gate on the chunks would fetch them)."""
         keys = [self.key(round_id, "done", i) for i in (lo, hi)]
-        for k, i in zip(keys, (lo, hi)):
+        for k, i in zip(keys, (lo, hi), strict=False):
             tasks[k] = (after, [self.cur[i]], _none)
         return keys
 
@@ -320,7 +320,7 @@ def regroup(backend, local, order, sizes, parts):
         k.sort()
         run = k
     ends = list(itertools.accumulate(sizes))
-    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes))
+    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
@@ -386,18 +386,19 @@ def group_prepare(backend, local, order, firsts, sizes, keys, values):
     xp = _namespace(keys[0])
     k = xp.concatenate([xp.asarray(c).ravel() for c in keys])
     if firsts[0] is not None:
-        v = xp.concatenate([xp.arange(f, f + n, dtype="int64") for f, n in zip(firsts, sizes)])
+        v = xp.concatenate([xp.arange(f, f + n, dtype="int64")
+                            for f, n in zip(firsts, sizes, strict=False)])
     elif values is not None:
         v = xp.concatenate([xp.asarray(c).ravel() for c in values])
     else:
         v = None
     if hasattr(backend, "sort_owned"):  # sorts our concatenation in place: no copy
-        increasing = firsts[0] is not None and all(a < b for a, b in zip(firsts, firsts[1:]))
+        increasing = firsts[0] is not None and all(a < b for a, b in itertools.pairwise(firsts))
         run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
     else:
         run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
-    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes))
+    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
 def _namespace(x):

@@ -37,13 +37,17 @@ EXCHANGES = ("auto", "ipc", "comm")
 _registered: dict = {}  # scheduler address -> whether the plugin is there
 
 
+# A chunk's key: (collection name, chunk index).
+_KEY_LEN = 2
+
+
 def keeps(dependent_key, key) -> bool:
     """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
     a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
     chunk position."""
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False
-    if len(dependent_key) != 2 or len(key) != 2 or dependent_key[1] != key[1]:
+    if len(dependent_key) != _KEY_LEN or len(key) != _KEY_LEN or dependent_key[1] != key[1]:
         return False
     return str(dependent_key[0]).startswith("distsort-")
 

@@ -26,6 +26,9 @@ __all__ = ["check_chunk_fits", "largest_fitting_chunk", "device_capacity", "form
 RESERVE = 0.05
 
 
+_DECIMAL_STEP = 1000
+
+
 def format_bytes(n):
     """``n`` bytes in decimal units, as Dask prints them.
 
@@ -33,7 +36,7 @@ def format_bytes(n):
     ('0 B', '1.5 kB', '64.0 GB')
     """
     for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
+        if n < _DECIMAL_STEP or unit == "TB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
 

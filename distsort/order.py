@@ -34,10 +34,15 @@ SUPPORTED_KINDS = "biuf"
 TIME_KINDS = "mM"
 
 
+# Codes are at most 64 bits.
+_MAX_BYTES = 8
+
+
 def check_dtype(dtype, what="keys"):
     """Raise TypeError unless ``dtype`` is one distsort can sort."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None or dtype.itemsize > 8:
+    if (dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None
+            or dtype.itemsize > _MAX_BYTES):
         raise TypeError(
             f"distsort cannot sort {what} of dtype {dtype!r}: supported are bool, "
             "(u)int8..64 and float16/32/64 (complex, object, string, datetime and "
@@ -52,7 +57,8 @@ def check_key_dtype(dtype, what="keys"):
     dtype = np.dtype(dtype)
     if dtype.kind in TIME_KINDS:
         return dtype
-    if dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None or dtype.itemsize > 8:
+    if (dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None
+            or dtype.itemsize > _MAX_BYTES):
         raise TypeError(
             f"distsort cannot sort {what} of dtype {dtype!r}: supported are bool, "
             "(u)int8..64, float16/32/64, datetime64 and timedelta64 (complex, object, "

@@ -88,7 +88,7 @@ def placement(owners, group: int = 1, short_last: bool = False) -> tuple[int, ..
     for i, owner in enumerate(owners[:c - len(fixed)]):
         chunks_of[owner].append(i)
     blocks, rest = [], []
-    for owner, mine in chunks_of.items():
+    for mine in chunks_of.values():
         whole = len(mine) - len(mine) % group
         blocks.extend(mine[:whole])
         rest.extend(mine[whole:])

@@ -31,6 +31,7 @@ True
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -201,7 +202,8 @@ def _out_of_order(xp, codes, vcodes):
     return bad
 
 
-def _hash_block(xp, keys, values, start, lo, hi, total_keys, total_pairs):
+# The running sums go in and come back: the loop over blocks keeps them, not this helper.
+def _hash_block(xp, keys, values, start, lo, hi, total_keys, total_pairs):  # noqa: PLR0913, PLR0917
     """The sums with the hashes of elements ``lo:hi`` added (array by array)."""
     kh = key_hashes(keys[lo:hi])
     total_keys += _sum64(xp, kh)
@@ -296,7 +298,7 @@ def check(inputs, outputs, chunks, what="sort"):
     if n_in != n_out:
         change = f"{n_in - n_out} lost" if n_in > n_out else f"{n_out - n_in} duplicated"
         fail(f"the output has {n_out} elements, the input {n_in} ({change})")
-    for i, (s, size) in enumerate(zip(outputs, chunks)):
+    for i, (s, size) in enumerate(zip(outputs, chunks, strict=False)):
         if s.count != size:
             fail(f"output chunk {i} has {s.count} elements, {size} expected")
     for i, s in enumerate(outputs):
@@ -304,7 +306,7 @@ def check(inputs, outputs, chunks, what="sort"):
             fail(f"output chunk {i} is not sorted: {s.disorder} neighbours out of order, "
                  f"the first at element {s.where} (the next one comes before it)")
     full = [(i, s) for i, s in enumerate(outputs) if s.count]
-    for (i, a), (j, b) in zip(full, full[1:]):
+    for (i, a), (j, b) in itertools.pairwise(full):
         if b.first < a.last:
             fail(f"output chunks {i} and {j} are out of order: the first element of "
                  f"chunk {j} comes before the last of chunk {i}")
@@ -484,4 +486,4 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     graph = graph_over(outputs, new, deps)
     return tuple(None if name is None else
                  da.Array(graph, name, a.chunks, meta=a._meta)
-                 for name, a in zip(gated, (out_keys, out_values)))
+                 for name, a in zip(gated, (out_keys, out_values), strict=False))

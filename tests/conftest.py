@@ -20,10 +20,10 @@ def report_counts(request):
 def cluster_client():
     """A ``distributed.LocalCluster`` of two worker processes on loopback."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster:
-        with distributed.Client(cluster, set_as_default=False) as client:
-            yield client
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None) as cluster,
+          distributed.Client(cluster, set_as_default=False) as client):
+        yield client
 
 
 #: Tests that take more than a few seconds on a 2-core machine (``--durations``), by

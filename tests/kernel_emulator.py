@@ -33,7 +33,7 @@ def available():
     return shutil.which(CXX) is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(key_dtype, value_dtype, items_per_thread, threads, tile_bits):
     """The compiled emulator of one kernel instantiation (cached on disk by source hash)."""
     kt = scalar_type(key_dtype)

@@ -585,11 +585,10 @@ def test_values_pair_published_values_first(tmp_path, capsys, address, pair, mon
 def test_signal_while_deferred_is_delivered_after():
     """A Ctrl-C that comes while outputs are renamed is held, then delivered, not lost."""
     from distsort.cli.signals import signals_deferred
-    with pytest.raises(KeyboardInterrupt):
-        with signals_deferred() as caught:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # the handler runs here: it must only record the signal
-            assert caught == [signal.SIGINT]
+    with pytest.raises(KeyboardInterrupt), signals_deferred() as caught:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs here: it must only record the signal
+        assert caught == [signal.SIGINT]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

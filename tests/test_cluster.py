@@ -27,14 +27,14 @@ def _sorts_on(client):
 
 
 def test_local_cpu_cluster():
-    with cl.local_cpu_cluster(n_workers=2, memory_limit="300MiB") as cluster:
-        with distributed.Client(cluster) as client:
-            workers = client.scheduler_info(n_workers=-1)["workers"].values()
-            assert len(workers) == 2
-            assert all(w["memory_limit"] == 300 * 2**20 and w["nthreads"] == 1
-                       for w in workers)
-            assert all(w["host"] == "127.0.0.1" for w in workers)
-            _sorts_on(client)
+    with (cl.local_cpu_cluster(n_workers=2, memory_limit="300MiB") as cluster,
+          distributed.Client(cluster) as client):
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+        assert len(workers) == 2
+        assert all(w["memory_limit"] == 300 * 2**20 and w["nthreads"] == 1
+                   for w in workers)
+        assert all(w["host"] == "127.0.0.1" for w in workers)
+        _sorts_on(client)
 
 
 def test_connect_new_local_cluster_is_closed_with_the_client():
@@ -123,7 +123,8 @@ class _Held(distributed.WorkerPlugin):
         seen = {}
         for k, v in self.worker.data.items():
             if not str(k[0] if isinstance(k, tuple) else k).startswith(self.skip):
-                for a in v if isinstance(v, tuple) else (v,):
+                for part in v if isinstance(v, tuple) else (v,):
+                    a = part
                     while isinstance(a.base, np.ndarray):
                         a = a.base
                     seen[id(a)] = a.nbytes

@@ -170,7 +170,8 @@ def test_compare_split(dtype, order, keyed):
                 p_np, p_cp = npb.probe(na, stride, top, order), cpb.probe(ca, stride, top, order)
                 if not keyed:  # NumPy's keys-only chunks hold the codes as signed integers
                     p_np = npb._unsigned(p_np)
-                for x, y in zip(p_np if keyed else (p_np,), p_cp if keyed else (p_cp,)):
+                for x, y in zip(p_np if keyed else (p_np,), p_cp if keyed else (p_cp,),
+                                strict=False):
                     np.testing.assert_array_equal(x, y)
             limit = min(ma, mb)
             kb = cpb.crossing_bound(cpb.probe(ca, stride, True, order),
@@ -314,11 +315,12 @@ def test_end_to_end(nchunks):
                 sk, sv = distsort.sort_by_key(x, v, descending=desc)
                 gk, gv = sk.compute().get(), sv.compute().get()
                 ref_k, ref_v = kernel_reference(keys, values, Order(desc, True))
-                code = lambda a: npb.encode(a, canonical=True, descending=desc)  # noqa: E731
+                code = lambda a, desc=desc: npb.encode(a, canonical=True, descending=desc)  # noqa: E731
                 np.testing.assert_array_equal(code(gk), code(ref_k))
                 np.testing.assert_array_equal(npb.encode(gv, canonical=True),
                                               npb.encode(ref_v, canonical=True))
-                pairs = lambda a, b: sorted(zip(bits(a).tolist(), bits(b).tolist()))  # noqa: E731
+                def pairs(a, b):
+                    return sorted(zip(bits(a).tolist(), bits(b).tolist(), strict=False))
                 assert pairs(gk, gv) == pairs(keys, values)
 
 

@@ -42,10 +42,10 @@ def full_network():
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            yield client
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                   dashboard_address=None) as cluster,
+          distributed.Client(cluster) as client):
+        yield client
 
 
 def _scheduler_names(dask_scheduler):

@@ -49,10 +49,11 @@ def client(request):
     if protocol == "ucx" and not ucx_available():
         pytest.skip("distributed-ucxx not installed")
     exchange = "auto" if protocol == "ucx" else "comm"
-    with local_cuda_cluster(n_workers=n, protocol=protocol,
-                            rmm_pool_size="8GiB" if protocol == "ucx" else None) as cluster:
-        with distributed.Client(cluster) as c, dask.config.set({"distsort.exchange": exchange}):
-            yield c
+    with (local_cuda_cluster(n_workers=n, protocol=protocol,
+                             rmm_pool_size="8GiB" if protocol == "ucx" else None) as cluster,
+          distributed.Client(cluster) as c,
+          dask.config.set({"distsort.exchange": exchange})):
+        yield c
 
 
 def to_dask(x, chunks):
@@ -208,21 +209,21 @@ def test_out_of_core_one_gpu_spills():
     if gpu_count() < 1:
         pytest.skip("needs a GPU")
     n, chunk = 8 * 2**30, 2**28  # 32 GiB in 32 chunks of 1 GiB: 15 rounds
-    with local_cuda_cluster(n_workers=1, device_memory_limit="8GB", protocol="tcp",
-                            rmm_pool_size=None, memory_limit="100GB") as cluster:
-        with distributed.Client(cluster) as c:
-            c.register_plugin(RoundLog(n // chunk))
-            # made on the GPU (a NumPy input would spend minutes in the random
-            # generator and the host-to-device copies, twice: the checks remake it)
-            rs = da.random.RandomState(7, RandomState=cupy.random.RandomState)
-            x = rs.random_sample(n, chunks=chunk, dtype=np.float32)
-            start = time.perf_counter()
-            s = distsort.sort(x, verify=True).persist()
-            distributed.wait(s)
-            print(f"sorted and verified in {time.perf_counter() - start:.1f} s", flush=True)
-            tiers = c.run(memory_tiers)
-            print("memory tiers after the sort:", tiers, flush=True)
-            host = sum(t.get("host_buffer", 0) for t in tiers.values())
-            assert host >= 16 * 2**30, "the sorted chunks should have spilled to host memory"
-            first, last, lo, hi = c.compute([s[0], s[-1], x.min(), x.max()], sync=True)
-            assert float(first) == float(lo) and float(last) == float(hi)
+    with (local_cuda_cluster(n_workers=1, device_memory_limit="8GB", protocol="tcp",
+                             rmm_pool_size=None, memory_limit="100GB") as cluster,
+          distributed.Client(cluster) as c):
+        c.register_plugin(RoundLog(n // chunk))
+        # made on the GPU (a NumPy input would spend minutes in the random
+        # generator and the host-to-device copies, twice: the checks remake it)
+        rs = da.random.RandomState(7, RandomState=cupy.random.RandomState)
+        x = rs.random_sample(n, chunks=chunk, dtype=np.float32)
+        start = time.perf_counter()
+        s = distsort.sort(x, verify=True).persist()
+        distributed.wait(s)
+        print(f"sorted and verified in {time.perf_counter() - start:.1f} s", flush=True)
+        tiers = c.run(memory_tiers)
+        print("memory tiers after the sort:", tiers, flush=True)
+        host = sum(t.get("host_buffer", 0) for t in tiers.values())
+        assert host >= 16 * 2**30, "the sorted chunks should have spilled to host memory"
+        first, last, lo, hi = c.compute([s[0], s[-1], x.min(), x.max()], sync=True)
+        assert float(first) == float(lo) and float(last) == float(hi)

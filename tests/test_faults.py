@@ -54,7 +54,7 @@ def _arrays(obj):
 def _same(x, y):
     ax, ay = [_host(a) for a in _arrays(x)], [_host(a) for a in _arrays(y)]
     same = all(a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
-               for a, b in zip(ax, ay))
+               for a, b in zip(ax, ay, strict=False))
     return len(ax) == len(ay) and same and (ax or x == y)
 
 
@@ -66,7 +66,7 @@ def _twice(func, calls):
         first = func(*args, **kwargs)
         second = func(*args, **kwargs)
         assert _same(first, second), f"{func.__name__} gave two results on the same inputs"
-        for a, b in zip(_arrays(args), before):
+        for a, b in zip(_arrays(args), before, strict=False):
             assert np.array_equal(bits(_host(a)), bits(b)), f"{func.__name__} modified its input"
         for a in _arrays(first):
             if isinstance(a, np.ndarray):

@@ -20,7 +20,7 @@ from distsort.order import decode, encode
 from arrays import DTYPES, assert_same_multiset, bits, random_chunks, random_keys
 
 from backends import BACKENDS, cupy
-SETTINGS = settings(max_examples=int(os.environ.get("DISTSORT_FUZZ_EXAMPLES", 40)),
+SETTINGS = settings(max_examples=int(os.environ.get("DISTSORT_FUZZ_EXAMPLES", "40")),
                     deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                           HealthCheck.function_scoped_fixture])
 SIZES = [0, 1, 2, 3, 7, 8, 9, 31, 32, 33, 127, 128, 129, 251, 256, 257]
@@ -125,7 +125,7 @@ def true_crossing(a_keys, a_values, b_keys, b_values, order):
     def codes(k, v):
         if v is None:
             return list(encode(k, descending=order.descending).astype(object))
-        return list(zip(*(c.astype(object) for c in keyed_codes(k, v, order))))
+        return list(zip(*(c.astype(object) for c in keyed_codes(k, v, order)), strict=False))
     a, b = codes(a_keys, a_values), codes(b_keys, b_values)
     k = 0
     while k < min(len(a), len(b)) and a[len(a) - 1 - k] > b[k]:
@@ -185,17 +185,19 @@ def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
     low = b.merge_low(a, b.head(hi, bound), order)
     high = b.merge_high(hi, b.tail(a, bound), order)
     whole = reference(keys, values, order)
-    cut = (lambda r, s: None if r is None else r[s])
+    def cut(r, s):
+        return None if r is None else r[s]
+
     assert_chunk_equals(*finished(b, low, order, keys.dtype),
                         cut(whole[0], slice(0, ma)), cut(whole[1], slice(0, ma)), order)
     assert_chunk_equals(*finished(b, high, order, keys.dtype),
                         cut(whole[0], slice(ma, None)), cut(whole[1], slice(ma, None)), order)
     # Nothing was modified: the inputs, and the chunks the merges read.
-    for (k_in, v_in, _), (k0, v0) in zip(parts, saved):
+    for (k_in, v_in, _), (k0, v0) in zip(parts, saved, strict=False):
         np.testing.assert_array_equal(bits(k_in), bits(k0))
         if v0 is not None:
             np.testing.assert_array_equal(bits(v_in), bits(v0))
-    for chunk, ref in zip(chunks, refs):
+    for chunk, ref in zip(chunks, refs, strict=False):
         assert_chunk_equals(*finished(b, chunk, order, keys.dtype), *ref, order)
     COUNTS["inputs"] += 1
     COUNTS["results_checked"] += 4

@@ -85,6 +85,6 @@ def test_exchange_setting(mode, hosts, expected):
 
 def test_exchange_setting_is_checked():
     x = da.from_array(np.arange(10.0), chunks=5)
-    with dask.config.set({"distsort.exchange": "nvlink"}):
-        with pytest.raises(ValueError, match="distsort.exchange"):
-            distsort.sort(x)
+    with (dask.config.set({"distsort.exchange": "nvlink"}),
+          pytest.raises(ValueError, match="distsort.exchange")):
+        distsort.sort(x)

@@ -44,7 +44,7 @@ def _copy(chunk):
 def _assert_same(a, b):
     a, b = (x if isinstance(x, tuple) else (x,) for x in (a, b))
     assert len(a) == len(b)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert x.dtype == y.dtype and x.shape == y.shape
         np.testing.assert_array_equal(bits(x), bits(y))
 
@@ -56,7 +56,7 @@ def _both(monkeypatch, fn, *args):
     fast = fn(*args)
     monkeypatch.setattr(merge, "ENABLED", False)
     slow = fn(*args)
-    for a, b in zip(args, before):
+    for a, b in zip(args, before, strict=False):
         if isinstance(b, (tuple, np.ndarray)):
             _assert_same(a, b)
     return fast, slow

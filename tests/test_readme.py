@@ -57,8 +57,8 @@ def shell_commands(text):
     blocks += indented_blocks(text)
     commands = []
     for block in blocks:
-        for line in block.splitlines():
-            line = re.sub(r"\s+#.*$", "", line).strip()
+        for raw in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", raw).strip()
             if line and not line.startswith("#"):
                 commands.append(line)
     return commands
@@ -72,7 +72,7 @@ def needs_gpu(code):
     return bool(re.search(r"\bcupy\b|local_cuda_cluster|dask_cuda", code))
 
 
-def classify(command):
+def classify(command):  # noqa: PLR0911 - one return per kind of command
     """``None`` to run the command, or the reason it is not run here."""
     words = shlex.split(command)
     if "sphinx" in command:
@@ -153,7 +153,7 @@ def load(path):
 def on_test_cluster(words, address, tmp_path):
     """The command's arguments for a run on the tests' cluster (see the module docstring)."""
     argv, skip = [], False
-    for i, w in enumerate(words[1:]):
+    for w in words[1:]:
         if skip:
             skip = False
             continue

@@ -69,7 +69,7 @@ def assert_same_keyed_sort(keys, values, ref_keys, ref_values, x, v):
         kb, wb = bits(k).astype(np.uint64), bits(w).astype(np.uint64)
         p = np.lexsort((wb, kb))
         return kb[p], wb[p]
-    for got, want in zip(pairs(keys, values), pairs(x, v)):
+    for got, want in zip(pairs(keys, values), pairs(x, v), strict=False):
         np.testing.assert_array_equal(got, want)
 
 
@@ -242,7 +242,8 @@ def _reference(func, x, v, chunks):
 
 def _same(a, b):
     a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
-    return all(p.shape == q.shape and np.array_equal(bits(p), bits(q)) for p, q in zip(a, b))
+    return all(p.shape == q.shape and np.array_equal(bits(p), bits(q))
+               for p, q in zip(a, b, strict=False))
 
 
 @pytest.mark.parametrize("target", ["merge_low", "merge_high"])

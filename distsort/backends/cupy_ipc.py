@@ -27,16 +27,16 @@ def _fetched(part, borrowed):
 def merge_low_shared(a, b, order):
     """``merge_low`` of ``a`` and the higher chunk ``b``, shared whole: only ``b``'s
     crossing elements are read (copied, when ``b`` is on another GPU)."""
-    with opened(b) as (b, borrowed):
-        k = crossing_count(a, b, order.descending)
-        head_part = _fetched(slice_chunk(b, 0, k), borrowed)
+    with opened(b) as (b_open, borrowed):
+        k = crossing_count(a, b_open, order.descending)
+        head_part = _fetched(slice_chunk(b_open, 0, k), borrowed)
     return merge_low(a, head_part, order, k)
 
 
 def merge_high_shared(b, a, order):
     """``merge_high`` of ``b`` and the lower chunk ``a``, shared whole."""
-    with opened(a) as (a, borrowed):
-        k = crossing_count(a, b, order.descending)
-        n = length(a)
-        tail_part = _fetched(slice_chunk(a, n - k, n), borrowed)
+    with opened(a) as (a_open, borrowed):
+        k = crossing_count(a_open, b, order.descending)
+        n = length(a_open)
+        tail_part = _fetched(slice_chunk(a_open, n - k, n), borrowed)
     return merge_high(b, tail_part, order, k)

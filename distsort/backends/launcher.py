@@ -120,7 +120,7 @@ def merge_sorted(a, av, b, bv, descending=False):
     ma, m = a.size, a.size + b.size
     keys = cupy.empty(m, dtype=a.dtype)
     values = None if av is None else cupy.empty(m, dtype=av.dtype)
-    if ma == 0 or ma == m:  # one run: nothing to merge
+    if ma in (0, m):  # one run: nothing to merge
         keys[:ma], keys[ma:] = a, b
         if values is not None:
             values[:ma], values[ma:] = av, bv

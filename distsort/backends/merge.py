@@ -100,8 +100,9 @@ def _less(c, j, d, i):  # pragma: no cover - compiled
     return c[3][j] < d[3][i]
 
 
+# numba compiles this with plain array arguments (no tuples of arrays), two runs and two outputs.
 @_jit
-def _merge_keyed(xk, xv, yk, yv, xc, yc, ok, ov):  # pragma: no cover - compiled
+def _merge_keyed(xk, xv, yk, yv, xc, yc, ok, ov):  # noqa: PLR0913, PLR0917  # pragma: no cover - compiled
     """Merge keyed runs into ``ok``, ``ov`` by their code tuples ``xc``, ``yc``.
 
     Keys and values move together, by selects as in :func:`_merge_codes` (only from

@@ -25,6 +25,11 @@ from ..order import decode, encode
 from . import merge as _merge
 
 
+# Widths of a packed (key, value) code.
+_CODE32_BYTES, _CODE64_BYTES = 4, 8
+_BOTH = 2  # keys and values both have special values
+
+
 def order_codes(keys, values, descending):
     """The code arrays of the keyed order, most significant first.
 
@@ -59,14 +64,14 @@ def _keyed_perm(keys, values, descending, axis=-1):
 
 def packable(keys, values):
     """Whether a key's code and a value's code fit one 64-bit code together."""
-    return keys.dtype.itemsize + values.dtype.itemsize <= 8
+    return keys.dtype.itemsize + values.dtype.itemsize <= _CODE64_BYTES
 
 
 def packed_codes(keys, values, descending, canonical=True):
     """One unsigned code per element, the key's code above the value's (``packable``
     pairs): ordered as the pair of codes.  With ``canonical`` the codes of the keyed
     order's first two arrays (:func:`order_codes`), else of its last two."""
-    width = np.dtype(np.uint32 if keys.dtype.itemsize + values.dtype.itemsize <= 4
+    width = np.dtype(np.uint32 if keys.dtype.itemsize + values.dtype.itemsize <= _CODE32_BYTES
                      else np.uint64)
     code = encode(keys, canonical=canonical, descending=descending).astype(width)
     code <<= width.type(8 * values.dtype.itemsize)
@@ -153,7 +158,7 @@ def keyed_sort(keys, values, descending):
         perm = _runs_perm(keys, values, descending)
         return keys[perm], values[perm]
     special = [s for s in (_special(keys), _special(values)) if s is not None]
-    special = special[0] | special[1] if len(special) == 2 else (special or [None])[0]
+    special = special[0] | special[1] if len(special) == _BOTH else (special or [None])[0]
     if special is None or not special.any():  # canonical codes are total codes
         codes = packed_codes(keys, values, descending, canonical=False)
         codes.sort()
@@ -214,7 +219,7 @@ def _greater(a, b):
         return a > b
     greater = np.zeros(len(a[0]), dtype=bool)
     equal = np.ones(len(a[0]), dtype=bool)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         greater |= equal & (x > y)
         equal &= x == y
     return greater
@@ -241,7 +246,8 @@ def _slice(chunk, start, stop):
 
 
 def head(chunk, k):
-    """The first ``k`` elements: a view (nothing writes to chunks; pickling copies only the view)."""
+    """The first ``k`` elements: a view (nothing writes to chunks; pickling copies only
+    the view)."""
     return _slice(chunk, 0, k)
 
 
@@ -297,7 +303,7 @@ def _merge_keyed(x, y, descending):
         special = _any_special(*x, *y)
         return _merge.merge_keyed(x, y, merge_codes_of(*x, descending, special),
                                   merge_codes_of(*y, descending, special))
-    keys, values = (np.concatenate(pair) for pair in zip(x, y))
+    keys, values = (np.concatenate(pair) for pair in zip(x, y, strict=False))
     return keyed_sort(keys, values, descending)
 
 

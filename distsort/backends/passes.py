@@ -13,6 +13,10 @@ import numpy as np
 from . import tuning
 
 
+_MIN_ITEMS = 4  # the fewest items per thread the shrinking below goes down to
+_WORD_BYTES = 4  # 32-bit keys and values
+
+
 class Config(NamedTuple):
     tile_bits: int         # log2 of the elements one block holds in shared memory
     items_per_thread: int  # E: elements per thread in a phase
@@ -20,7 +24,7 @@ class Config(NamedTuple):
     kmax: int        # global steps per GROUP pass
     smem: int        # shared-memory bytes per block
     min_blocks: int  # blocks per SM the register budget must allow
-    group: "Config | None" = None  # the shape of the GROUP passes, if another (pass_shape)
+    group: Config | None = None  # the shape of the GROUP passes, if another (pass_shape)
 
 
 def config(tab: dict, key_size: int, value_size: int = 0) -> Config:
@@ -43,7 +47,7 @@ def _block(tab: dict, key_size: int, value_size: int) -> Config:
     bits = tuning.tile_bits(tab, key_size, value_size, items)
     # A phase's register window sits at tile bit 0 or at bit log2 E or above, so a
     # tile holds at least E * E elements: fewer registers where shared memory is small.
-    while bits < 2 * (items.bit_length() - 1) and items > 4:
+    while bits < 2 * (items.bit_length() - 1) and items > _MIN_ITEMS:
         items //= 2
         bits = tuning.tile_bits(tab, key_size, value_size, items)
     if bits < 2 * (items.bit_length() - 1):
@@ -167,7 +171,8 @@ def packs(key_dtype, value_dtype, n: int, threads: int) -> bool:
         return False
     kd, vd = np.dtype(key_dtype), np.dtype(value_dtype)
     whole = n % (2 << split_bit(threads)) == 0
-    return kd.kind in "iu" and vd.kind in "iu" and kd.itemsize == vd.itemsize == 4 and whole
+    return (kd.kind in "iu" and vd.kind in "iu" and kd.itemsize == vd.itemsize == _WORD_BYTES
+            and whole)
 
 
 def packed_plan(cfg: Config, n):

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
+import contextlib
 
 #: Seconds between two looks at the flags while pins are held.
 POLL_S = 0.002
@@ -93,10 +94,8 @@ class Pins:
                     return
 
     def close(self):
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
 
 
 _maps = {}  # path -> mmap, in the reader

@@ -49,9 +49,14 @@ DEFAULT = {"smem": 48 * 1024, "threads": 512, "items_per_thread": (32, 16, 8),
            "row_bytes": 128, "min_blocks": 1}
 
 
+_HOPPER = 9  # compute capability major
+# Element sizes (bytes) of the small and medium columns of items_per_thread.
+_SMALL_BYTES, _MEDIUM_BYTES = 4, 8
+
+
 def table(major: int) -> dict:
     """The tuning table of compute capability ``major`` (newer ones use Hopper's)."""
-    tab = TABLES[major] if major in TABLES else TABLES[9] if major > 9 else DEFAULT
+    tab = TABLES[major] if major in TABLES else TABLES[_HOPPER] if major > _HOPPER else DEFAULT
     override = os.environ.get("DISTSORT_TUNING")
     if override:
         tab = {**tab, **json.loads(override)}
@@ -68,7 +73,7 @@ def shape(tab: dict, key_size: int, value_size: int) -> dict:
     """
     flat = dict(tab)
     keys8 = flat.pop("keys8", {})
-    if key_size == 8 and not value_size:
+    if key_size == _MEDIUM_BYTES and not value_size:
         flat.update(keys8)
     return flat
 
@@ -76,7 +81,7 @@ def shape(tab: dict, key_size: int, value_size: int) -> dict:
 def items_per_thread(tab: dict, elem_bytes: int) -> int:
     """E for elements of ``elem_bytes`` (keys and values) under ``tab``."""
     small, medium, large = tab["items_per_thread"]
-    return small if elem_bytes <= 4 else medium if elem_bytes <= 8 else large
+    return small if elem_bytes <= _SMALL_BYTES else medium if elem_bytes <= _MEDIUM_BYTES else large
 
 
 def padded_bytes(count: int, itemsize: int, items_per_thread: int) -> int:

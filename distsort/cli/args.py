@@ -21,7 +21,8 @@ def _cluster_options(p, local_workers=True):
     x.add_argument("--scheduler-address", metavar="ADDR",
                    help="connect to a running scheduler, e.g. tcp://10.0.0.1:8786")
     x.add_argument("--scheduler-file", metavar="FILE",
-                   help="connect to the scheduler that wrote FILE (dask scheduler --scheduler-file)")
+                   help="connect to the scheduler that wrote FILE "
+                        "(dask scheduler --scheduler-file)")
     g.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
                    help="GPU workers with CuPy chunks, or CPU workers (default: GPUs when "
                         "CuPy sees one; for a running cluster, when every worker does)")

@@ -52,7 +52,7 @@ def cmd_bench(args):
     for name in names:
         print(f"== {name} ==", flush=True)
         rc = subprocess.run([sys.executable, str(found[name]), *args.extra],
-                            cwd=out, env=env).returncode
+                            check=False, cwd=out, env=env).returncode
         if rc:
             print_error(f"benchmark {name} failed with exit status {rc}")
             code = RUNTIME_FAILURE

@@ -87,7 +87,7 @@ def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
     try:
         client = cl.connect(address, file, gpu=gpu if not (address or file) else None, **kw)
     except (OSError, TimeoutError) as e:
-        raise CLIError(f"cannot reach the scheduler: {e}", RUNTIME_FAILURE)
+        raise CLIError(f"cannot reach the scheduler: {e}", RUNTIME_FAILURE) from e
     try:
         workers = client.scheduler_info(n_workers=-1)["workers"]
         if not workers:

@@ -10,12 +10,16 @@ from .progress import persist
 from .sizes import chunk_elements, fmt_bytes
 
 
+_FLOAT64_BYTES = 8
+
+
 def _random_block(size, dtype, seed, index, gpu):
     """Fresh random keys (normal floats of both signs; integers over the full range)."""
     rng = np.random.default_rng([seed, index])
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        x = rng.standard_normal(size, dtype=np.float32 if dtype.itemsize < 8 else np.float64)
+        wide = dtype.itemsize >= _FLOAT64_BYTES
+        x = rng.standard_normal(size, dtype=np.float64 if wide else np.float32)
         x = x.astype(dtype)
     elif dtype.kind == "b":
         x = rng.integers(0, 2, size=size).astype(bool)
@@ -84,7 +88,7 @@ def cmd_demo(args):
     try:
         dtype = check_dtype(np.dtype(args.dtype), "demo data")
     except TypeError as e:
-        raise CLIError(str(e))
+        raise CLIError(str(e)) from e
     n = max(1, args.size // dtype.itemsize)
     gpu_local = args.device == "gpu" or (args.device == "auto" and gpu_available())
     cluster = open_cluster(args, local_scheduler_ok=not gpu_local)

@@ -101,7 +101,7 @@ def open_npy(path):
     try:
         m = np.load(path, mmap_mode="r")
     except ValueError as e:  # pickled objects, or not a .npy file
-        raise CLIError(f"{path}: not a readable .npy array ({e})")
+        raise CLIError(f"{path}: not a readable .npy array ({e})") from e
     if not isinstance(m, np.memmap):
         raise CLIError(f"{path}: not a .npy array file")
     if m.ndim != 1:
@@ -130,11 +130,11 @@ def open_zarr(path):
     try:
         import zarr
     except ImportError:
-        raise CLIError("zarr files need the zarr package: pip install 'zarr>=3'")
+        raise CLIError("zarr files need the zarr package: pip install 'zarr>=3'") from None
     try:
         z = zarr.open_array(path, mode="r")
     except Exception as e:  # zarr raises several types for "not an array here"
-        raise CLIError(f"{path}: not a readable zarr array ({type(e).__name__}: {e})")
+        raise CLIError(f"{path}: not a readable zarr array ({type(e).__name__}: {e})") from e
     if z.ndim != 1:
         raise CLIError(f"{path}: distsort sort sorts 1-D arrays; this one has shape {z.shape}")
     return ZarrFile(str(Path(path).resolve())), z.dtype, z.shape

@@ -14,7 +14,8 @@ def parse_chunk_size(text):
     try:
         kind, n = ("elements", int(text)) if text.isdigit() else ("bytes", parse_bytes(text))
     except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 256MiB or 1000000)")
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (use e.g. 256MiB or 1000000)") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"chunk size must be positive, got {text!r}")
     return kind, int(n)
@@ -25,7 +26,7 @@ def parse_bytes_arg(text):
     try:
         return int(parse_bytes(text))
     except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (use e.g. 2GiB)")
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (use e.g. 2GiB)") from None
 
 
 def fmt_bytes(n):

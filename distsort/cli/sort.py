@@ -96,7 +96,7 @@ def sort_graph(job, chunk, gpu, verify=False):
             out = [distsort.sort(keys, descending=job.descending)]
     except TypeError as e:  # unsupported dtype: distsort says which and why
         files = job.src.path + (f" / {job.vals.path}" if job.vals else "")
-        raise CLIError(f"{files}: {e}")
+        raise CLIError(f"{files}: {e}") from e
     return (keys, values), out
 
 
@@ -135,7 +135,7 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
             results, stats = compute(cluster.client, [store, *ins, *outs], args.progress,
                                      "sorting ...")
         except VerificationError as e:  # argsort's check, inside the sort
-            raise CLIError(str(e), VERIFY_FAILED)
+            raise CLIError(str(e), VERIFY_FAILED) from e
         ins, outs = results[1:1 + len(ins)], results[1 + len(ins):]
         facts["steps"] = stats["steps"]
         # Only a complete count is reported (the task stream keeps a bounded
@@ -174,7 +174,8 @@ def run_sort(job, args, cluster, facts):
     inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu, args.verify)
     chunks = sorted_arrays[0].chunks[0]
     facts.update(chunks=chunks, rounds=len(plan_network(len(chunks))))
-    outputs = [Output(p, a.dtype, job.src.n, chunk) for p, a in zip(job.outputs, sorted_arrays)]
+    outputs = [Output(p, a.dtype, job.src.n, chunk)
+               for p, a in zip(job.outputs, sorted_arrays, strict=False)]
     report = report_context(args, cluster)
     try:
         for o in outputs:

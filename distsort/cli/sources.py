@@ -56,7 +56,7 @@ def open_source(path, what="INPUT"):
         else:
             reader, dtype, shape = open_zarr(path)
     except PermissionError:
-        raise CLIError(f"{what} {path}: permission denied")
+        raise CLIError(f"{what} {path}: permission denied") from None
     except (OSError, EOFError) as e:
-        raise CLIError(f"{what} {path}: cannot read ({e})")
+        raise CLIError(f"{what} {path}: cannot read ({e})") from e
     return Source(str(path), kind, reader, np.dtype(dtype), int(shape[0]))

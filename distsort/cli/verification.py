@@ -46,7 +46,7 @@ def judge(job, ins, outs, chunks):
     try:
         check(ins, outs, chunks, WHAT[job.mode])
     except VerificationError as e:
-        raise CLIError(str(e), VERIFY_FAILED)
+        raise CLIError(str(e), VERIFY_FAILED) from e
 
 
 def reread(job, outputs, chunks, cluster, progress, expected):

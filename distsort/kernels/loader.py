@@ -24,7 +24,7 @@ def scalar_type(dtype) -> str:
     return f"Scalar<{_U[dtype.itemsize]},{_KIND[dtype.kind]}>"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _headers_digest() -> str:
     """A digest of the headers that ``sort.cu`` includes: CuPy caches compiled kernels by
     their source text alone, so a changed header must change the text."""
@@ -69,7 +69,7 @@ class Module:
             self._smem = nbytes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(device, key, value, items_per_thread, threads, min_blocks, tile_bits, packed):
     return Module(key, value, items_per_thread, threads, min_blocks, tile_bits, packed=packed)
 
