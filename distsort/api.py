@@ -386,13 +386,7 @@ def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False, local
         checksums).  Raises :class:`distsort.VerificationError` when computed
         if not.
     local : {"auto", "bitonic", "radix"}, optional
-        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
-        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
-        order codes, so the result is the same) where the worker's device budget
-        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
-        free device memory) has room for the extra chunk-sized buffers it needs,
-        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
-        ``"radix"`` always uses the radix sort.
+        How each GPU sorts its chunks, as for :func:`sort`.
 
     Returns
     -------
@@ -550,13 +544,7 @@ def sort_by_key(keys, values, *, descending=False, stable=False, verify=False,
         computed if not.  (With ``stable=True`` and values of 8 bytes, the
         argsort is checked and the gather is Dask's.)
     local : {"auto", "bitonic", "radix"}, optional
-        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
-        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
-        order codes, so the result is the same) where the worker's device budget
-        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
-        free device memory) has room for the extra chunk-sized buffers it needs,
-        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
-        ``"radix"`` always uses the radix sort.
+        How each GPU sorts its chunks, as for :func:`sort`.
 
     Returns
     -------

@@ -38,16 +38,23 @@ TIME_KINDS = "mM"
 _MAX_BYTES = 8
 
 
+def _refuse(dtype, what, supported, unsupported):
+    """The TypeError for a dtype distsort does not sort, naming what it does."""
+    return TypeError(f"distsort cannot sort {what} of dtype {dtype!r}: supported are "
+                     f"{supported} ({unsupported} are not)")
+
+
+def _sortable(dtype):
+    return (dtype.kind in SUPPORTED_KINDS and dtype.fields is None
+            and dtype.itemsize <= _MAX_BYTES)
+
+
 def check_dtype(dtype, what="keys"):
     """Raise TypeError unless ``dtype`` is one distsort can sort."""
     dtype = np.dtype(dtype)
-    if (dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None
-            or dtype.itemsize > _MAX_BYTES):
-        raise TypeError(
-            f"distsort cannot sort {what} of dtype {dtype!r}: supported are bool, "
-            "(u)int8..64 and float16/32/64 (complex, object, string, datetime and "
-            "structured dtypes are not)"
-        )
+    if not _sortable(dtype):
+        raise _refuse(dtype, what, "bool, (u)int8..64 and float16/32/64",
+                      "complex, object, string, datetime and structured dtypes")
     return dtype
 
 
@@ -55,15 +62,9 @@ def check_key_dtype(dtype, what="keys"):
     """Raise TypeError unless ``dtype`` is one the public functions sort
     (those of :func:`check_dtype`, datetime64 and timedelta64 of any unit)."""
     dtype = np.dtype(dtype)
-    if dtype.kind in TIME_KINDS:
-        return dtype
-    if (dtype.kind not in SUPPORTED_KINDS or dtype.fields is not None
-            or dtype.itemsize > _MAX_BYTES):
-        raise TypeError(
-            f"distsort cannot sort {what} of dtype {dtype!r}: supported are bool, "
-            "(u)int8..64, float16/32/64, datetime64 and timedelta64 (complex, object, "
-            "string and structured dtypes are not)"
-        )
+    if dtype.kind not in TIME_KINDS and not _sortable(dtype):
+        raise _refuse(dtype, what, "bool, (u)int8..64, float16/32/64, datetime64 and "
+                      "timedelta64", "complex, object, string and structured dtypes")
     return dtype
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..order import encode
 from .numpy import crossing_bound  # noqa: F401  (probes are NumPy's codes)
-from .numpy import order_codes, probe_codes
+from .numpy import first_not, order_codes, probe_codes
 
 
 def parts(run):
@@ -68,14 +68,9 @@ def positions(starts, pieces):
 def crossing_count(top, bottom, order):
     """``#{i : top[-1-i] > bottom[i]}``: how many elements cross between a lower run
     whose top is ``top`` and a higher run whose bottom is ``bottom`` (binary search)."""
-    lo, hi, n = 0, min(length(top), length(bottom)), length(top)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if code(top, n - 1 - mid, order) > code(bottom, mid, order):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    n = length(top)
+    return first_not(min(n, length(bottom)),
+                     lambda i: code(top, n - 1 - i, order) > code(bottom, i, order))
 
 
 def co_rank(x, y, o, order):
@@ -86,15 +81,10 @@ def co_rank(x, y, o, order):
     >>> co_rank(np.array([1, 3, 5]), np.array([2, 3, 4]), 4, Order())
     2
     """
-    nx, ny = length(x), length(y)
-    lo, hi = max(0, o - ny), min(o, nx)
-    while lo < hi:
-        i = (lo + hi) // 2
-        if code(x, i, order) <= code(y, o - i - 1, order):
-            lo = i + 1  # x[i] is among the first o: take more of x
-        else:
-            hi = i
-    return lo
+    lo = max(0, o - length(y))
+    # x[i] is among the first o exactly while it is not after y[o - i - 1]
+    return lo + first_not(min(o, length(x)) - lo, lambda d: code(x, lo + d, order)
+                          <= code(y, o - lo - d - 1, order))
 
 
 def segments(x, y, segment, order):

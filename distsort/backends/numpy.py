@@ -263,17 +263,28 @@ def _element(chunk, i, order):
     return chunk[i]
 
 
-def crossing_count(a_top, b_bottom, order):
-    """``#{i : a_top[-1-i] > b_bottom[i]}``, by binary search (the predicate is monotone)."""
-    lo, hi = 0, min(length(a_top), length(b_bottom))
-    n = length(a_top)
+def first_not(count, before):
+    """The first ``i < count`` where the monotone predicate ``before(i)`` fails (binary
+    search), or ``count``: a crossing count, or a merge path's co-rank.
+
+    >>> first_not(10, lambda i: i < 4)
+    4
+    """
+    lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) // 2
-        if _element(a_top, n - 1 - mid, order) > _element(b_bottom, mid, order):
+        if before(mid):
             lo = mid + 1
         else:
             hi = mid
     return lo
+
+
+def crossing_count(a_top, b_bottom, order):
+    """``#{i : a_top[-1-i] > b_bottom[i]}``, by binary search (the predicate is monotone)."""
+    n = length(a_top)
+    return first_not(min(n, length(b_bottom)), lambda i: _element(a_top, n - 1 - i, order)
+                     > _element(b_bottom, i, order))
 
 
 def _any_special(*arrays):

@@ -8,6 +8,10 @@ from .errors import EXIT_CODES
 from .sizes import parse_bytes_arg, parse_chunk_size
 from .sort import cmd_sort
 
+VERIFY_HELP = ("check the output before publishing it: sorted, and a permutation of the "
+               "input by count and 64-bit checksums, computed on each chunk as it is read "
+               "and before it is written (a few %% of the time); --verify=reread also reads "
+               "the written output back (one more pass)")
 VALUES_HELP = ("values to move with the keys (sort_by_key); needs --values-output. Both "
                "outputs are written under temporary names and renamed only when both are "
                "complete (and verified, with --verify): the values first, OUTPUT last, so "
@@ -65,10 +69,7 @@ def _add_sort(sub, exits):
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)
     s.add_argument("--values-output", metavar="FILE", help="where to write the moved values")
     s.add_argument("--verify", nargs="?", const="fused", choices=("fused", "reread"),
-                   help="check the output before publishing it: sorted, and a permutation of "
-                        "the input by count and 64-bit checksums, computed on each chunk as "
-                        "it is read and before it is written (a few %% of the time); "
-                        "--verify=reread also reads the written output back (one more pass)")
+                   help=VERIFY_HELP)
     s.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")
     s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _cluster_options(s)
