@@ -293,8 +293,10 @@ def regroup_tasks(net, tasks, round_id, run, local, edges):
     """One task per group of ``run`` positions sorting its current chunks as one
     (``regroup``), and the chunks (slices) it gives as the new chunks."""
     graph, cur = net.graph, net.cur
-    for b, (lo, hi) in enumerate(group_bounds(len(cur), run)):
-        gkey = (task_name("regroup", graph.token, round_id), b)
+    for lo, hi in group_bounds(len(cur), run):
+        # Keyed by its first position, as the chunk it reads there: the scheduler plugin
+        # (``locality.keeps``) then runs it on that chunk's worker, which holds the group.
+        gkey = (task_name("regroup", graph.token, round_id), lo)
         tasks[gkey] = (regroup, net.backend, local, net.order, list(net.chunks[lo:hi]),
                        list(cur[lo:hi]))
         for i in range(lo, hi):
@@ -368,8 +370,10 @@ def group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backe
     (``group_prepare``, one task on one worker) and the chunks (slices) they give,
     as the keys ``keys``."""
     tasks, parts = {}, {}
-    for b, (lo, hi) in enumerate(group_bounds(len(chunks), group)):
-        gkey = ("distsort-group-" + graph.token, b)
+    for lo, hi in group_bounds(len(chunks), group):
+        # Keyed by the input chunk of its first position: the scheduler plugin
+        # (``locality.keeps``) then runs it where that chunk, and its group, lives.
+        gkey = (task_name("group", graph.token), perm[lo])
         values = ([(values_name, i) for i in perm[lo:hi]] if values_name is not None
                   else None)
         tasks[gkey] = (group_prepare, backend, local, order, list(first[lo:hi]),

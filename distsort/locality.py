@@ -41,15 +41,28 @@ _registered: dict = {}  # scheduler address -> whether the plugin is there
 _KEY_LEN = 2
 
 
+#: Tasks that read input chunks whose index is not theirs (placement gives position ``p``
+#: input chunk ``perm[p]``): they run where their input lives, whatever its index.
+READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-")
+
+
 def keeps(dependent_key, key) -> bool:
     """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
     a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
-    chunk position."""
+    chunk position, or one that reads input chunks (``READS_INPUT``).
+
+    >>> keeps(("distsort-low-r01-t", 3), ("distsort-high-r00-t", 3))
+    True
+    >>> keeps(("distsort-prepare-t", 1), ("array-t", 2)), keeps(("distsort-low-r01-t", 1), ("x", 2))
+    (True, False)
+    """
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False
-    if len(dependent_key) != _KEY_LEN or len(key) != _KEY_LEN or dependent_key[1] != key[1]:
+    if len(dependent_key) != _KEY_LEN or len(key) != _KEY_LEN:
         return False
-    return str(dependent_key[0]).startswith("distsort-")
+    name = str(dependent_key[0])
+    return name.startswith(READS_INPUT) or (dependent_key[1] == key[1]
+                                            and name.startswith("distsort-"))
 
 
 class KeepChunksInPlace(SchedulerPlugin):
