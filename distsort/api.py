@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -23,6 +24,9 @@ from .plan import normalize_chunks
 from .verify import check_lanes, verified
 
 __all__ = ["sort", "argsort", "sort_by_key"]
+
+#: What the public functions take: a Dask array, or a NumPy or CuPy array (wrapped).
+ArrayLike = Any
 
 
 #: Libraries whose objects carry labels (an index, coordinates) or are lazy: refused,
@@ -284,8 +288,8 @@ def _check_stable(stable, default):
     return bool(stable)
 
 
-def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False,
-         local="auto"):
+def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
+         stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
@@ -365,7 +369,8 @@ def sort(x, /, axis=-1, *, descending=False, stable=True, verify=False,
     return _from_codes(_sort_along(x, axis, order, "keys", verify), dtype)
 
 
-def argsort(x, /, axis=-1, *, descending=False, stable=True, verify=False, local="auto"):
+def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
+            stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
     Parameters
@@ -512,8 +517,9 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     return out_keys, _gather(values, perm)
 
 
-def sort_by_key(keys, values, *, descending=False, stable=False, verify=False,
-                local="auto"):
+def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
+                stable: bool | None = False, verify: bool = False,
+                local: str = "auto") -> tuple[da.Array, da.Array]:
     """Sort 1-D ``keys`` and move ``values`` with them.
 
     Parameters
