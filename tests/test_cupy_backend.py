@@ -8,20 +8,16 @@ import pytest
 
 from arrays import DTYPES, bits, kernel_order, kernel_reference, random_keys
 
-cupy = pytest.importorskip("cupy")
-try:
-    _GPUS = cupy.cuda.runtime.getDeviceCount()
-except Exception:  # no driver
-    _GPUS = 0
+from backends import GPU, GPU_ONLY, cupy
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_GPUS == 0, reason="no CUDA GPU")]
+pytestmark = GPU_ONLY
 
 from distsort.backends import Order  # noqa: E402
 from distsort.backends import numpy as npb  # noqa: E402
 
 from distsort.backends import launch  # noqa: E402
 
-if _GPUS:
+if GPU:
     from distsort.backends import cupy as cpb
     from distsort.backends import launcher
 

@@ -9,13 +9,9 @@ import pytest
 
 from arrays import DTYPES, random_keys
 
-cupy = pytest.importorskip("cupy")
-try:
-    _GPUS = cupy.cuda.runtime.getDeviceCount()
-except Exception:  # no driver
-    _GPUS = 0
+from backends import GPU, GPU_ONLY, cupy
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_GPUS == 0, reason="no CUDA GPU")]
+pytestmark = GPU_ONLY
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
@@ -24,7 +20,7 @@ import distsort  # noqa: E402
 from distsort.backends import Order  # noqa: E402
 from distsort.backends import numpy as npb  # noqa: E402
 
-if _GPUS:
+if GPU:
     from distsort.backends import cupy as cpb
 
 LOCALS = ["radix", "bitonic"]
