@@ -85,7 +85,8 @@ SCENARIOS = (
              "then merge", (_py("gpu_merge.py", "--out", "{out}"),)),
     Scenario("distributed_sort_1gpu", 1, "the distributed sort on one dask-cuda worker (the "
              "weak-scaling reference), and rechunk + cupy.sort",
-             (_dist("--gpus", "1", "--sizes", "2GiB", "8GiB", "--one-chunk", "--out", "{json}"),),
+             (_dist("--gpus", "1", "--sizes", "2GiB", "8GiB", "--one-chunk", "--local", "auto",
+                    "bitonic", "--out", "{json}"),),
              quick=("--sizes", "1GiB")),
     Scenario("distributed_sort", 2, "the distributed sort on two GPUs: time per round, bytes "
              "moved, against its floor", (_dist("--gpus", "2", "--sizes", "4GiB", "16GiB",
