@@ -109,7 +109,9 @@ __device__ __forceinline__ void mirror(typename K::U* r, typename V::U* w, typen
 // (the phases whose window is known only at run time): one switch, for every step kind,
 // instead of a copy per kind.  Cases C >= LO + N are empty (`if constexpr`: the step
 // does not exist there), as is any other c; N <= 6 (ITEMS <= 64).  Everything inlines
-// into the phase, so the switch is the only run-time cost.
+// into the phase, so the switch is the only run-time cost.  A switch, not a chain of
+// `if (c == C)` (or a recursion over C): nvcc lays a chain out differently (other PTX),
+// and this switch gives the PTX of the two hand-written ones it replaced.
 template <class Step, int LO, int N, class... A>
 __device__ __forceinline__ void static_switch(int c, A... a) {
     static_assert(N >= 1 && N <= 6, "one case per register bit, ITEMS <= 64");
