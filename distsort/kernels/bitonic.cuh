@@ -83,28 +83,13 @@ __device__ __forceinline__ void half_clean(typename K::U* r, typename V::U* w, t
 
 // Half-cleaners on register bits J, J-1, ..., J-S+1 at compile time: straight-line
 // code, so the compiler renames registers from one step to the next instead of moving
-// every minimum back into its register (a run-time loop over `half_clean_rt` must).
+// every minimum back into its register (a run-time loop over `static_switch` must).
 template <class K, class V, int ITEMS, int J, int S>
 __device__ __forceinline__ void half_clean_seq(typename K::U* r, typename V::U* w,
                                                typename K::U dm) {
     if constexpr (S > 0) {
         half_clean<K, V, ITEMS, J>(r, w, dm);
         half_clean_seq<K, V, ITEMS, J - 1, S - 1>(r, w, dm);
-    }
-}
-
-// Half-cleaner on a run-time register bit j (a switch onto compile-time bits).
-template <class K, class V, int ITEMS>
-__device__ __forceinline__ void half_clean_rt(int j, typename K::U* r, typename V::U* w,
-                                              typename K::U dm) {
-    switch (j) {
-        case 0: half_clean<K, V, ITEMS, 0>(r, w, dm); break;
-        case 1: if constexpr (ITEMS > 2) half_clean<K, V, ITEMS, 1>(r, w, dm); break;
-        case 2: if constexpr (ITEMS > 4) half_clean<K, V, ITEMS, 2>(r, w, dm); break;
-        case 3: if constexpr (ITEMS > 8) half_clean<K, V, ITEMS, 3>(r, w, dm); break;
-        case 4: if constexpr (ITEMS > 16) half_clean<K, V, ITEMS, 4>(r, w, dm); break;
-        case 5: if constexpr (ITEMS > 32) half_clean<K, V, ITEMS, 5>(r, w, dm); break;
-        default: break;
     }
 }
 
@@ -120,20 +105,39 @@ __device__ __forceinline__ void mirror(typename K::U* r, typename V::U* w, typen
         }
 }
 
-// Mirror step of register blocks of 2^S, S = 1..log2 ITEMS at run time.
-template <class K, class V, int ITEMS>
-__device__ __forceinline__ void mirror_rt(int S, typename K::U* r, typename V::U* w,
-                                          typename K::U dm) {
-    switch (S) {
-        case 1: mirror<K, V, ITEMS, 1>(r, w, dm); break;
-        case 2: if constexpr (ITEMS > 2) mirror<K, V, ITEMS, 2>(r, w, dm); break;
-        case 3: if constexpr (ITEMS > 4) mirror<K, V, ITEMS, 3>(r, w, dm); break;
-        case 4: if constexpr (ITEMS > 8) mirror<K, V, ITEMS, 4>(r, w, dm); break;
-        case 5: if constexpr (ITEMS > 16) mirror<K, V, ITEMS, 5>(r, w, dm); break;
-        case 6: if constexpr (ITEMS > 32) mirror<K, V, ITEMS, 6>(r, w, dm); break;
+// The step Step::run<C> for the compile-time C equal to a run-time c, C = LO .. LO+N-1
+// (the phases whose window is known only at run time): one switch, for every step kind,
+// instead of a copy per kind.  Cases C >= LO + N are empty (`if constexpr`: the step
+// does not exist there), as is any other c; N <= 6 (ITEMS <= 64).  Everything inlines
+// into the phase, so the switch is the only run-time cost.  A switch, not a chain of
+// `if (c == C)` (or a recursion over C): nvcc lays a chain out differently (other PTX),
+// and this switch gives the PTX of the two hand-written ones it replaced.
+template <class Step, int LO, int N, class... A>
+__device__ __forceinline__ void static_switch(int c, A... a) {
+    static_assert(N >= 1 && N <= 6, "one case per register bit, ITEMS <= 64");
+    switch (c) {
+        case LO: Step::template run<LO>(a...); break;
+        case LO + 1: if constexpr (N > 1) Step::template run<LO + 1>(a...); break;
+        case LO + 2: if constexpr (N > 2) Step::template run<LO + 2>(a...); break;
+        case LO + 3: if constexpr (N > 3) Step::template run<LO + 3>(a...); break;
+        case LO + 4: if constexpr (N > 4) Step::template run<LO + 4>(a...); break;
+        case LO + 5: if constexpr (N > 5) Step::template run<LO + 5>(a...); break;
         default: break;
     }
 }
+
+// The register steps as a type for `static_switch` (a function template cannot be a
+// template argument): run<C> is mirror<K, V, ITEMS, C> (blocks of 2^C registers,
+// C = 1 .. log2 ITEMS) with MIRROR, else half_clean<K, V, ITEMS, C> (bit C = 0 .. log2
+// ITEMS - 1).
+template <class K, class V, int ITEMS, bool MIRROR> struct RegStep {
+    template <int C>
+    static __device__ __forceinline__ void run(typename K::U* r, typename V::U* w,
+                                               typename K::U dm) {
+        if constexpr (MIRROR) mirror<K, V, ITEMS, C>(r, w, dm);
+        else half_clean<K, V, ITEMS, C>(r, w, dm);
+    }
+};
 
 // Stage S of the network inside the registers: mirror, then half-cleaners S-2..0.
 template <class K, class V, int ITEMS, int S>

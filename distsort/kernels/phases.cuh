@@ -53,11 +53,12 @@ __device__ __forceinline__ void phase(typename K::U* sk, typename V::U* sv, int 
         } else {
             int j = jtop, s = nsteps;
             if (mb >= 0) {
-                mirror_rt<K, V, ITEMS>(mb + 1, r, w, dm);
+                static_switch<RegStep<K, V, ITEMS, true>, 1, LOG_ITEMS>(mb + 1, r, w, dm);
                 j = mb - 1;
                 s -= 1;
             }
-            for (; s > 0; --s, --j) half_clean_rt<K, V, ITEMS>(j, r, w, dm);
+            for (; s > 0; --s, --j)
+                static_switch<RegStep<K, V, ITEMS, false>, 0, LOG_ITEMS>(j, r, w, dm);
         }
 #pragma unroll
         for (int m = 0; m < ITEMS; ++m) {
