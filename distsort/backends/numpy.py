@@ -195,11 +195,13 @@ def _runs_perm(keys, values, descending):
     in_run[1:] |= tie
     in_run[:-1] |= tie
     pos = np.flatnonzero(in_run)
-    run = np.cumsum(np.concatenate(([True], ~tie)))[pos]  # runs are contiguous in pos
     sel = perm[pos]
-    codes = order_codes(keys[sel], values[sel], descending)
-    rest = codes if drop else codes[1:]  # without dropped bits, run keys are equal
-    perm[pos] = sel[np.lexsort((*rest[::-1], run))]
+    # The runs lie in ``pos`` in the order of their keys' codes, so one sort of all their
+    # elements by the keyed order puts each run's in its place; by two codes where none
+    # is special (random data with duplicate keys), not four.
+    ks, vs = np.take(keys, sel), np.take(values, sel)
+    codes = merge_codes_of(ks, vs, descending, _any_special(ks, vs))
+    perm[pos] = sel[np.lexsort(codes[::-1])]
     return perm
 
 
@@ -225,7 +227,7 @@ def keyed_sort(keys, values, descending):
     """
     if not packable(keys, values):
         perm = _runs_perm(keys, values, descending)
-        return keys[perm], values[perm]
+        return np.take(keys, perm), np.take(values, perm)  # take: faster than keys[perm]
     codes = keyed_codes(keys, values, descending)
     codes.sort()
     return _unpack(codes, keys.dtype, values.dtype, descending)
@@ -362,8 +364,22 @@ def merge_codes_of(keys, values, descending, special=True):
     return order_codes(keys, values, descending)
 
 
+def _plain_keys(keys, descending):
+    """Whether a sorted run's keys hold no ``-0.0``, ``+0.0`` or NaN (one search): then
+    its keyed order is that of the (key, value) ``total`` codes, whatever the values."""
+    if keys.dtype.kind != "f" or not len(keys):
+        return True
+    ascending = keys[::-1] if descending else keys  # NaNs last, the zeros together
+    if np.isnan(ascending[-1]):
+        return False
+    zero = keys.dtype.type(0)
+    return np.searchsorted(ascending, zero, "left") == np.searchsorted(ascending, zero, "right")
+
+
 def _merge_keyed(x, y, descending):
     """The sorted union of two keyed runs (the keyed order is total: no ties to break)."""
+    if _merge.ENABLED and _plain_keys(x[0], descending) and _plain_keys(y[0], descending):
+        return _merge.merge_pairs(x, y, descending)  # codes made in the merge: no arrays
     if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
         special = _any_special(*x, *y)
         return _merge.merge_keyed(x, y, merge_codes_of(*x, descending, special),
