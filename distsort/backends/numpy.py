@@ -134,13 +134,19 @@ def keyed_codes(keys, values, descending):
     return code
 
 
-def split_keyed_codes(codes, keys_dtype, values_dtype, descending):
+def split_keyed_codes(codes, keys_dtype, values_dtype, descending, part=None):
     """The keys' and the values' ``total`` codes of :func:`keyed_codes` ``codes`` (new
-    arrays of the dtypes' widths)."""
+    arrays of the dtypes' widths); ``part`` ``"keys"`` or ``"values"``: only that one
+    (the other None), one pass less."""
     vbits = 8 * values_dtype.itemsize
-    kcodes = (codes >> codes.dtype.type(vbits)).astype(f"u{keys_dtype.itemsize}")
-    vcodes = (codes & codes.dtype.type((1 << vbits) - 1)).astype(f"u{values_dtype.itemsize}")
-    for start, size in _classes(keys_dtype, descending):
+    classes = _classes(keys_dtype, descending)
+    kcodes = vcodes = None
+    if part != "values" or classes:  # the keys' codes also find the runs of keys
+        kcodes = (codes >> codes.dtype.type(vbits)).astype(f"u{keys_dtype.itemsize}")
+    if part != "keys":
+        vcodes = (codes & codes.dtype.type((1 << vbits) - 1)).astype(
+            f"u{values_dtype.itemsize}")
+    for start, size in classes:
         where = np.flatnonzero(_in_class(kcodes, start, size))
         if len(where):  # codes in the range of a run of keys: see keyed_codes
             rest = codes[where] - codes.dtype.type(start << vbits)
@@ -148,8 +154,9 @@ def split_keyed_codes(codes, keys_dtype, values_dtype, descending):
                                         _classes(values_dtype))
             rest -= vstart * codes.dtype.type(size)
             kcodes[where] = start + rest // vsize
-            vcodes[where] = vstart + rest % vsize
-    return kcodes, vcodes
+            if vcodes is not None:
+                vcodes[where] = vstart + rest % vsize
+    return (None if part == "values" else kcodes), vcodes
 
 
 def _special(x):
@@ -180,7 +187,7 @@ def _runs_perm(keys, values, descending):
     n = len(ck)
     index_bits = max(1, (n - 1).bit_length())
     drop = max(0, 8 * ck.itemsize + index_bits - 64)  # low key bits that do not fit
-    packed = ck.astype(np.uint64)
+    packed = ck.astype(np.uint64, copy=False)  # ck is ours: no copy of 8-byte codes
     if drop:
         packed >>= np.uint64(drop)
     packed <<= np.uint64(index_bits)
@@ -227,6 +234,8 @@ def keyed_sort(keys, values, descending):
     """
     if not packable(keys, values):
         perm = _runs_perm(keys, values, descending)
+        if _merge.ENABLED:
+            return _merge.take_pairs(keys, values, perm)
         return np.take(keys, perm), np.take(values, perm)  # take: faster than keys[perm]
     codes = keyed_codes(keys, values, descending)
     codes.sort()
@@ -421,12 +430,12 @@ def merge_high(b, a_tail, order):
     return _concat_sorted(_slice(a_tail, n - k, n), _slice(b, k, length(b)), order)
 
 
-def _split_chunk(chunk, keys_dtype, values_dtype, descending):
-    """The keys' and the values' codes of a chunk of :func:`keyed_codes`."""
+def _split_chunk(chunk, keys_dtype, values_dtype, descending, part):
+    """The keys' or the values' codes (``part``) of a chunk of :func:`keyed_codes`."""
     if values_dtype is None:
         raise TypeError("a keyed chunk of packed codes is finished with its values' dtype")
     return split_keyed_codes(_unsigned(chunk), np.dtype(keys_dtype), np.dtype(values_dtype),
-                             descending)
+                             descending, part)
 
 
 def finish_keys(chunk, order, dtype, values_dtype=None):
@@ -435,7 +444,7 @@ def finish_keys(chunk, order, dtype, values_dtype=None):
     if isinstance(chunk, tuple):
         return chunk[0]
     if order.keyed:
-        codes = _split_chunk(chunk, dtype, values_dtype, order.descending)[0]
+        codes = _split_chunk(chunk, dtype, values_dtype, order.descending, "keys")[0]
     else:
         codes = _unsigned(chunk)
     return decode(codes, dtype, descending=order.descending, copy=False)
@@ -445,7 +454,7 @@ def finish_values(chunk, order=None, keys_dtype=None, values_dtype=None):
     """The values of a sorted keyed chunk (the dtypes: for chunks of packed codes)."""
     if isinstance(chunk, tuple):
         return chunk[1]
-    vcodes = _split_chunk(chunk, keys_dtype, values_dtype, order.descending)[1]
+    vcodes = _split_chunk(chunk, keys_dtype, values_dtype, order.descending, "values")[1]
     return decode(vcodes, values_dtype, copy=False)
 
 
