@@ -174,14 +174,18 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         return da.Array(graph_over(sources, graph.layers, graph.dependencies), name,
                         (chunks,), meta=meta)
 
+    # Keyed chunks may hold packed (key, value) codes: finishing them needs both dtypes.
+    value_dtype = values.dtype if values is not None else None
+    key_args = (order, keys.dtype) + ((value_dtype,) if value_dtype is not None else ())
     out_keys = output("distsort-sort-" + token, 0, backend.finish_keys if ooc is None else None,
-                      (order, keys.dtype), keys._meta)
+                      key_args, keys._meta)
     out_values = None
     if order.keyed:
         value_meta = (values._meta if values is not None
                       else _module(keys._meta).empty((0,), dtype=np.int64))
         out_values = output("distsort-sort-values-" + token, 1,
-                            backend.finish_values if ooc is None else None, (), value_meta)
+                            backend.finish_values if ooc is None else None,
+                            (order, keys.dtype, value_dtype), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
         return verified(keys, values, out_keys, out_values, order, positions, what)
     return out_keys, out_values

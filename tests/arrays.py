@@ -114,10 +114,11 @@ def kernel_reference(keys, values, order, start=None):
     full ties ordered as the kernels order them (the NumPy backend keeps input order)."""
     from distsort.backends import numpy as npb
     chunk = npb.prepare(keys, values, order, start)
-    out = npb.finish_keys(chunk, order, keys.dtype)
+    vdtype = None if values is None else np.asarray(values).dtype
+    out = npb.finish_keys(chunk, order, keys.dtype, vdtype)
     if not order.keyed:
         return out, None
-    vals = npb.finish_values(chunk)
+    vals = npb.finish_values(chunk, order, keys.dtype, vdtype)
     k2, v2 = kernel_order(out, vals, order.descending)
     same = lambda a, b: np.array_equal(npb.encode(a, canonical=True), npb.encode(b, canonical=True))  # noqa: E731
     assert same(k2, out) and same(v2, vals)  # refining only reorders full ties

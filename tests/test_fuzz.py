@@ -115,9 +115,11 @@ def assert_chunk_equals(keys, values, ref_keys, ref_values, order):
     np.testing.assert_array_equal(bits(values)[pairs], bits(ref_values)[ref_pairs])
 
 
-def finished(backend, chunk, order, dtype):
-    keys = host(backend.finish_keys(chunk, order, dtype))
-    return keys, (host(backend.finish_values(chunk)) if order.keyed else None)
+def finished(backend, chunk, order, dtype, values_dtype=None):
+    """Keys and values (None for a keys-only sort) of a chunk, on the host."""
+    keys = host(backend.finish_keys(chunk, order, dtype, values_dtype))
+    return keys, (host(backend.finish_values(chunk, order, dtype, values_dtype))
+                  if order.keyed else None)
 
 
 def true_crossing(a_keys, a_values, b_keys, b_values, order):
@@ -162,6 +164,7 @@ def pair_cases(draw):
 def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
     keys, values, split, kind, order, stride = case
     b = backend_module(backend_name)
+    vdtype = values.dtype if kind == "values" else None
     parts = [(keys[:split], None if values is None else values[:split], 0),
              (keys[split:], None if values is None else values[split:], split)]
     saved = [(k.copy(), None if v is None else v.copy()) for k, v, _ in parts]
@@ -172,7 +175,7 @@ def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
                           order, start if kind == "positions" else None)
         refs.append(reference(k, v, order))
         assert b.length(chunk) == len(k)
-        assert_chunk_equals(*finished(b, chunk, order, keys.dtype), *refs[-1], order)
+        assert_chunk_equals(*finished(b, chunk, order, keys.dtype, vdtype), *refs[-1], order)
         chunks.append(chunk)
     (a, hi), (ra, rb) = chunks, refs
     ma, mb = len(ra[0]), len(rb[0])
@@ -188,9 +191,9 @@ def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
     def cut(r, s):
         return None if r is None else r[s]
 
-    assert_chunk_equals(*finished(b, low, order, keys.dtype),
+    assert_chunk_equals(*finished(b, low, order, keys.dtype, vdtype),
                         cut(whole[0], slice(0, ma)), cut(whole[1], slice(0, ma)), order)
-    assert_chunk_equals(*finished(b, high, order, keys.dtype),
+    assert_chunk_equals(*finished(b, high, order, keys.dtype, vdtype),
                         cut(whole[0], slice(ma, None)), cut(whole[1], slice(ma, None)), order)
     # Nothing was modified: the inputs, and the chunks the merges read.
     for (k_in, v_in, _), (k0, v0) in zip(parts, saved, strict=False):
@@ -198,7 +201,7 @@ def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
         if v0 is not None:
             np.testing.assert_array_equal(bits(v_in), bits(v0))
     for chunk, ref in zip(chunks, refs, strict=False):
-        assert_chunk_equals(*finished(b, chunk, order, keys.dtype), *ref, order)
+        assert_chunk_equals(*finished(b, chunk, order, keys.dtype, vdtype), *ref, order)
     COUNTS["inputs"] += 1
     COUNTS["results_checked"] += 4
 

@@ -110,6 +110,28 @@ def test_merge_ties_keep_lower_run_first(monkeypatch, dtype):
         _assert_same(fast, slow)
 
 
+@needs_numba
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+@pytest.mark.parametrize("dtype", ["uint8", "int64", "float32", "float64"])
+def test_merge_of_plain_keys_matches_numpy(monkeypatch, dtype, descending):
+    """Runs whose keys hold no -0.0, +0.0 or NaN merge by the (key, value) codes made in
+    the merge (``merge.merge_pairs``); values with signed zeros and NaN payloads and
+    duplicate keys included, the result is the NumPy code's, bit for bit."""
+    rng = np.random.default_rng([DTYPES.index(dtype), descending])
+    order = Order(descending=descending, keyed=True)
+    for value_dtype in ("int64", "float64"):
+        def run(n, value_dtype=value_dtype):
+            keys = random_keys(rng, n, dtype, duplicates=True)
+            keys = keys[~((keys == 0) | np.isnan(keys))] if keys.dtype.kind == "f" else keys
+            values = random_keys(rng, len(keys), value_dtype, special_fraction=0.3,
+                                 duplicates=True)
+            return _readonly(npb.prepare(keys, values, order))
+        x, y = run(700), run(500)
+        assert npb._plain_keys(x[0], descending) and npb._plain_keys(y[0], descending)
+        fast, slow = _both(monkeypatch, npb._concat_sorted, x, y, order)
+        _assert_same(fast, slow)
+
+
 def test_merge_fallback_without_numba(monkeypatch):
     """With ``ENABLED`` off the NumPy code runs (and never the compiled functions)."""
     def fail(*args):

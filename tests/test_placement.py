@@ -260,7 +260,7 @@ def test_radix_order_matches_numpy_backend(dtype, monkeypatch):
             np.testing.assert_array_equal(k.view(u), wk.view(u))
             np.testing.assert_array_equal(v, wv)
             k, v = cupy_local.radix_sort(keys.copy(), values.copy(), keyed)
-            wk, wv = npb.prepare(keys, values, keyed)
+            wk, wv = npb.keyed_sort(keys, values, descending)
             np.testing.assert_array_equal(k.view(u), wk.view(u))
             np.testing.assert_array_equal(v.view("u4"), wv.view("u4"))
 

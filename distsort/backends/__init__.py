@@ -67,11 +67,14 @@ class Backend(Protocol):
     def merge_high(self, b: Chunk, a_tail: Chunk, order: Order) -> Chunk:
         """The ``len(b)`` largest elements, given ``a``'s last ``kb`` elements."""
 
-    def finish_keys(self, chunk: Chunk, order: Order, dtype):
-        """The keys of a sorted chunk, as the user's dtype."""
+    def finish_keys(self, chunk: Chunk, order: Order, dtype, values_dtype=None):
+        """The keys of a sorted chunk, as the user's dtype (``values_dtype``: the
+        values' dtype of a keyed sort, given where there are values)."""
 
-    def finish_values(self, chunk: Chunk):
-        """The values of a sorted chunk."""
+    def finish_values(self, chunk: Chunk, order: Order | None = None, keys_dtype=None,
+                      values_dtype=None):
+        """The values of a sorted chunk (the dtypes: the keys' and the user's values',
+        None for positions)."""
 
     def sort_blocks(self, keys, values, axis: int, order: Order, positions: bool = False):
         """``(keys, values)``: each 1-D lane of an N-D block sorted along ``axis`` (the

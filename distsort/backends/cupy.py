@@ -125,11 +125,11 @@ def merge_high(b, a_tail, order, k=None):
     return _merged(b, k, slice_chunk(a_tail, n - k, n), slice_chunk(b, k, m), order.descending)
 
 
-def finish_keys(chunk, order, dtype):
+def finish_keys(chunk, order, dtype, values_dtype=None):
     return parts(chunk)[0]
 
 
-def finish_values(chunk):
+def finish_values(chunk, order=None, keys_dtype=None, values_dtype=None):
     return parts(chunk)[1]
 
 

@@ -3,10 +3,12 @@
 A keys-only chunk is one array of ``total`` order codes (``distsort.order``) with
 the sign bit flipped and viewed as signed integers (NumPy's SIMD sorts are faster
 for signed than for unsigned 64-bit integers; the order is the same), decoded at
-the end.  A keyed chunk is a ``(keys, values)`` tuple, ordered by
-:func:`order_codes`; where a key and a value fit 64 bits together (4-byte keys with
-4-byte values, ...) it is sorted as one packed code per element and decoded, as the
-GPU kernels do (:func:`keyed_sort`), and merged by the packed codes.
+the end.  A keyed chunk is ordered by :func:`order_codes`.  Where a key and a value
+fit 64 bits together (4-byte keys with 4-byte values, ...) it is one array of
+:func:`keyed_codes`, a bijection of the pair's bits that is ordered as the keyed
+order, held like a keys-only chunk (signed) through the network and split into keys
+and values at the end: the merges compare and move one integer per element, with
+no code made or undone per round.  Wider pairs are ``(keys, values)`` tuples.
 
 Merges (``merge_low``/``merge_high``) run in one linear pass compiled with numba
 (``distsort.backends.merge``, the optional ``fast`` extra) where numba is installed.
@@ -19,6 +21,8 @@ the order codes.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..order import decode, encode
@@ -27,7 +31,6 @@ from . import merge as _merge
 
 # Widths of a packed (key, value) code.
 _CODE32_BYTES, _CODE64_BYTES = 4, 8
-_BOTH = 2  # keys and values both have special values
 
 
 def order_codes(keys, values, descending):
@@ -67,26 +70,93 @@ def packable(keys, values):
     return keys.dtype.itemsize + values.dtype.itemsize <= _CODE64_BYTES
 
 
-def packed_codes(keys, values, descending, canonical=True):
-    """One unsigned code per element, the key's code above the value's (``packable``
-    pairs): ordered as the pair of codes.  With ``canonical`` the codes of the keyed
-    order's first two arrays (:func:`order_codes`), else of its last two."""
-    width = np.dtype(np.uint32 if keys.dtype.itemsize + values.dtype.itemsize <= _CODE32_BYTES
-                     else np.uint64)
-    code = encode(keys, canonical=canonical, descending=descending).astype(width)
-    code <<= width.type(8 * values.dtype.itemsize)
-    code |= encode(values, canonical=canonical)
+def _code_width(keys_dtype, values_dtype):
+    """The unsigned dtype of the keyed codes of a ``packable`` pair of dtypes."""
+    both = keys_dtype.itemsize + values_dtype.itemsize
+    return np.dtype(np.uint32 if both <= _CODE32_BYTES else np.uint64)
+
+
+@functools.cache
+def _classes(dtype, descending=False):
+    """The runs of ``total`` codes that the ``canonical`` map makes one code (the keys
+    NumPy calls equal), as ``(start, size)``: ``-0.0, +0.0`` and every NaN for floats,
+    none for other dtypes (whose runs are all of one code)."""
+    if dtype.kind != "f":
+        return ()
+    top = 1 << (8 * dtype.itemsize)
+    zero = int(encode(np.array([-0.0], dtype=dtype))[0])  # +0.0's code is the next one
+    nan = int(encode(np.array([np.inf], dtype=dtype))[0]) + 1  # NaNs: every code above +inf
+    if descending:  # complemented codes: the same runs, mirrored
+        return (top - 2 - zero, 2), (0, top - nan)
+    return (zero, 2), (nan, top - nan)
+
+
+def _in_class(codes, start, size):
+    """Where ``codes`` lie in the run ``[start, start + size)`` (one compare: the
+    subtraction wraps below ``start``)."""
+    return (codes - codes.dtype.type(start)) < codes.dtype.type(size)
+
+
+def _value_runs(vcodes, classes):
+    """For each value code, the ``(start, size)`` of its run of ``classes`` (``(code, 1)``
+    outside them)."""
+    start, size = vcodes.copy(), np.ones_like(vcodes)
+    for first, count in classes:
+        hit = _in_class(vcodes, first, count)
+        start[hit], size[hit] = first, count
+    return start, size
+
+
+def keyed_codes(keys, values, descending):
+    """One unsigned code per element of a ``packable`` pair, ordered as the keyed order
+    (:func:`order_codes`) and a bijection of the pair's bits (:func:`split_keyed_codes`
+    inverts it), so a keyed chunk is sorted, merged and split like keys alone.
+
+    The key's ``total`` code above the value's, except for keys in a run of codes that
+    NumPy calls equal (``-0.0``/``+0.0``, NaNs: ``_classes``): the pairs whose key is in
+    run ``C`` (start ``sC``, size ``|C|``) and value in run ``D`` are ordered by the
+    value's run, then the key's code, then the value's code, so they take the codes
+    ``sC << vbits + sD |C| + (k - sC) |D| + (v - sD)``, which fill the range of ``C``'s
+    codes, ``[sC << vbits, (sC + |C|) << vbits)``.
+    """
+    width = _code_width(keys.dtype, values.dtype)
+    vbits = 8 * values.dtype.itemsize
+    kcodes, vcodes = encode(keys, descending=descending), encode(values)
+    code = kcodes.astype(width)
+    code <<= width.type(vbits)
+    code |= vcodes
+    for start, size in _classes(keys.dtype, descending):
+        where = np.flatnonzero(_in_class(kcodes, start, size))
+        if len(where):  # few: -0.0, +0.0 and NaN keys
+            k, v = kcodes[where].astype(width), vcodes[where].astype(width)
+            vstart, vsize = _value_runs(v, _classes(values.dtype))
+            code[where] = (start << vbits) + vstart * size + (k - start) * vsize + (v - vstart)
     return code
 
 
-def _unpack(codes, keys_dtype, values_dtype, descending):
-    """Keys and values from their sorted ``packed_codes`` of elements whose canonical
-    codes are their total codes (none is ``special``)."""
+def split_keyed_codes(codes, keys_dtype, values_dtype, descending, part=None):
+    """The keys' and the values' ``total`` codes of :func:`keyed_codes` ``codes`` (new
+    arrays of the dtypes' widths); ``part`` ``"keys"`` or ``"values"``: only that one
+    (the other None), one pass less."""
     vbits = 8 * values_dtype.itemsize
-    kcodes = (codes >> codes.dtype.type(vbits)).astype(f"u{keys_dtype.itemsize}")
-    vcodes = (codes & codes.dtype.type((1 << vbits) - 1)).astype(f"u{values_dtype.itemsize}")
-    return (decode(kcodes, keys_dtype, descending=descending, copy=False),
-            decode(vcodes, values_dtype, copy=False))
+    classes = _classes(keys_dtype, descending)
+    kcodes = vcodes = None
+    if part != "values" or classes:  # the keys' codes also find the runs of keys
+        kcodes = (codes >> codes.dtype.type(vbits)).astype(f"u{keys_dtype.itemsize}")
+    if part != "keys":
+        vcodes = (codes & codes.dtype.type((1 << vbits) - 1)).astype(
+            f"u{values_dtype.itemsize}")
+    for start, size in classes:
+        where = np.flatnonzero(_in_class(kcodes, start, size))
+        if len(where):  # codes in the range of a run of keys: see keyed_codes
+            rest = codes[where] - codes.dtype.type(start << vbits)
+            vstart, vsize = _value_runs(rest // codes.dtype.type(size),
+                                        _classes(values_dtype))
+            rest -= vstart * codes.dtype.type(size)
+            kcodes[where] = start + rest // vsize
+            if vcodes is not None:
+                vcodes[where] = vstart + rest % vsize
+    return (None if part == "values" else kcodes), vcodes
 
 
 def _special(x):
@@ -117,7 +187,7 @@ def _runs_perm(keys, values, descending):
     n = len(ck)
     index_bits = max(1, (n - 1).bit_length())
     drop = max(0, 8 * ck.itemsize + index_bits - 64)  # low key bits that do not fit
-    packed = ck.astype(np.uint64)
+    packed = ck.astype(np.uint64, copy=False)  # ck is ours: no copy of 8-byte codes
     if drop:
         packed >>= np.uint64(drop)
     packed <<= np.uint64(index_bits)
@@ -132,21 +202,29 @@ def _runs_perm(keys, values, descending):
     in_run[1:] |= tie
     in_run[:-1] |= tie
     pos = np.flatnonzero(in_run)
-    run = np.cumsum(np.concatenate(([True], ~tie)))[pos]  # runs are contiguous in pos
     sel = perm[pos]
-    codes = order_codes(keys[sel], values[sel], descending)
-    rest = codes if drop else codes[1:]  # without dropped bits, run keys are equal
-    perm[pos] = sel[np.lexsort((*rest[::-1], run))]
+    # The runs lie in ``pos`` in the order of their keys' codes, so one sort of all their
+    # elements by the keyed order puts each run's in its place; by two codes where none
+    # is special (random data with duplicate keys), not four.
+    ks, vs = np.take(keys, sel), np.take(values, sel)
+    codes = merge_codes_of(ks, vs, descending, _any_special(ks, vs))
+    perm[pos] = sel[np.lexsort(codes[::-1])]
     return perm
+
+
+def _unpack(codes, keys_dtype, values_dtype, descending):
+    """Keys and values (new arrays) from unsigned :func:`keyed_codes` ``codes``."""
+    kcodes, vcodes = split_keyed_codes(codes, keys_dtype, values_dtype, descending)
+    return (decode(kcodes, keys_dtype, descending=descending, copy=False),
+            decode(vcodes, values_dtype, copy=False))
 
 
 def keyed_sort(keys, values, descending):
     """``(keys, values)`` sorted by the keyed order (:func:`order_codes`), new arrays.
 
-    Pairs that fit 64 bits sort one packed code per element (``numpy.sort``) and are
-    decoded from it, with no permutation; elements whose canonical codes are not their
-    total codes (``-0.0``, NaN payloads) sort apart by the full order and are merged
-    in.  Wider pairs sort by the keys' codes and then only the runs of equal keys.
+    Pairs that fit 64 bits sort one code per element (:func:`keyed_codes`,
+    ``numpy.sort``) and are decoded from it, with no permutation.  Wider pairs sort by
+    the keys' codes and then only the runs of equal keys (:func:`_runs_perm`).
 
     >>> k = np.array([2.0, -0.0, 1.0, 0.0, -0.0], dtype=np.float32)
     >>> v = np.array([5, 7, 3, 6, 6], dtype=np.int32)
@@ -156,23 +234,12 @@ def keyed_sort(keys, values, descending):
     """
     if not packable(keys, values):
         perm = _runs_perm(keys, values, descending)
-        return keys[perm], values[perm]
-    special = [s for s in (_special(keys), _special(values)) if s is not None]
-    special = special[0] | special[1] if len(special) == _BOTH else (special or [None])[0]
-    if special is None or not special.any():  # canonical codes are total codes
-        codes = packed_codes(keys, values, descending, canonical=False)
-        codes.sort()
-        return _unpack(codes, keys.dtype, values.dtype, descending)
-    if not _merge.ENABLED:  # no merge of the two parts: the full order at once
-        perm = _keyed_perm(keys, values, descending)
-        return keys[perm], values[perm]
-    normal = ~special
-    codes = packed_codes(keys[normal], values[normal], descending)
+        if _merge.ENABLED:
+            return _merge.take_pairs(keys, values, perm)
+        return np.take(keys, perm), np.take(values, perm)  # take: faster than keys[perm]
+    codes = keyed_codes(keys, values, descending)
     codes.sort()
-    first = _unpack(codes, keys.dtype, values.dtype, descending)
-    sk, sv = keys[special], values[special]
-    perm = _keyed_perm(sk, sv, descending)
-    return _merge_keyed(first, (sk[perm], sv[perm]), descending)
+    return _unpack(codes, keys.dtype, values.dtype, descending)
 
 
 def _positions(start, shape, axis=-1):
@@ -190,6 +257,10 @@ def prepare(keys, values, order, start=None):
         codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
+    if packable(keys, values):  # one code per element, through the network as keys are
+        codes = _signed(keyed_codes(keys, values, order.descending))
+        codes.sort()
+        return codes
     return keyed_sort(keys, values, order.descending)
 
 
@@ -292,24 +363,32 @@ def _any_special(*arrays):
 
 
 def merge_codes_of(keys, values, descending, special=True):
-    """The code arrays a keyed merge compares, in the keyed order of
-    :func:`order_codes`: for ``packable`` pairs one packed code, two where the runs
-    hold ``special`` floats (whose canonical codes tie several bit patterns: the packed
-    canonical codes, then the total ones); for others the key's and the value's code,
-    or all four order codes where ``special``.  Without special elements the
-    canonical codes are the total ones, which cost less."""
+    """The code arrays a keyed merge of pairs too wide to pack compares, in the keyed
+    order of :func:`order_codes`: the key's and the value's code, or all four order
+    codes where the runs hold ``special`` floats (whose canonical codes tie several
+    bit patterns).  Without special elements the canonical codes are the total ones,
+    which cost less."""
     if not special:
-        if packable(keys, values):
-            return (packed_codes(keys, values, descending, canonical=False),)
         return encode(keys, descending=descending), encode(values)
-    if not packable(keys, values):
-        return order_codes(keys, values, descending)
-    return (packed_codes(keys, values, descending),
-            packed_codes(keys, values, descending, canonical=False))
+    return order_codes(keys, values, descending)
+
+
+def _plain_keys(keys, descending):
+    """Whether a sorted run's keys hold no ``-0.0``, ``+0.0`` or NaN (one search): then
+    its keyed order is that of the (key, value) ``total`` codes, whatever the values."""
+    if keys.dtype.kind != "f" or not len(keys):
+        return True
+    ascending = keys[::-1] if descending else keys  # NaNs last, the zeros together
+    if np.isnan(ascending[-1]):
+        return False
+    zero = keys.dtype.type(0)
+    return np.searchsorted(ascending, zero, "left") == np.searchsorted(ascending, zero, "right")
 
 
 def _merge_keyed(x, y, descending):
     """The sorted union of two keyed runs (the keyed order is total: no ties to break)."""
+    if _merge.ENABLED and _plain_keys(x[0], descending) and _plain_keys(y[0], descending):
+        return _merge.merge_pairs(x, y, descending)  # codes made in the merge: no arrays
     if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
         special = _any_special(*x, *y)
         return _merge.merge_keyed(x, y, merge_codes_of(*x, descending, special),
@@ -351,14 +430,32 @@ def merge_high(b, a_tail, order):
     return _concat_sorted(_slice(a_tail, n - k, n), _slice(b, k, length(b)), order)
 
 
-def finish_keys(chunk, order, dtype):
+def _split_chunk(chunk, keys_dtype, values_dtype, descending, part):
+    """The keys' or the values' codes (``part``) of a chunk of :func:`keyed_codes`."""
+    if values_dtype is None:
+        raise TypeError("a keyed chunk of packed codes is finished with its values' dtype")
+    return split_keyed_codes(_unsigned(chunk), np.dtype(keys_dtype), np.dtype(values_dtype),
+                             descending, part)
+
+
+def finish_keys(chunk, order, dtype, values_dtype=None):
+    """The keys of a sorted chunk; ``values_dtype``: the values' dtype, for keyed chunks
+    of packed codes (:func:`keyed_codes`)."""
     if isinstance(chunk, tuple):
         return chunk[0]
-    return decode(_unsigned(chunk), dtype, descending=order.descending, copy=False)
+    if order.keyed:
+        codes = _split_chunk(chunk, dtype, values_dtype, order.descending, "keys")[0]
+    else:
+        codes = _unsigned(chunk)
+    return decode(codes, dtype, descending=order.descending, copy=False)
 
 
-def finish_values(chunk):
-    return chunk[1]
+def finish_values(chunk, order=None, keys_dtype=None, values_dtype=None):
+    """The values of a sorted keyed chunk (the dtypes: for chunks of packed codes)."""
+    if isinstance(chunk, tuple):
+        return chunk[1]
+    vcodes = _split_chunk(chunk, keys_dtype, values_dtype, order.descending, "values")[1]
+    return decode(vcodes, values_dtype, copy=False)
 
 
 def sort_blocks(keys, values, axis, order, positions=False):
