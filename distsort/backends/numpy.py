@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..order import decode, encode
-from . import merge as _merge
+from . import codes as _codes, merge as _merge
 
 
 # Widths of a packed (key, value) code.
@@ -186,7 +186,9 @@ def prepare(keys, values, order, start=None):
     """Copy and sort one chunk; ``start`` asks for positions as the values."""
     keys = np.asarray(keys)
     if not order.keyed:
-        codes = _signed(encode(keys, descending=order.descending))
+        codes = _codes.signed_codes(keys, order.descending)  # one compiled pass, or None
+        if codes is None:
+            codes = _signed(encode(keys, descending=order.descending))
         codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
@@ -354,6 +356,9 @@ def merge_high(b, a_tail, order):
 def finish_keys(chunk, order, dtype):
     if isinstance(chunk, tuple):
         return chunk[0]
+    keys = _codes.keys_from_signed(chunk, dtype, order.descending)  # one compiled pass
+    if keys is not None:
+        return keys
     return decode(_unsigned(chunk), dtype, descending=order.descending, copy=False)
 
 
