@@ -26,7 +26,7 @@ import functools
 import numpy as np
 
 from ..order import decode, encode
-from . import merge as _merge
+from . import codes as _codes, merge as _merge
 
 
 # Widths of a packed (key, value) code.
@@ -253,7 +253,9 @@ def prepare(keys, values, order, start=None):
     """Copy and sort one chunk; ``start`` asks for positions as the values."""
     keys = np.asarray(keys)
     if not order.keyed:
-        codes = _signed(encode(keys, descending=order.descending))
+        codes = _codes.signed_codes(keys, order.descending)  # one compiled pass, or None
+        if codes is None:
+            codes = _signed(encode(keys, descending=order.descending))
         codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
@@ -445,9 +447,11 @@ def finish_keys(chunk, order, dtype, values_dtype=None):
         return chunk[0]
     if order.keyed:
         codes = _split_chunk(chunk, dtype, values_dtype, order.descending, "keys")[0]
-    else:
-        codes = _unsigned(chunk)
-    return decode(codes, dtype, descending=order.descending, copy=False)
+        return decode(codes, dtype, descending=order.descending, copy=False)
+    keys = _codes.keys_from_signed(chunk, dtype, order.descending)  # one compiled pass
+    if keys is not None:
+        return keys
+    return decode(_unsigned(chunk), dtype, descending=order.descending, copy=False)
 
 
 def finish_values(chunk, order=None, keys_dtype=None, values_dtype=None):

@@ -182,7 +182,7 @@ def run_sort(job, args, cluster, facts):
             o.create()
         facts["plan"] = time.perf_counter() - t0
         before = cluster_counters(cluster.client)
-        with report:
+        with _local_threads(cluster), report:
             measured, summaries = write_sorted(job, inputs, sorted_arrays, outputs, cluster,
                                                args)
             facts.update(measured)
@@ -199,6 +199,14 @@ def run_sort(job, args, cluster, facts):
         for o in outputs:
             o.discard()
     return facts
+
+
+def _local_threads(cluster):
+    """Dask's threaded scheduler runs ``cluster.threads`` threads, where it is set."""
+    import dask
+    if cluster.client is not None or not cluster.threads:
+        return contextlib.nullcontext()
+    return dask.config.set(num_workers=cluster.threads)
 
 
 def cmd_sort(args):
