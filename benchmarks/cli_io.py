@@ -9,8 +9,11 @@ For each size (float32 .npy, fresh random data) it measures, in one run:
 
 Every output is compared element for element with NumPy's sort of the input.  The
 machine's load average is recorded before each step (a busy machine slows every
-column).  The page cache is not dropped (that needs root): each step reads a file
-that the step before it may have cached, as commands run in a row would.  The table is
+column).  Before each step the disk's dirty pages are written (``sync``), so that no
+step pays for the write-back of the one before; the page cache is not dropped (that
+needs root): each step reads a file that the step before it may have cached, as
+commands run in a row would.  With ``--repeat N`` every step runs N times, in an order
+rotated each time, and the medians are reported.  The table is
 printed last and the JSON is written to
 ``benchmarks/results/cli_io_<device>_<date>.json`` (or ``--out``).
 
@@ -125,42 +128,64 @@ def summary_lines(stdout):
     return []
 
 
+def step_order(steps, r):
+    """The timed steps of repeat ``r``: the copy first, then the others, rotated by one
+    each repeat, so that no step always follows the same one (the disk's write-back of
+    the step before, and the page cache it leaves, favour or slow the next).
+
+    >>> [step_order(("copy", "numpy", "distsort", "distsort_verify"), r)[1:] for r in (0, 1)]
+    [['numpy', 'distsort', 'distsort_verify'], ['distsort', 'distsort_verify', 'numpy']]
+    """
+    rest = list(steps[1:])
+    k = r % len(rest)
+    return [steps[0], *rest[k:], *rest[:k]]
+
+
+def run_step(step, src, out, n, args, row):
+    """Time one step (the output removed and the disk's dirty pages written first);
+    returns its seconds, and checks its output."""
+    if out.exists():
+        out.unlink()
+    os.sync()
+    row.setdefault(f"load_{step}", []).append(load())
+    if step == "copy":
+        return timed(["dd", f"if={src}", f"of={out}", "bs=64M", "conv=fdatasync",
+                      "status=none"])[0]
+    if step == "numpy":
+        seconds = numpy_baseline(src, out)
+        row["_ref"] = check_sorted(src, out, row.get("_ref"))
+        return seconds
+    extra = [str(src), str(out), "--no-progress", *args.distsort_args]
+    if step == "distsort_verify":
+        extra.append("--verify")
+    seconds, stdout = timed(distsort_cmd(extra))
+    row[f"{step}_summary"] = summary_lines(stdout)
+    if args.no_numpy:
+        check_streaming(src, out)
+    else:
+        check_sorted(src, out, row.get("_ref"))
+    return seconds
+
+
 def measure(size, workdir, args):
     src, out = workdir / "in.npy", workdir / "out.npy"
     n = make_input(src, size, args.seed)
-    row = {"bytes": n * 4, "elements": n, "dtype": "float32"}
+    row = {"bytes": n * 4, "elements": n, "dtype": "float32", "repeats": args.repeat}
     steps = ("copy", "distsort", "distsort_verify") if args.no_numpy else (
         "copy", "numpy", "distsort", "distsort_verify")
-    ref = None
     row["check"] = "sorted + checksum" if args.no_numpy else "element for element with NumPy"
-    for step in steps:
-        row[f"load_{step}"] = load()
-        if out.exists():
-            out.unlink()
-        if step == "copy":
-            row["copy_s"] = timed(["dd", f"if={src}", f"of={out}", "bs=64M",
-                                   "conv=fdatasync", "status=none"])[0]
-            continue
-        if step == "numpy":
-            row["numpy_s"] = numpy_baseline(src, out)
-            print(f"{n * 4 / 2**20:.0f} MiB numpy: {row['numpy_s']:.2f} s", file=sys.stderr,
+    for r in range(args.repeat):
+        for step in step_order(steps, r):
+            seconds = run_step(step, src, out, n, args, row)
+            row.setdefault(f"{step}_runs", []).append(seconds)
+            print(f"{n * 4 / 2**20:.0f} MiB {step}: {seconds:.2f} s", file=sys.stderr,
                   flush=True)
-            ref = check_sorted(src, out)
-            continue
-        extra = [str(src), str(out), "--no-progress", *args.distsort_args]
-        if step == "distsort_verify":
-            extra.append("--verify")
-        wall, stdout = timed(distsort_cmd(extra))
-        row[f"{step}_s"] = wall
-        print(f"{n * 4 / 2**20:.0f} MiB {step}: {wall:.2f} s", file=sys.stderr, flush=True)
-        row[f"{step}_summary"] = summary_lines(stdout)
-        if args.no_numpy:
-            check_streaming(src, out)
-        else:
-            check_sorted(src, out, ref)
-    del ref
+    row.pop("_ref", None)
     for p in (src, out):
         p.unlink(missing_ok=True)
+    for step in steps:  # medians; the runs and loads stay in the row
+        row[f"{step}_s"] = float(np.median(row[f"{step}_runs"]))
+        row[f"load_{step}"] = max(row[f"load_{step}"])
     if "numpy_s" in row:
         row["distsort_over_numpy"] = row["distsort_s"] / row["numpy_s"]
     row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]
@@ -199,6 +224,8 @@ def main(argv=None):
     p.add_argument("--sizes", nargs="+", default=["512MiB", "2GiB"])
     p.add_argument("--dir", help="where the files go (default: a temporary directory)")
     p.add_argument("--seed", type=int, default=None, help="default: fresh, recorded")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="timed runs of each step, in rotated order (medians reported)")
     p.add_argument("--device-name", help="name in the results (default: detected)")
     p.add_argument("--no-numpy", action="store_true",
                    help="skip the one-process NumPy baseline (inputs too large for it) and "
