@@ -106,6 +106,27 @@ def _less(c, j, d, i):  # pragma: no cover - compiled
     return c[3][j] < d[3][i]
 
 
+@_jit_inline
+def _put_pair(xk, xv, yk, yv, ok, ov, i, j, o, t):  # noqa: PLR0913, PLR0917  # pragma: no cover - compiled
+    """One step of a keyed merge: pair ``j`` of y where ``t``, else pair ``i`` of x, to
+    ``ok[o]``, ``ov[o]``.  Both pairs are loaded before the select, so no branch."""
+    a, b, c, d = xk[i], yk[j], xv[i], yv[j]
+    ok[o] = b if t else a
+    ov[o] = d if t else c
+    return i + 1 - t, j + t, o + 1
+
+
+@_jit_inline
+def _put_rest(xk, xv, yk, yv, ok, ov, i, j, o):  # noqa: PLR0913, PLR0917  # pragma: no cover - compiled
+    """The pairs left in x from ``i`` and in y from ``j`` (one of them none) to the
+    outputs from ``o``."""
+    nx = len(xk) - i
+    ok[o:o + nx] = xk[i:]
+    ov[o:o + nx] = xv[i:]
+    ok[o + nx:] = yk[j:]
+    ov[o + nx:] = yv[j:]
+
+
 # numba compiles this with plain array arguments (no tuples of arrays), two runs and two outputs.
 @_jit
 def _merge_keyed(xk, xv, yk, yv, xc, yc, ok, ov):  # noqa: PLR0913, PLR0917  # pragma: no cover - compiled
@@ -115,21 +136,11 @@ def _merge_keyed(xk, xv, yk, yv, xc, yc, ok, ov):  # noqa: PLR0913, PLR0917  # p
     the front: merging from both ends measured no faster here, where the merge moves
     and reads three arrays per run).
     """
-    nx, ny = len(xk), len(yk)
     i = j = o = 0
-    while i < nx and j < ny:
+    while i < len(xk) and j < len(yk):
         t = _less(yc, j, xc, i)  # y first only if below: ties take x's element first
-        a, b, c, d = xk[i], yk[j], xv[i], yv[j]  # loaded before the select, so no branch
-        ok[o] = b if t else a
-        ov[o] = d if t else c
-        j += t
-        i += 1 - t
-        o += 1
-    ok[o:o + nx - i] = xk[i:]
-    ov[o:o + nx - i] = xv[i:]
-    o += nx - i
-    ok[o:] = yk[j:]
-    ov[o:] = yv[j:]
+        i, j, o = _put_pair(xk, xv, yk, yv, ok, ov, i, j, o, t)
+    _put_rest(xk, xv, yk, yv, ok, ov, i, j, o)
 
 
 @_jit_inline
@@ -145,22 +156,12 @@ def _code(u, c):  # pragma: no cover - compiled
 def _merge_pairs(xk, xv, yk, yv, kc, vc, ok, ov):  # noqa: PLR0913, PLR0917  # pragma: no cover - compiled
     """Merge keyed runs into ``ok``, ``ov`` by the (key, value) ``total`` codes, made here
     from the bits (``kc``, ``vc``: :func:`_encoding`) instead of read from code arrays."""
-    nx, ny = len(xk), len(yk)
     i = j = o = 0
-    while i < nx and j < ny:
-        a, b, c, d = xk[i], yk[j], xv[i], yv[j]
-        ka, kb = _code(a, kc), _code(b, kc)
-        t = (kb < ka) | ((kb == ka) & (_code(d, vc) < _code(c, vc)))  # ties: x first
-        ok[o] = b if t else a
-        ov[o] = d if t else c
-        j += t
-        i += 1 - t
-        o += 1
-    ok[o:o + nx - i] = xk[i:]
-    ov[o:o + nx - i] = xv[i:]
-    o += nx - i
-    ok[o:] = yk[j:]
-    ov[o:] = yv[j:]
+    while i < len(xk) and j < len(yk):
+        ka, kb = _code(xk[i], kc), _code(yk[j], kc)
+        t = (kb < ka) | ((kb == ka) & (_code(yv[j], vc) < _code(xv[i], vc)))  # ties: x first
+        i, j, o = _put_pair(xk, xv, yk, yv, ok, ov, i, j, o, t)
+    _put_rest(xk, xv, yk, yv, ok, ov, i, j, o)
 
 
 @_jit
