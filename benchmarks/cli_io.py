@@ -141,20 +141,19 @@ def step_order(steps, r):
     return [steps[0], *rest[k:], *rest[:k]]
 
 
-def run_step(step, src, out, n, args, row):
-    """Time one step (the output removed and the disk's dirty pages written first);
-    returns its seconds, and checks its output."""
+def run_step(step, src, out, args, row, ref):
+    """Time one step (the output removed and the disk's dirty pages written first) and
+    check its output against ``ref`` (NumPy's sort, None until one is made); returns its
+    seconds and the reference."""
     if out.exists():
         out.unlink()
     os.sync()
     row.setdefault(f"load_{step}", []).append(load())
     if step == "copy":
         return timed(["dd", f"if={src}", f"of={out}", "bs=64M", "conv=fdatasync",
-                      "status=none"])[0]
+                      "status=none"])[0], ref
     if step == "numpy":
-        seconds = numpy_baseline(src, out)
-        row["_ref"] = check_sorted(src, out, row.get("_ref"))
-        return seconds
+        return numpy_baseline(src, out), check_sorted(src, out, ref)
     extra = [str(src), str(out), "--no-progress", *args.distsort_args]
     if step == "distsort_verify":
         extra.append("--verify")
@@ -163,8 +162,8 @@ def run_step(step, src, out, n, args, row):
     if args.no_numpy:
         check_streaming(src, out)
     else:
-        check_sorted(src, out, row.get("_ref"))
-    return seconds
+        ref = check_sorted(src, out, ref)
+    return seconds, ref
 
 
 def measure(size, workdir, args):
@@ -174,13 +173,13 @@ def measure(size, workdir, args):
     steps = ("copy", "distsort", "distsort_verify") if args.no_numpy else (
         "copy", "numpy", "distsort", "distsort_verify")
     row["check"] = "sorted + checksum" if args.no_numpy else "element for element with NumPy"
+    ref = None
     for r in range(args.repeat):
         for step in step_order(steps, r):
-            seconds = run_step(step, src, out, n, args, row)
+            seconds, ref = run_step(step, src, out, args, row, ref)
             row.setdefault(f"{step}_runs", []).append(seconds)
             print(f"{n * 4 / 2**20:.0f} MiB {step}: {seconds:.2f} s", file=sys.stderr,
                   flush=True)
-    row.pop("_ref", None)
     for p in (src, out):
         p.unlink(missing_ok=True)
     for step in steps:  # medians; the runs and loads stay in the row
