@@ -23,7 +23,7 @@ so this module imports without one.
 from __future__ import annotations
 
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
-           "device_limit", "sort_owned", "radix_sort"]
+           "device_limit", "sort_owned", "radix_sort", "encode_codes", "decode_codes"]
 
 #: Values of ``local=``.
 LOCAL_SORTS = ("auto", "bitonic", "radix")
@@ -142,20 +142,44 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False):
 
 def radix_sort(keys, values, order, increasing_values=False):
     """The chunk of ``keys`` (and ``values``) sorted by CUB's radix sort on the order
-    codes of ``distsort.order``: the same order as the bitonic kernels'."""
+    codes of ``distsort.order``: the same order as the bitonic kernels'.  ``keys`` is
+    owned: keys alone are turned into their codes, sorted and turned back in place."""
     import cupy
 
-    from ..order import decode, encode
     from .numpy import order_codes
     if values is None:
-        codes = encode(keys, descending=order.descending)
+        keys = cupy.ascontiguousarray(keys)
+        codes = encode_codes(keys, descending=order.descending, in_place=True)
         codes.sort()  # thrust/CUB radix sort in place
-        return decode(codes, keys.dtype, descending=order.descending, copy=False)
+        return decode_codes(codes, keys.dtype, descending=order.descending)
     if increasing_values:  # a stable sort by the key's canonical code is the order
-        perm = cupy.argsort(encode(keys, canonical=True, descending=order.descending))
+        perm = cupy.argsort(encode_codes(keys, canonical=True, descending=order.descending))
     else:  # least significant code first: stable sorts compose to the lexicographic order
         codes = order_codes(keys, values, order.descending)
         perm = cupy.argsort(codes[-1])
         for code in codes[-2::-1]:
             perm = perm[cupy.argsort(code[perm])]
     return keys[perm], values[perm]
+
+
+def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
+    """``order.encode`` of CuPy ``keys``.  Float keys take one elementwise pass
+    (``kernels.loader.order_kernel``) where CuPy's operators take five, and with
+    ``in_place`` overwrite their own storage; other dtypes get a new array."""
+    from ..order import code_dtype, encode
+    if keys.dtype.kind != "f":
+        return encode(keys, canonical=canonical, descending=descending)
+    from ..kernels.loader import order_kernel
+    u = keys.view(code_dtype(keys.dtype))
+    kernel = order_kernel("encode")
+    return kernel(u, canonical, descending, u) if in_place else kernel(u, canonical, descending)
+
+
+def decode_codes(codes, dtype, *, descending=False):
+    """``order.decode(codes, dtype, copy=False)`` of CuPy ``codes``, in place; float
+    keys in one elementwise pass."""
+    from ..order import decode
+    if codes.dtype.kind == "u" and dtype.kind == "f":
+        from ..kernels.loader import order_kernel
+        return order_kernel("decode")(codes, descending, codes).view(dtype)
+    return decode(codes, dtype, descending=descending, copy=False)

@@ -82,3 +82,38 @@ def get_module(key_dtype, value_dtype, items_per_thread, threads, min_blocks, ti
     value = None if value_dtype is None else np.dtype(value_dtype).str
     return _module(cupy.cuda.Device().id, np.dtype(key_dtype).str, value, items_per_thread,
                    threads, min_blocks, tile_bits, packed)
+
+
+
+#: The order maps of ``order.cuh`` for float keys, as elementwise kernels over their
+#: unsigned storage ``T`` (``order_kernel``): one pass where CuPy's operators take five.
+_ORDER_BODIES = {
+    "encode": ("T u, bool canonical, bool descending", "T c",
+               "c = float_code<T>(u, canonical, descending)"),
+    "decode": ("T c, bool descending", "T u", "u = float_key<T>(c, descending)"),
+}
+
+_ORDER_PREAMBLE = """
+#include "order.cuh"
+template <typename T> __host__ __device__ T float_code(T u, bool canonical, bool descending) {
+    typedef Scalar<T, KIND_FLOAT> S;
+    T c = S::total(u);
+    if (canonical) c = S::canon_total(c);
+    return descending ? (T)~c : c;
+}
+template <typename T> __host__ __device__ T float_key(T c, bool descending) {
+    return Scalar<T, KIND_FLOAT>::untotal(descending ? (T)~c : c);
+}
+"""
+
+
+@functools.cache
+def order_kernel(name: str):
+    """The elementwise kernel ``name`` ("encode" or "decode") of the order maps of float
+    keys, on their unsigned storage (CuPy compiles it once per dtype and device)."""
+    import cupy
+
+    in_params, out_params, body = _ORDER_BODIES[name]
+    preamble = _ORDER_PREAMBLE + f"\n// headers {_headers_digest()}\n"
+    return cupy.ElementwiseKernel(in_params, out_params, body, f"distsort_float_{name}",
+                                  preamble=preamble, options=("-std=c++17", f"-I{HERE}"))
