@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask.array as da
 import numpy as np
@@ -134,7 +134,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
     from .locality import (keep_chunks_in_place, pairs_in_flight,  # import distributed
                            plan_placement, share_crossing_parts, worker_hosts)
-    keep_chunks_in_place()  # on the current distributed client's scheduler, if any
+    placed = keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     hosts = worker_hosts()
     window = pairs_in_flight(hosts=hosts)
     chunks = normalize_chunks(keys.chunks[0])
@@ -143,7 +143,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     if values is not None and values.chunks[0] != chunks:
         values = values.rechunk((chunks,))
     gpu = array_module_name(keys._meta) == "cupy"
-    ooc = _out_of_core(keys, values, chunks, positions, hosts)
+    ooc = _out_of_core(keys, values, chunks, positions, hosts, placed)
     share = share_crossing_parts(hosts=hosts) and ooc is None and gpu  # checks the setting
     vname = values.name if values is not None else None
     if ooc is None:
@@ -152,7 +152,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         perm, group = plan_placement(keys.name, chunks, keys.dtype.itemsize + value_bytes,
                                      gpu, hosts=hosts)
     else:
-        backend, perm, group = ooc[0], None, None
+        backend, perm, group = ooc.backend, None, None
     token = tokenize(keys.name, vname, order, positions, window, share, ooc, perm, group,
                      local)
     graph = SortGraph(token)
@@ -161,15 +161,15 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
                                   window, perm, group, local)
     else:
         sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
-                                         positions, ooc[1].run_chunks, stage=gpu, window=window,
-                                         perm=ooc[2])
+                                         positions, ooc.plan.run_chunks, stage=ooc.stage,
+                                         window=window, perm=ooc.perm, held=ooc.held)
     sources = [keys] + ([values] if values is not None else [])
 
     def output(name, part, func, args, meta):
         if ooc is None:
             finish_layer(graph, name, sorted_keys, func, *args)
         else:
-            run_output_layer(graph, name, sorted_keys, chunks, ooc[1].run_chunks,
+            run_output_layer(graph, name, sorted_keys, chunks, ooc.plan.run_chunks,
                              backend.output, part, gpu)
         return da.Array(graph_over(sources, graph.layers, graph.dependencies), name,
                         (chunks,), meta=meta)
@@ -191,28 +191,20 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     return out_keys, out_values
 
 
-def _chunk_owners(client, keys):
-    """The worker holding each chunk of ``keys`` where it is in memory (persisted), else
-    None: one round trip to the scheduler."""
-    names = [k for k in keys.__dask_keys__()]
+class OutOfCore(NamedTuple):
+    """How an out-of-core sort runs (``_out_of_core``)."""
 
-    def owners(dask_scheduler=None, names=names):
-        tasks = dask_scheduler.tasks
-        return [min((ws.address for ws in tasks[k].who_has), default=None)
-                if k in tasks else None for k in names]
-
-    if client is None or client.asynchronous:
-        return [None] * len(names)
-    try:
-        return client.run_on_scheduler(owners)
-    except Exception:  # noqa: BLE001  (no answer: positions as given)
-        return [None] * len(names)
+    backend: Any  # distsort.backends.hostruns.HostRuns
+    plan: Any  # distsort.outofcore.OutOfCorePlan
+    perm: tuple | None  # chunks ordered by the worker holding them (group_by_owner)
+    stage: bool  # CuPy chunks: taken off the GPU first, by tasks of their own
+    held: bool  # ... reading persisted chunks where they are held (distsort.held)
 
 
-def _out_of_core(keys, values, chunks, positions, hosts):
-    """``(HostRuns backend, plan, perm)`` when the data outgrow the workers' device
-    budgets (``distsort.outofcore``), else None; ``perm`` orders the chunks by the
-    worker holding them (``outofcore.group_by_owner``).
+def _out_of_core(keys, values, chunks, positions, hosts, placed=False):
+    """An :class:`OutOfCore` when the data outgrow the workers' device budgets
+    (``distsort.outofcore``), else None.  Persisted CuPy chunks are read where they
+    are held (``distsort.held``) where the scheduler plugin is registered (``placed``).
 
     CuPy chunks are merged on the GPUs; NumPy chunks too where the workers are dask-cuda
     workers (host data sorted on their GPUs), else by NumPy.  The Dask config value
@@ -223,7 +215,7 @@ def _out_of_core(keys, values, chunks, positions, hosts):
 
     from . import memory
     from .backends.hostruns import HostRuns
-    from .locality import _current_client
+    from .locality import _current_client, chunk_owners
     from .outofcore import group_by_owner, needs_out_of_core, plan_out_of_core
 
     gpu = array_module_name(keys._meta) == "cupy"
@@ -240,8 +232,11 @@ def _out_of_core(keys, values, chunks, positions, hosts):
     budget = min(budgets)
     plan = plan_out_of_core(chunks, itemsize, budget)
     many = len(hosts or []) > 1
-    perm = group_by_owner(_chunk_owners(_current_client(), keys)) if many else None
-    return HostRuns(engine, plan.segment, budget), plan, perm
+    owners = chunk_owners(keys.__dask_keys__()) if many or gpu else None
+    perm = group_by_owner(owners) if many else None
+    held = gpu and placed and None not in owners and (
+        values is None or None not in chunk_owners(values.__dask_keys__()))
+    return OutOfCore(HostRuns(engine, plan.segment, budget), plan, perm, gpu, held)
 
 
 def _check_local(local):

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from dask.utils import key_split
 
 from .backends import SharingBackend
+from .held import Held
 from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
 
@@ -428,13 +429,15 @@ def finish_layer(graph, out_name, sorted_keys, func, *args):
 
 
 def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, positions,
-                       run_chunks, stage, window=None, perm=None):
+                       run_chunks, stage, window=None, perm=None, held=False):
     """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one), then
     the network between runs; returns the keys of the sorted runs.
 
     ``backend`` is a ``distsort.backends.hostruns.HostRuns``.  With ``stage``, every
     input chunk is first copied to host memory by a task of its own (``backend.stage``,
-    where the chunk lives), so that forming a run holds no input chunk on the device.
+    where the chunk lives), so that forming a run holds no input chunk on the device;
+    with ``held`` too, those tasks read persisted chunks where a worker holds them, with
+    no dependency on them (``backend.stage_held``, ``distsort.held``).
     ``perm`` (``outofcore.group_by_owner``): position ``p`` takes input chunk
     ``perm[p]`` (its elements keep their own positions for argsort).
     Arguments otherwise as ``sort_layers``; ``chunks`` regular.
@@ -451,8 +454,8 @@ def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, po
         tasks = {}
         for j, name in enumerate(names):
             for i in range(len(chunks)):
-                tasks[(f"distsort-stage{'kv'[j]}-{graph.token}", i)] = (backend.stage,
-                                                                       (name, i))
+                tasks[(f"distsort-stage{'kv'[j]}-{graph.token}", i)] = (
+                    (backend.stage_held, Held((name, i))) if held else (backend.stage, (name, i)))
         graph.add("stage", tasks, deps)
         names = [f"distsort-stage{'kv'[j]}-{graph.token}" for j in range(len(names))]
     tasks = {}

@@ -14,7 +14,9 @@ CPU workers restricting the compare-splits alone still moved whole chunks), as
 soon as the chunk is computed, to the worker(s) holding it; the restriction is loose, so
 that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
 ``argsort``, ``sort_by_key``) registers it on the current ``distributed`` client's
-scheduler once, through :func:`keep_chunks_in_place`.
+scheduler once, through :func:`keep_chunks_in_place`.  It also places the tasks that
+read persisted chunks without a dependency (``distsort.held``) where those chunks
+are, and keeps the chunks for them until they end.
 
 :func:`pairs_in_flight` sizes the window of compare-splits that may run at once
 (``distsort.graph``), which bounds what a worker holds beyond its own chunks, and
@@ -25,9 +27,12 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import Counter
 
 import dask
 from distributed.diagnostics.plugin import SchedulerPlugin
+
+from .held import HOLDER, held_keys
 
 PLUGIN_NAME = "distsort-keep-chunks-in-place"
 #: Pairs in flight per worker: one merging while the next one's crossing part travels.
@@ -44,6 +49,8 @@ _KEY_LEN = 2
 #: Tasks that read input chunks whose index is not theirs (placement gives position ``p``
 #: input chunk ``perm[p]``): they run where their input lives, whatever its index.
 READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-")
+#: Tasks that may read persisted chunks without a dependency (``distsort.held``).
+READS_HELD = ("distsort-stagek-", "distsort-stagev-")
 
 
 def keeps(dependent_key, key) -> bool:
@@ -66,17 +73,45 @@ def keeps(dependent_key, key) -> bool:
 
 
 class KeepChunksInPlace(SchedulerPlugin):
-    """Restrict the tasks that read a chunk to the worker holding the chunk."""
+    """Restrict the tasks that read a chunk to the worker holding the chunk; hold the
+    persisted chunks that tasks read without a dependency (``distsort.held``) until
+    those tasks end."""
 
     name = PLUGIN_NAME
 
     def __init__(self):
         self.scheduler = None
+        self.holds = {}  # task key -> the keys it reads through Held arguments
+        self.readers = Counter()  # held key -> tasks still to read it
 
     async def start(self, scheduler):
         self.scheduler = scheduler
 
+    def update_graph(self, scheduler, *, tasks, **kwargs):
+        for key in tasks:
+            if key not in self.holds and isinstance(key, tuple) and len(key) == _KEY_LEN \
+                    and str(key[0]).startswith(READS_HELD):
+                self._hold(scheduler, scheduler.tasks.get(key))
+
+    def _hold(self, scheduler, ts):
+        """Place ``ts`` where its held chunks are and keep them until it ends (a chunk
+        already gone stays so: the task reports it)."""
+        if ts is None:
+            return
+        held = [h for h in map(scheduler.tasks.get, held_keys(ts.run_spec)) if h is not None]
+        if not held:
+            return
+        scheduler.client_desires_keys([h.key for h in held], HOLDER)
+        self.holds[ts.key] = [h.key for h in held]
+        self.readers.update(self.holds[ts.key])
+        where = {ws.address for h in held for ws in (h.who_has or ())}
+        if where:
+            ts.worker_restrictions = where
+            ts.loose_restrictions = True
+
     def transition(self, key, start, finish, *args, **kwargs):
+        if key in self.holds and finish in ("memory", "erred", "forgotten"):
+            self._release_later(self.holds.pop(key))
         if finish != "memory" or self.scheduler is None or not isinstance(key, tuple):
             return
         ts = self.scheduler.tasks.get(key)
@@ -87,6 +122,17 @@ class KeepChunksInPlace(SchedulerPlugin):
             if dts.state in ("waiting", "released") and keeps(dts.key, key):
                 dts.worker_restrictions = set(where)
                 dts.loose_restrictions = True
+
+    def _release_later(self, keys):
+        """Let go of ``keys`` once no task still reads them, after the scheduler's
+        current transitions (releasing starts transitions of its own)."""
+        self.readers.subtract(keys)
+        done = [k for k in set(keys) if self.readers[k] <= 0]
+        for k in done:
+            del self.readers[k]
+        if done and self.scheduler is not None:
+            self.scheduler.loop.add_callback(self.scheduler.client_releases_keys,
+                                             keys=done, client=HOLDER)
 
 
 def _current_client(client=None):

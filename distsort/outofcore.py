@@ -30,10 +30,11 @@ separate DMA engines), and ``r`` rounds::
 (the last of one chunk), ``r = 6`` rounds of 2 or 3 compare-splits: 98 GiB each way
 with the runs (``bytes_moved``), about 1.9 s at 55 GB/s.  The local sorts (0.3 s at
 13 Gkeys/s) and merges overlap the copies.
-Not counted in the floor: reading CuPy inputs that dask-cuda has spilled to host
-memory, and spilling the CuPy output chunks, which dask-cuda does through pageable
-memory at 2-3 GB/s (measured: 6.2 s to read 16 GiB of spilled 1 GiB chunks on an
-H200 with a 4 GB limit).
+Not counted in the floor: CuPy input that dask-cuda has spilled to host memory is read
+there, as pageable memory (``distsort.held``: about 9 GB/s, 1.8-2.4 s for 16 GiB), and
+what it still holds on the device is spilled first; the CuPy output chunks, which it
+spills again, spill to their pinned host copies without a copy
+(``distsort.backends.hostbacked``).
 
 Examples
 --------

@@ -281,7 +281,7 @@ def test_runs_form_where_persisted_chunks_live(cluster_client):
     positions still the original ones), and the result equals NumPy's."""
     from distributed import wait
 
-    from distsort.api import _chunk_owners
+    from distsort.locality import chunk_owners
     from distsort.outofcore import group_by_owner
     rng = np.random.default_rng(3)
     x = rng.standard_normal(16_000)
@@ -292,7 +292,7 @@ def test_runs_form_where_persisted_chunks_live(cluster_client):
     with cluster_client.as_current():
         xd = cluster_client.persist(da.concatenate(parts))
         wait(xd)
-        owners = _chunk_owners(cluster_client, xd)
+        owners = chunk_owners(xd.__dask_keys__(), cluster_client)
         assert owners == [workers[i % 2] for i in range(16)]
         perm = group_by_owner(owners)
         assert [owners[i] for i in perm[:8]] == [workers[0]] * 8

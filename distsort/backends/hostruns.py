@@ -125,6 +125,12 @@ class HostRuns:
         so that forming a run holds nothing of the input on the device."""
         return self._engine().to_host(chunk)
 
+    def stage_held(self, held):
+        """``stage`` of a persisted chunk read where its worker holds it
+        (``distsort.held``: a spilled CuPy chunk is read from its host copy)."""
+        from ..held import read_held
+        return self.stage(read_held(held))
+
     def make_run(self, keys, values, order, starts=None):
         """The sorted run of the chunks ``keys`` (and ``values``, or each chunk's positions
         from its entry of ``starts``), in host memory."""
@@ -177,4 +183,4 @@ class HostRuns:
     def output(self, run, start, stop, part, like_gpu):
         """Keys (``part`` 0) or values (1) ``start:stop`` of a run, as an output chunk:
         on the GPU when ``like_gpu`` (the input's chunks were CuPy arrays)."""
-        return self._engine().output(parts(run)[part][start:stop], like_gpu)
+        return self._engine().output(parts(run)[part][start:stop], like_gpu, self.budget)

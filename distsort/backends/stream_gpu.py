@@ -10,8 +10,8 @@ with two segments in flight on two streams, so that the copies of one overlap th
 other's kernels and the two directions of the link run at once.
 
 Before it allocates, a task makes room within the budget: a dask-cuda worker may hold
-chunks on the device (the input, read by earlier tasks), and those are spilled first
-(``make_room``), so that the device never holds more than the budget.
+chunks on the device (the input, or output chunks made earlier), and those are spilled
+first (``make_room``), so that the device never holds more than the budget.
 """
 from __future__ import annotations
 
@@ -162,9 +162,12 @@ def merge(x, y, cuts, order, budget):
     return make_run(ok, ov)
 
 
-def output(piece, like_gpu):
-    """An output chunk: on the device for CuPy inputs, else the host slice itself."""
+def output(piece, like_gpu, budget):
+    """An output chunk: on the device for CuPy inputs (made by ``hostbacked.host_backed``:
+    a dask-cuda worker spills it to ``piece`` itself), else the host slice."""
     if not like_gpu:
         return piece
+    from .hostbacked import host_backed
+    make_room(piece.nbytes, budget)
     with _phase("output_h2d"):
-        return cupy.asarray(piece)
+        return host_backed(piece)

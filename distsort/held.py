@@ -1,0 +1,128 @@
+"""Persisted input chunks read where a worker holds them, without moving them first.
+
+A task that takes a chunk as a dependency gets it as a live object: a dask-cuda
+worker whose chunk was spilled to host memory first copies it back to the device
+(``DeviceHostFile``) and, to stay within its limit, evicts another chunk through
+pageable memory.  On an H200 host that costs about 0.5 s per GB (the copy in at
+7 GB/s, the eviction at 3 GB/s), and an out-of-core sort of spilled CuPy chunks paid
+it twice per chunk: more than half of its time.  The stage tasks of an out-of-core
+sort only need the chunk's bytes on the host, so for a persisted input they take a
+:class:`Held` reference instead of a dependency and read the chunk where the worker
+keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of its
+host copy, a chunk on the device or in a plain store as it is.
+
+Without a dependency the scheduler would neither place the task nor keep the chunk
+alive for it.  :class:`distsort.locality.KeepChunksInPlace` does both when the graph
+arrives: it restricts the task to the chunk's holder and holds the chunk for a
+client of its own (:data:`HOLDER`) until the task ends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The scheduler-side client that holds chunks for the tasks reading them.
+HOLDER = "distsort-held-reads"
+
+
+@dataclass(frozen=True)
+class Held:
+    """The key of a persisted chunk that a task reads itself: an argument that Dask
+    does not take for a dependency."""
+
+    key: tuple
+
+
+def held_keys(run_spec) -> list:
+    """The keys a task (its ``run_spec``, as the scheduler holds it) reads through
+    :class:`Held` arguments.
+
+    >>> from dask._task_spec import Task
+    >>> held_keys(Task(("s", 0), print, Held(("x", 0)), 1))
+    [('x', 0)]
+    """
+    return [a.key for a in getattr(run_spec, "args", ()) if isinstance(a, Held)]
+
+
+def read_held(held: Held):
+    """The chunk ``held`` refers to, from this worker's store where it is there (see
+    :func:`peek`), else from the worker that has it."""
+    from distributed import get_worker
+    try:
+        return peek(get_worker().data, held.key)
+    except KeyError:
+        return _fetch(held.key)
+
+
+def peek(data, key):
+    """The value of ``key`` in a worker's store ``data``, read where it lies: dask-cuda's
+    device tier as it is, a CuPy array in its host tier as a NumPy view of the host copy
+    (:func:`host_view`), anything else by the store itself.  Raises KeyError where the
+    store lacks ``key``."""
+    fast = getattr(getattr(data, "device_buffer", None), "fast", None)
+    if fast is not None:
+        on_device = getattr(fast, "d", fast)  # the LRU's dict: reading it moves nothing
+        if key in on_device:
+            return on_device[key]
+        host = getattr(data, "host", None)
+        if host is not None and key in host:
+            view = host_view(host[key])
+            if view is not None:
+                return view
+    return data[key]
+
+
+def host_view(serialized):
+    """A read-only NumPy view of a CuPy array's host copy, as dask-cuda's spilling keeps
+    it (``DeviceSerialized``: distributed's "dask" serialization, one frame), or None
+    for anything else.
+
+    >>> class Spilled:
+    ...     header = {"type": "cupy.ndarray", "serializer": "dask",
+    ...               "sub-header": {"shape": (2, 2), "typestr": "<i2", "strides": (4, 2)}}
+    ...     frames = [memoryview(np.arange(4, dtype=np.int16)).cast("B")]
+    >>> host_view(Spilled()).tolist()
+    [[0, 1], [2, 3]]
+    """
+    header, frames = getattr(serialized, "header", None), getattr(serialized, "frames", None)
+    if (not isinstance(header, dict) or header.get("type") != "cupy.ndarray"
+            or header.get("serializer") != "dask" or not frames or len(frames) != 1):
+        return None
+    sub = header.get("sub-header", {})
+    try:
+        dtype, shape = np.dtype(sub["typestr"]), tuple(sub["shape"])
+        frame = np.frombuffer(frames[0], dtype=np.uint8)
+        if frame.size != dtype.itemsize * int(np.prod(shape)):
+            return None  # not one plain copy of the array's bytes
+        view = np.ndarray(shape, dtype, buffer=frame, strides=tuple(sub["strides"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    view.flags.writeable = False  # the user's chunk: nothing may change it
+    return view
+
+
+def _fetch(key):
+    """``key``'s value from whichever worker has it: the task ran away from the chunk's
+    holder (a worker was lost) or the chunk is no longer known (released before the
+    graph arrived)."""
+    from distributed import Future, worker_client
+    with worker_client() as client:  # leaves the worker's thread pool while it waits
+        if not client.run_on_scheduler(_known, key=key):
+            raise KeyError(f"distsort: input chunk {key!r} was released before the sort "
+                           "read it; keep a reference to the persisted input until the "
+                           "sort is computed")
+        # A task of its own, so that the scheduler brings the chunk (a bare Future of a
+        # key that this client did not compute is never told of it).
+        return client.submit(_same, Future(key, client), pure=False).result()
+
+
+def _same(x):
+    return x
+
+
+def _known(key, dask_scheduler=None):
+    """Whether the scheduler has ``key`` or is computing it (a lost chunk being
+    recomputed), as opposed to having let it go."""
+    ts = dask_scheduler.tasks.get(key)
+    return ts is not None and ts.state not in ("released", "forgotten", "erred")

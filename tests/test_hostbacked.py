@@ -1,0 +1,66 @@
+"""Output chunks that a dask-cuda worker spills without a copy
+(``distsort.backends.hostbacked``), checked against the bytes they were made from."""
+import numpy as np
+import pytest
+
+from backends import cupy
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")]
+
+
+def _made(dtype=np.float32, n=100_003, seed=0):
+    from distsort.backends.hostbacked import host_backed
+    host = np.random.default_rng(seed).standard_normal(n).astype(dtype)
+    return host, host_backed(host)
+
+
+def _dask_roundtrip(x):
+    from distributed.protocol import deserialize, serialize
+    header, frames = serialize(x, serializers=("dask",), on_error="raise")
+    return header, frames, deserialize(header, frames)
+
+
+def test_spilled_as_its_host_copy_and_back_as_a_plain_cupy_array():
+    host, x = _made()
+    assert type(x) is cupy.ndarray and np.array_equal(x.get(), host)
+    header, frames, back = _dask_roundtrip(x)
+    assert len(frames) == 1 and np.shares_memory(np.asarray(frames[0]), host)
+    assert type(back) is cupy.ndarray and np.array_equal(back.get(), host)
+
+
+def test_a_chunk_written_in_place_or_a_view_of_one_is_copied_as_it_is_now():
+    host, x = _made(np.int64)
+    x[7] += 1  # a task that wrote into its input
+    _, frames, back = _dask_roundtrip(x)
+    assert not np.shares_memory(np.asarray(frames[0]), host)
+    assert back.get()[7] == host[7] + 1
+    host, x = _made(np.int64, seed=1)
+    _, frames, back = _dask_roundtrip(x[10:20])
+    assert not np.shares_memory(np.asarray(frames[0]), host)
+    assert np.array_equal(back.get(), host[10:20])
+    other = cupy.asarray(host)  # not made by host_backed: CuPy's own serializer
+    assert not np.shares_memory(np.asarray(_dask_roundtrip(other)[1][0]), host)
+
+
+def test_the_fingerprint_sees_a_permutation_and_odd_sizes():
+    from distsort.backends.hostbacked import fingerprint
+    a = cupy.arange(1001, dtype=cupy.uint8)
+    b = a.copy()
+    b[[3, 4]] = b[[4, 3]]
+    assert fingerprint(a) != fingerprint(b) and fingerprint(a) == fingerprint(a.copy())
+    assert fingerprint(cupy.empty(0, cupy.float64)) == 0
+
+
+def test_dask_cuda_spills_and_reads_it_like_any_cupy_array():
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from dask_cuda.device_host_file import device_to_host, host_to_device
+
+    from distsort.held import host_view
+    assert dask_cuda
+    host, x = _made(np.uint16)
+    spilled = device_to_host(x)
+    view = host_view(spilled)
+    assert np.shares_memory(view, host) and np.array_equal(view, host)
+    back = host_to_device(spilled)
+    assert type(back) is cupy.ndarray and np.array_equal(back.get(), host)
