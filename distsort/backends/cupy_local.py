@@ -22,6 +22,8 @@ so this module imports without one.
 """
 from __future__ import annotations
 
+import numpy as np
+
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
            "device_limit", "sort_owned", "radix_sort", "encode_codes", "decode_codes"]
 
@@ -148,7 +150,6 @@ def radix_sort(keys, values, order, increasing_values=False):
 
     from .numpy import order_codes
     if values is None:
-        keys = cupy.ascontiguousarray(keys)
         codes = encode_codes(keys, descending=order.descending, in_place=True)
         codes.sort()  # thrust/CUB radix sort in place
         return decode_codes(codes, keys.dtype, descending=order.descending)
@@ -165,12 +166,13 @@ def radix_sort(keys, values, order, increasing_values=False):
 def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
     """``order.encode`` of CuPy ``keys``.  Float keys take one elementwise pass
     (``kernels.loader.order_kernel``) where CuPy's operators take five, and with
-    ``in_place`` overwrite their own storage; other dtypes get a new array."""
-    from ..order import code_dtype, encode
-    if keys.dtype.kind != "f":
+    ``in_place`` overwrite their own storage (a contiguous copy's, for a view); other
+    dtypes, and NumPy keys (the CPU tests of this path), go through ``order.encode``."""
+    from ..order import _namespace, code_dtype, encode
+    if keys.dtype.kind != "f" or _namespace(keys) is np:
         return encode(keys, canonical=canonical, descending=descending)
     from ..kernels.loader import order_kernel
-    u = keys.view(code_dtype(keys.dtype))
+    u = _namespace(keys).ascontiguousarray(keys).view(code_dtype(keys.dtype))
     kernel = order_kernel("encode")
     return kernel(u, canonical, descending, u) if in_place else kernel(u, canonical, descending)
 
@@ -178,8 +180,8 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
 def decode_codes(codes, dtype, *, descending=False):
     """``order.decode(codes, dtype, copy=False)`` of CuPy ``codes``, in place; float
     keys in one elementwise pass."""
-    from ..order import decode
-    if codes.dtype.kind == "u" and dtype.kind == "f":
+    from ..order import _namespace, decode
+    if codes.dtype.kind == "u" and dtype.kind == "f" and _namespace(codes) is not np:
         from ..kernels.loader import order_kernel
         return order_kernel("decode")(codes, descending, codes).view(dtype)
     return decode(codes, dtype, descending=descending, copy=False)
