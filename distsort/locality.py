@@ -24,10 +24,10 @@ CUDA IPC (all on one host) or send them as data.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import dask
-from distributed.diagnostics.plugin import SchedulerPlugin
 
 PLUGIN_NAME = "distsort-keep-chunks-in-place"
 #: Pairs in flight per worker: one merging while the next one's crossing part travels.
@@ -65,33 +65,24 @@ def keeps(dependent_key, key) -> bool:
                                             and name.startswith("distsort-"))
 
 
-class KeepChunksInPlace(SchedulerPlugin):
-    """Restrict the tasks that read a chunk to the worker holding the chunk."""
-
-    name = PLUGIN_NAME
-
-    def __init__(self):
-        self.scheduler = None
-
-    async def start(self, scheduler):
-        self.scheduler = scheduler
-
-    def transition(self, key, start, finish, *args, **kwargs):
-        if finish != "memory" or self.scheduler is None or not isinstance(key, tuple):
-            return
-        ts = self.scheduler.tasks.get(key)
-        if ts is None or not ts.who_has:
-            return
-        where = {ws.address for ws in ts.who_has}
-        for dts in ts.dependents:
-            if dts.state in ("waiting", "released") and keeps(dts.key, key):
-                dts.worker_restrictions = set(where)
-                dts.loose_restrictions = True
+def __getattr__(name):
+    # The plugin subclasses distributed's SchedulerPlugin: defined where distributed
+    # is imported anyway (a client exists), so that a sort on Dask's local schedulers
+    # does not import distributed (a few tenths of a second).
+    if name == "KeepChunksInPlace":
+        from .scheduler_plugin import KeepChunksInPlace
+        return KeepChunksInPlace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _current_client(client=None):
+    """``client``, else the current distributed client, else None (Dask's local
+    schedulers).  Without distributed imported there is no client: it is not
+    imported to find that out."""
     if client is not None:
         return client
+    if "distributed" not in sys.modules:
+        return None
     try:
         from distributed import default_client
         return default_client()
@@ -173,6 +164,7 @@ def keep_chunks_in_place(client=None) -> bool:
 
 
 def _register(client):
+    from .scheduler_plugin import KeepChunksInPlace
     try:
         client.register_plugin(KeepChunksInPlace(), name=PLUGIN_NAME)
     except Exception as e:  # noqa: BLE001  (any failure only costs locality)
