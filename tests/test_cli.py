@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -310,6 +311,76 @@ def test_in_process_summary(tmp_path, capsys, rng):
     wall, start, pipeline = map(float, m.groups())
     assert wall >= start + pipeline
     assert re.search(r"disk floor\s+[\d.]+ s to read and write it once", out)
+
+
+def test_disk_floor_measured_beside_the_sort(tmp_path, capsys, rng, monkeypatch):
+    """The disk measurement runs in the background: the sort does not wait for it (here
+    it finishes only once the output is being published), and the summary still gives
+    the floor it measured."""
+    x = rng.standard_normal(12_345).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    publishing = threading.Event()
+    measure, publish = sort_cmd.disk_floor, sort_cmd.publish
+
+    def late_floor(*args):
+        publishing.wait(timeout=30)
+        return dict(measure(*args), floor=123.0)
+
+    def flagged_publish(outputs):
+        publishing.set()
+        return publish(outputs)
+
+    monkeypatch.setattr(sort_cmd, "disk_floor", late_floor)
+    monkeypatch.setattr(sort_cmd, "publish", flagged_publish)
+    t0 = time.perf_counter()
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
+                         "--no-progress")
+    assert code == 0, err
+    assert time.perf_counter() - t0 < 30  # the sort went on while the probe waited
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    assert re.search(r"disk floor\s+123\.00 s to read and write it once", out), out
+
+
+def test_failed_disk_floor_only_drops_its_line(tmp_path, capsys, rng, monkeypatch):
+    x = rng.standard_normal(1000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+
+    def broken(*args):
+        raise RuntimeError("no measurement")
+
+    monkeypatch.setattr(sort_cmd, "disk_floor", broken)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
+                         "--no-progress")
+    assert code == 0, err
+    assert "disk floor" not in out and "wall time" in out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+
+
+def test_in_process_sort_imports_no_cluster_library(tmp_path, rng):
+    """``import distsort`` leaves dask.array for the first sort, and a sort by threads
+    of this process never imports distributed; the public functions, the scheduler
+    plugin and the cluster module are still there when asked for."""
+    x = rng.standard_normal(5000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code = (
+        "import sys\n"
+        "import distsort\n"
+        "light = 'dask.array' not in sys.modules\n"
+        "from distsort.cli import main\n"
+        f"assert main(['sort', {str(src)!r}, {str(tmp_path / 'o.npy')!r}, '--device', "
+        "'cpu', '--no-progress']) == 0\n"
+        "print('light', light, 'distributed', 'distributed' in sys.modules)\n"
+        "from distsort import sort, argsort, sort_by_key\n"
+        "from distsort.locality import KeepChunksInPlace\n"
+        "from distributed.diagnostics.plugin import SchedulerPlugin\n"
+        "assert issubclass(KeepChunksInPlace, SchedulerPlugin)\n"
+        "assert callable(distsort.cluster.connect) and 'sort' in dir(distsort)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "light True distributed False" in r.stdout, r.stdout
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
 
 
 # ------------------------------------------------------------------ bad input

@@ -157,6 +157,8 @@ def to_host(x, gpu):
 def gather(cluster, arrays):
     """The computed arrays, here (from the workers, or the local scheduler)."""
     import dask
+
+    from .progress import local_scheduler
     if cluster.client is None:
-        return dask.compute(*arrays)
+        return dask.compute(*arrays, scheduler=local_scheduler())
     return cluster.client.compute(arrays, sync=True)

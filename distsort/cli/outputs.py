@@ -101,7 +101,7 @@ class Output:
         if self.old:
             _remove(self.old)
             self.old = ""
-        _fsync_tree(os.path.dirname(self.final))
+        _fsync_dir(os.path.dirname(self.final))
 
     def discard(self):
         if self.tmp and not self.committed:
@@ -148,6 +148,18 @@ def _remove(path):
     else:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
+
+
+def _fsync_dir(directory):
+    """fsync the directory itself, so that a rename in it is on disk; not the files in
+    it (others' files, a disk measurement's scratch file that may go at any moment)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
 
 
 def _fsync_tree(path):

@@ -5,6 +5,17 @@ import contextlib
 from .metrics import LocalMeter, crossing_of, step_seconds
 
 
+def local_scheduler():
+    """Dask's threaded scheduler, for a command that runs without a cluster.
+
+    Given as the function, not by name or left to Dask: for either, Dask imports
+    distributed (a few tenths of a second) to look for a client, and would pick a
+    client that a script calling ``main`` holds.
+    """
+    from dask.threaded import get
+    return get
+
+
 def compute(client, collections, progress, label):
     """Compute ``collections`` on ``client`` (or the local scheduler) with a progress bar.
 
@@ -19,7 +30,7 @@ def compute(client, collections, progress, label):
         from dask.diagnostics import ProgressBar
         bar = ProgressBar() if progress else contextlib.nullcontext()
         with bar, LocalMeter() as meter:
-            results = dask.compute(*collections)
+            results = dask.compute(*collections, scheduler=local_scheduler())
         return results, {"crossing": meter.crossing, "tasks": meter.tasks,
                          "steps": meter.steps}
     from distributed import get_task_stream, progress as dist_progress
@@ -43,7 +54,7 @@ def persist(cluster, x, progress, label):
     if cluster.client is None:
         from dask.diagnostics import ProgressBar
         with (ProgressBar() if progress else contextlib.nullcontext()), LocalMeter() as m:
-            return x.persist(), (m.crossing, m.tasks)
+            return x.persist(scheduler=local_scheduler()), (m.crossing, m.tasks)
     from distributed import futures_of, get_task_stream, progress as dist_progress, wait
     with get_task_stream(cluster.client) as stream:
         x = cluster.client.persist(x)

@@ -1,0 +1,74 @@
+"""The scheduler plugin of :mod:`distsort.locality`, apart from it: it subclasses
+distributed's ``SchedulerPlugin``, and :mod:`distsort.locality` serves sorts on Dask's
+local schedulers too, which need not import distributed."""
+from __future__ import annotations
+
+from collections import Counter
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from .held import HOLDER, held_keys
+from .locality import _KEY_LEN, PLUGIN_NAME, READS_HELD, keeps
+
+
+class KeepChunksInPlace(SchedulerPlugin):
+    """Restrict the tasks that read a chunk to the worker holding the chunk; hold the
+    persisted chunks that tasks read without a dependency (``distsort.held``) until
+    those tasks end."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self):
+        self.scheduler = None
+        self.holds = {}  # task key -> the keys it reads through Held arguments
+        self.readers = Counter()  # held key -> tasks still to read it
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def update_graph(self, scheduler, *, tasks, **kwargs):
+        for key in tasks:
+            if key not in self.holds and isinstance(key, tuple) and len(key) == _KEY_LEN \
+                    and str(key[0]).startswith(READS_HELD):
+                self._hold(scheduler, scheduler.tasks.get(key))
+
+    def _hold(self, scheduler, ts):
+        """Place ``ts`` where its held chunks are and keep them until it ends (a chunk
+        already gone stays so: the task reports it)."""
+        if ts is None:
+            return
+        held = [h for h in map(scheduler.tasks.get, held_keys(ts.run_spec)) if h is not None]
+        if not held:
+            return
+        scheduler.client_desires_keys([h.key for h in held], HOLDER)
+        self.holds[ts.key] = [h.key for h in held]
+        self.readers.update(self.holds[ts.key])
+        where = {ws.address for h in held for ws in (h.who_has or ())}
+        if where:
+            ts.worker_restrictions = where
+            ts.loose_restrictions = True
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if key in self.holds and finish in ("memory", "erred", "forgotten"):
+            self._release_later(self.holds.pop(key))
+        if finish != "memory" or self.scheduler is None or not isinstance(key, tuple):
+            return
+        ts = self.scheduler.tasks.get(key)
+        if ts is None or not ts.who_has:
+            return
+        where = {ws.address for ws in ts.who_has}
+        for dts in ts.dependents:
+            if dts.state in ("waiting", "released") and keeps(dts.key, key):
+                dts.worker_restrictions = set(where)
+                dts.loose_restrictions = True
+
+    def _release_later(self, keys):
+        """Let go of ``keys`` once no task still reads them, after the scheduler's
+        current transitions (releasing starts transitions of its own)."""
+        self.readers.subtract(keys)
+        done = [k for k in set(keys) if self.readers[k] <= 0]
+        for k in done:
+            del self.readers[k]
+        if done and self.scheduler is not None:
+            self.scheduler.loop.add_callback(self.scheduler.client_releases_keys,
+                                             keys=done, client=HOLDER)
