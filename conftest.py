@@ -17,4 +17,5 @@ if not _gpu_visible():
     collect_ignore_glob += ["distsort/backends/cupy.py", "distsort/backends/cupy_ipc.py",
                             "distsort/backends/launcher.py",
                             "distsort/backends/cuda_ipc.py", "distsort/kernels/*.py",
-                            "distsort/backends/tuning.py", "distsort/backends/stream_gpu.py"]
+                            "distsort/backends/tuning.py", "distsort/backends/stream_gpu.py",
+                            "distsort/backends/hostbacked.py"]
