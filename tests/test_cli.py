@@ -309,7 +309,7 @@ def test_in_process_summary(tmp_path, capsys, rng):
                   r"write [\d.]+ s, verify [\d.]+ s", out)
     assert m, out
     wall, start, pipeline = map(float, m.groups())
-    assert wall >= start + pipeline
+    assert wall >= start + pipeline - 0.01  # each printed to 0.01 s
     assert re.search(r"disk floor\s+[\d.]+ s to read and write it once", out)
 
 
