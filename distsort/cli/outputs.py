@@ -101,7 +101,9 @@ class Output:
         if self.old:
             _remove(self.old)
             self.old = ""
-        _fsync_dir(os.path.dirname(self.final))
+        # the directory alone, so that the rename is on disk; not the files in it
+        # (others' files, a disk measurement's scratch file that may go at any moment)
+        _fsync(os.path.dirname(self.final))
 
     def discard(self):
         if self.tmp and not self.committed:
@@ -150,10 +152,9 @@ def _remove(path):
             os.remove(path)
 
 
-def _fsync_dir(directory):
-    """fsync the directory itself, so that a rename in it is on disk; not the files in
-    it (others' files, a disk measurement's scratch file that may go at any moment)."""
-    fd = os.open(directory, os.O_RDONLY)
+def _fsync(path):
+    """fsync one file or directory (where the filesystem allows it for directories)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     except OSError:  # some filesystems refuse fsync on directories
@@ -168,13 +169,7 @@ def _fsync_tree(path):
     if os.path.isdir(path):
         paths = [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs] + [path]
     for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        except OSError:  # some filesystems refuse fsync on directories
-            pass
-        finally:
-            os.close(fd)
+        _fsync(p)
 
 
 def check_output_path(path, overwrite, inputs):
