@@ -383,6 +383,77 @@ def test_in_process_sort_imports_no_cluster_library(tmp_path, rng):
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
 
 
+def test_verify_runs_each_merge_once(tmp_path, capsys, rng):
+    """--verify summarizes the sorted chunks that the store writes: no merge runs a
+    second time for it (fused into the store's tasks, the merges ran twice)."""
+    from dask.callbacks import Callback
+    x = rng.standard_normal(12_345).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    ran = []
+    with Callback(posttask=lambda key, *_: ran.append(key)):
+        code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
+                             "--chunk-size", "4000", "--verify", "--no-progress")
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    merges = [k for k in ran if re.match(r"distsort-(low|high)-", k[0])]
+    assert merges and all(re.match(r"distsort-(low|high)-r\d\d-", k[0]) for k in merges)
+    assert len(set(merges)) == len(merges)
+
+
+def test_the_executable(tmp_path, rng):
+    """``distsort`` (``command.run``): the exit status of ``main``, the atexit handlers
+    run and the output flushed though the interpreter's teardown is skipped, and
+    dask.array loaded without xarray and pandas (which the command never needs)."""
+    x = rng.standard_normal(5000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code = (
+        "import atexit, sys\n"
+        "from distsort.cli.command import run\n"
+        "atexit.register(lambda: print('atexit', 'xarray' in sys.modules, "
+        "'pandas' in sys.modules))\n"
+        "sys.argv = ['distsort', *sys.argv[1:]]\n"
+        "run()\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = [str(src), str(tmp_path / "o.npy"), "--device", "cpu", "--no-progress"]
+    r = subprocess.run([sys.executable, "-c", code, "sort", *args], capture_output=True,
+                       text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "distsort sort: done" in r.stdout and "atexit False False" in r.stdout, r.stdout
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    r = subprocess.run([sys.executable, "-c", code, "sort", *args], capture_output=True,
+                       text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 2 and "already exists" in r.stderr, r.stderr
+
+
+def test_lean_import_leaves_xarray_importable():
+    pytest.importorskip("xarray")
+    code = ("import sys\n"
+            "from distsort.cli.command import import_dask_array_lean\n"
+            "import_dask_array_lean()\n"
+            "assert 'dask.array' in sys.modules and 'xarray' not in sys.modules\n"
+            "import xarray, dask.array as da\n"
+            "assert xarray.DataArray(da.arange(3, chunks=2)).sum().compute() == 3\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+
+
+def test_since_process_start():
+    """The command's wall time counts from the process's start, to 10 ms (psutil's
+    figure, from the boot time in whole seconds, may be off by up to a second)."""
+    import psutil
+    from distsort.cli.command import _since_process_start
+    code = ("import time; from distsort.cli.command import _since_process_start as f; "
+            "print(f())")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, timeout=60, check=True)
+    assert 0 < float(r.stdout) < 10  # a fresh process: its imports, not our uptime
+    ours = _since_process_start()
+    assert abs(ours - (time.time() - psutil.Process().create_time())) < 1.1
+
+
 # ------------------------------------------------------------------ bad input
 
 def test_missing_input(tmp_path, capsys):

@@ -1,4 +1,6 @@
 """``main``: parse the command line, run the command, turn its errors into exit codes."""
+import atexit
+import contextlib
 import errno
 import os
 import sys
@@ -18,12 +20,68 @@ def _split_bench_extra(argv):
 
 
 def _since_process_start():
-    import psutil
-    return max(0.0, time.time() - psutil.Process().create_time())
+    """Seconds since this process started: to 10 ms from Linux's /proc (the process's
+    start in clock ticks since boot), else psutil's (to the second: it counts from the
+    boot time, which Linux gives in whole seconds)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces
+        ticks = int(fields[19])  # field 22, starttime; fields[0] is field 3
+        since = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        import psutil
+        since = time.time() - psutil.Process().create_time()
+    return max(0.0, since)
 
 
-def main(argv=None):
+#: Modules the command line keeps out while dask.array loads: dask.array imports
+#: xarray (and with it pandas) where it is installed, only to recognise xarray
+#: objects, which the command never gets; 0.4-0.6 s of a 512 MiB sort of 3.5 s.
+_NOT_FOR_THE_COMMAND = ("xarray",)
+
+
+def run():
+    """The ``distsort`` executable: :func:`main`, then an exit that skips the
+    interpreter's teardown.
+
+    Freeing every module and object at exit took 0.3 s of a 3.6 s sort (512 MiB on a
+    2-core VM).  Nothing of the command needs it: ``main`` closes and syncs the
+    outputs, removes its temporaries and closes its cluster before it returns; the
+    ``atexit`` handlers still run and the standard streams are flushed.
+    """
+    status = main(command_line=True)
+    atexit._run_exitfuncs()  # noqa: SLF001  (what a normal exit runs first)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing to flush to
+            stream.flush()
+    os._exit(status)
+
+
+def import_dask_array_lean():
+    """Import dask.array with ``_NOT_FOR_THE_COMMAND`` unimportable while it loads.
+
+    For the command line only (a process of its own): dask.array then does not
+    recognise xarray objects in ``from_array``, which a script might rely on.  They
+    stay importable afterwards.
+    """
+    if "dask.array" in sys.modules:
+        return
+    hidden = [m for m in _NOT_FOR_THE_COMMAND if m not in sys.modules]
+    for m in hidden:
+        sys.modules[m] = None  # makes ``import m`` raise ImportError
+    try:
+        import dask.array  # noqa: F401
+    finally:
+        for m in hidden:
+            if m in sys.modules and sys.modules[m] is None:
+                del sys.modules[m]
+
+
+def main(argv=None, *, command_line=False):
     """Run the ``distsort`` command; returns the exit status.
+
+    ``command_line``: this process is the command (:func:`run`), not a script that
+    calls ``main``.
 
     >>> main(["sort", "missing.npy", "out.npy"])
     2
@@ -40,6 +98,8 @@ def main(argv=None):
     if extra:
         args.extra = extra
     args.t0 = t0
+    if command_line:
+        import_dask_array_lean()
     try:
         with sigterm_interrupts():
             return args.func(args)

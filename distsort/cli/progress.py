@@ -26,16 +26,21 @@ def compute(client, collections, progress, label):
     import dask
     if progress:
         print(label, flush=True)
+    # Unoptimized: Dask fuses array layers and delayed ones apart, so the merges fused
+    # into the store's tasks would run a second time for the summaries of --verify,
+    # which read the same sorted chunks.  The tasks are few and large; fusing saves
+    # nothing here.
     if client is None:
         from dask.diagnostics import ProgressBar
         bar = ProgressBar() if progress else contextlib.nullcontext()
         with bar, LocalMeter() as meter:
-            results = dask.compute(*collections, scheduler=local_scheduler())
+            results = dask.compute(*collections, scheduler=local_scheduler(),
+                                   optimize_graph=False)
         return results, {"crossing": meter.crossing, "tasks": meter.tasks,
                          "steps": meter.steps}
     from distributed import get_task_stream, progress as dist_progress
     with get_task_stream(client) as stream:
-        futures = client.compute(list(collections))
+        futures = client.compute(list(collections), optimize_graph=False)
         try:
             if progress:
                 dist_progress(futures)
