@@ -454,6 +454,52 @@ def test_since_process_start():
     assert abs(ours - (time.time() - psutil.Process().create_time())) < 1.1
 
 
+def test_device_memory_limit_sorts_out_of_core(tmp_path, capsys, rng):
+    """--device-memory-limit: an input larger than the budget is sorted out of core
+    (the summary says how), verified; a chunk that alone outgrows it is refused with
+    the options that fix it, and nothing is written."""
+    x = rng.standard_normal(30_000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
+                         "--chunk-size", "2000", "--device-memory-limit", "30kB",
+                         "--verify", "--no-progress")
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    assert re.search(r"memory\s+out of core: 117\.19 kiB sorted within 29\.30 kiB of device "
+                     r"memory per worker, as \d+ runs", out), out
+    assert "verified   yes" in out
+    code, _, err = run(capsys, "sort", src, tmp_path / "p.npy", "--device", "cpu",
+                       "--chunk-size", "20000", "--device-memory-limit", "30kB")
+    assert code == 2 and "does not fit the device budget" in err and "--chunk-size" in err
+    assert not (tmp_path / "p.npy").exists() and leftovers(tmp_path) == []
+
+
+def test_device_memory_limit_on_a_cluster(tmp_path, capsys, address, rng):
+    x = rng.integers(-1000, 1000, 20_000).astype(np.int16)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--argsort",
+                                            "--chunk-size", "1000",
+                                            "--device-memory-limit", "40kB", "--verify"))
+    assert code == 0, err
+    assert "out of core" in out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.argsort(x, kind="stable"))
+
+
+def test_out_of_core_routing():
+    """On GPU workers an input over the budget stays in NumPy chunks (host input of the
+    out-of-core path); without the option nothing changes."""
+    from types import SimpleNamespace
+
+    from distsort.cli.connection import Cluster, device_budget, out_of_core
+    gpu = Cluster(None, "", gpu=True)
+    with device_budget(SimpleNamespace(device_memory_limit=10**6), gpu):
+        assert out_of_core(gpu, 10**7) == 10**6 and out_of_core(gpu, 10**5) is None
+        import dask
+        assert dask.config.get("distsort.out-of-core-engine") == "gpu"
+    with device_budget(SimpleNamespace(device_memory_limit=None), gpu):
+        assert out_of_core(gpu, 10**12) is None
+
+
 # ------------------------------------------------------------------ bad input
 
 def test_missing_input(tmp_path, capsys):
@@ -917,6 +963,22 @@ def test_sort_on_local_gpu_cluster(tmp_path, capsys):
     perm = np.lexsort((x, -k))
     assert np.array_equal(np.load(tmp_path / "ko.npy"), k[perm])
     assert np.array_equal(np.load(tmp_path / "vo.npy"), x[perm])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
+def test_out_of_core_on_a_local_gpu_cluster(tmp_path, capsys):
+    """--device-memory-limit below the input: NumPy chunks to the out-of-core path, whose
+    merges run on the GPU; verified, and equal to NumPy's sort."""
+    pytest.importorskip("dask_cuda")
+    x = np.random.default_rng().standard_normal(6_000_000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "gpu",
+                         "--chunk-size", "1MiB", "--device-memory-limit", "8MB",
+                         "--verify", "--no-progress")
+    assert code == 0, err
+    assert "GPU worker(s)" in out and "out of core" in out and "verified   yes" in out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
 
 
 @pytest.mark.gpu

@@ -2,6 +2,7 @@
 import argparse
 import sys
 
+from ..cluster import DEVICE_MEMORY_FRACTION
 from .bench import cmd_bench
 from .demo import cmd_demo
 from .errors import EXIT_CODES
@@ -30,6 +31,11 @@ def _cluster_options(p, local_workers=True):
     g.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
                    help="GPU workers with CuPy chunks, or CPU workers (default: GPUs when "
                         "CuPy sees one; for a running cluster, when every worker does)")
+    g.add_argument("--device-memory-limit", type=parse_bytes_arg, metavar="BYTES",
+                   help="GPU memory a worker's sort may hold, e.g. 8GB: a larger input is "
+                        "sorted out of core, in runs through host memory (default: the "
+                        "workers' dask-cuda limit; in a local cluster "
+                        f"{100 * DEVICE_MEMORY_FRACTION:.0f}%% of each GPU)")
     if local_workers:
         g.add_argument("--workers", type=int, metavar="N",
                        help="local cluster: worker processes (default: one per GPU or core; "

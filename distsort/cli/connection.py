@@ -32,6 +32,8 @@ def _worker_has_gpu():
 def _local_options(args, gpu):
     """``connect``'s keywords for a local cluster, from the command's options."""
     kw = {}
+    if gpu and getattr(args, "device_memory_limit", None):
+        kw["device_memory_limit"] = args.device_memory_limit
     if getattr(args, "workers", None):
         kw["n_workers"] = args.workers
     if not gpu and getattr(args, "memory_limit", None):
@@ -139,16 +141,51 @@ def check_visible(cluster, paths):
                            "the files on a filesystem they share")
 
 
+def device_budget(args, cluster):
+    """``--device-memory-limit`` as distsort's own setting, for the time the sort's graph
+    is built (where the out-of-core path is chosen); nothing without the option.  On
+    GPU workers the out-of-core merges then run on the GPUs, whatever the workers
+    report."""
+    import contextlib
+
+    import dask
+    limit = getattr(args, "device_memory_limit", None)
+    if not limit:
+        return contextlib.nullcontext()
+    engine = "gpu" if cluster.gpu else "cpu"
+    return dask.config.set({"distsort.device-memory-limit": limit,
+                            "distsort.out-of-core-engine": engine})
+
+
+def out_of_core(cluster, nbytes):
+    """The device budget per worker (bytes) where a sort of ``nbytes`` (keys and values)
+    outgrows the workers' budgets (``--device-memory-limit``, else what GPU workers
+    report), else None.  Call it within :func:`device_budget`.
+
+    Out of core, the chunks go to the sort as NumPy arrays, also on GPU workers: the
+    out-of-core path's host input, which its GPU merges read in segments, instead of
+    each whole chunk to a GPU and back to the host first.
+    """
+    from .. import memory
+    from ..outofcore import needs_out_of_core
+    reported = memory.worker_device_budgets(cluster.client)
+    budgets = memory.device_budgets(reported, len(reported))
+    return min(budgets) if needs_out_of_core(nbytes, budgets) else None
+
+
 def to_device(x, gpu):
     """NumPy chunks to CuPy chunks on GPU workers (and back with ``to_host``)."""
-    if not gpu:
+    from ..backends import array_module_name
+    if not gpu or array_module_name(x._meta) == "cupy":
         return x
     import cupy
     return x.map_blocks(cupy.asarray, dtype=x.dtype, meta=cupy.empty((0,), x.dtype))
 
 
 def to_host(x, gpu):
-    if not gpu:
+    """CuPy chunks back to NumPy (out-of-core sorts of NumPy chunks give NumPy chunks)."""
+    from ..backends import array_module_name
+    if not gpu or array_module_name(x._meta) != "cupy":
         return x
     import cupy
     return x.map_blocks(cupy.asnumpy, dtype=x.dtype, meta=np.empty((0,), x.dtype))

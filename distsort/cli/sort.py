@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .connection import check_visible, fits_in_process, open_cluster, to_device, to_host
+from .connection import (check_visible, device_budget, fits_in_process, open_cluster,
+                         out_of_core, to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import OK, VERIFY_FAILED, CLIError
@@ -48,6 +49,12 @@ class SortJob:
     @property
     def keyed(self):
         return self.mode != "sort"
+
+    def sort_bytes(self):
+        """Bytes of an element as the sort holds it: the key and the value (argsort's
+        int64 positions)."""
+        value = 8 if self.mode == "argsort" else (self.vals.dtype.itemsize if self.vals else 0)
+        return self.src.dtype.itemsize + value
 
     def per_element(self):
         """Bytes a chunk element takes in the NumPy backend (codes + keys + values)."""
@@ -98,6 +105,8 @@ def sort_graph(job, chunk, gpu, verify=False):
     except TypeError as e:  # unsupported dtype: distsort says which and why
         files = job.src.path + (f" / {job.vals.path}" if job.vals else "")
         raise CLIError(f"{files}: {e}") from e
+    except MemoryError as e:  # out of core: a chunk alone does not fit the budget
+        raise CLIError(f"{e} (here: --chunk-size, --device-memory-limit)") from e
     return (keys, values), out
 
 
@@ -126,7 +135,8 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
     returns the facts measured and the output summaries (for ``--verify=reread``)."""
     import dask.array as da
     nchunks = len(sorted_arrays[0].chunks[0])
-    ins, outs = fused_summaries(job, inputs, sorted_arrays) if args.verify else ([], [])
+    ins, outs = (fused_summaries(job, inputs, sorted_arrays, cluster.gpu) if args.verify
+                 else ([], []))
     facts = {}
     t0 = time.perf_counter()
     if outputs[0].n:
@@ -167,14 +177,21 @@ def run_sort(job, args, cluster, facts):
     Nothing is renamed into place before every output is written (and verified);
     see the module's docstring for the order of the renames and the clean-up.
     """
+    from ..outofcore import plan_out_of_core
     from ..plan import plan_network
     t0 = time.perf_counter()
     check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
                   + [str(Path(p).resolve().parent) for p in job.outputs])
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
-    inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu, args.verify)
+    with device_budget(args, cluster):
+        budget = out_of_core(cluster, job.src.n * job.sort_bytes())
+        inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu and not budget,
+                                           args.verify)
     chunks = sorted_arrays[0].chunks[0]
     facts.update(chunks=chunks, rounds=len(plan_network(len(chunks))))
+    if budget:  # the network joins runs of chunks, not chunks
+        plan = plan_out_of_core(chunks, job.sort_bytes(), budget)
+        facts.update(rounds=len(plan.rounds), out_of_core=(budget, plan.runs))
     outputs = [Output(p, a.dtype, job.src.n, chunk)
                for p, a in zip(job.outputs, sorted_arrays, strict=False)]
     report = report_context(args, cluster)

@@ -33,6 +33,7 @@ def print_summary(job, cluster, facts, report=None):
                    f"{fmt_bytes((chunks[0] if chunks else 0) * src.dtype.itemsize)} of keys "
                    f"each; {facts['rounds']} network rounds"),
         ("cluster", cluster.description),
+        *_out_of_core(job, facts),
         ("wall time", f"{facts['wall']:.2f} s in all; " + _where(facts)),
         ("throughput", rate + " (read, sort and write)"),
     ]
@@ -41,6 +42,16 @@ def print_summary(job, cluster, facts, report=None):
     if report:
         lines.append(("report", report))
     print("\n".join(f"  {k:<11}{v}" for k, v in lines), flush=True)
+
+
+def _out_of_core(job, facts):
+    """The memory line of a sort larger than the device budgets (none otherwise)."""
+    if "out_of_core" not in facts:
+        return []
+    budget, runs = facts["out_of_core"]
+    return [("memory", f"out of core: {fmt_bytes(job.src.n * job.sort_bytes())} sorted "
+                       f"within {fmt_bytes(budget)} of device memory per worker, as {runs} "
+                       "runs merged through host memory")]
 
 
 def _where(facts):
