@@ -19,13 +19,14 @@ is renamed last (see :mod:`distsort.cli.sort`).
 Exit status (see :data:`EXIT_CODES`): 0 ok, 1 verification failed, 2 bad usage
 or input, 3 runtime failure, 130 interrupted (SIGINT or SIGTERM).
 
-The modules: ``command`` (``main``), ``args`` (the parser), ``sort``, ``demo`` and
-``bench`` (the subcommands), ``files``, ``sources`` and ``outputs`` (the arrays on
-disk), ``verification`` (``--verify``), ``connection`` (the cluster, or threads of this
-process for an input that fits in memory), ``disk`` (the disk floor), ``progress``
-and ``metrics`` (running and measuring), ``summary``, ``sizes``, ``errors`` (exit
-codes) and ``signals``.  The names below are re-exported for scripts and tests; a
-test that monkeypatches a function patches it in the module that calls it.
+The modules: ``command`` (``main``; ``run``, the executable), ``args`` (the parser),
+``sort``, ``demo`` and ``bench`` (the subcommands), ``files``, ``sources`` and
+``outputs`` (the arrays on disk), ``verification`` (``--verify``), ``connection`` (the
+cluster, or threads of this process for an input that fits in memory), ``disk`` (the
+disk floor), ``progress`` and ``metrics`` (running and measuring), ``summary``,
+``sizes``, ``errors`` (exit codes) and ``signals``. The names below are re-exported for
+scripts and tests; a test that monkeypatches a function patches it in the module that
+calls it.
 """
 from .args import build_parser
 from .command import main
