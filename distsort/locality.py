@@ -43,22 +43,30 @@ _registered: dict = {}  # scheduler address -> whether the plugin is there
 _KEY_LEN = 2
 
 
-#: Tasks that read input chunks whose index is not theirs (placement gives position ``p``
-#: input chunk ``perm[p]``): they run where their input lives, whatever its index.
-READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-")
+#: Tasks that read chunks whose index is not theirs (placement gives position ``p`` input
+#: chunk ``perm[p]``; a ``part`` slices its group's sorted run, keyed by the group's
+#: first position): they run where their input lives, whatever its index.  A part run
+#: elsewhere fetched the whole run (two parts of a 512 MiB sort on two CPU workers).
+READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-",
+               "distsort-part-")
 #: Tasks that may read persisted chunks without a dependency (``distsort.held``).
 READS_HELD = ("distsort-stagek-", "distsort-stagev-")
+#: Lazy input read by distsort's own tasks (the command's files): chunk ``i`` of ``c``
+#: is read on worker ``i * W // c``, so that the network's neighbours start together.
+LAID_OUT = ("distsort-read-",)
 
 
 def keeps(dependent_key, key) -> bool:
     """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
     a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
-    chunk position, or one that reads input chunks (``READS_INPUT``).
+    chunk position, or one that reads chunks of other positions (``READS_INPUT``).
 
     >>> keeps(("distsort-low-r01-t", 3), ("distsort-high-r00-t", 3))
     True
     >>> keeps(("distsort-prepare-t", 1), ("array-t", 2)), keeps(("distsort-low-r01-t", 1), ("x", 2))
     (True, False)
+    >>> keeps(("distsort-part-r01-t", 3), ("distsort-regroup-r01-t", 0))
+    True
     """
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False

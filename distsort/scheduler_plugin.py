@@ -3,12 +3,12 @@ distributed's ``SchedulerPlugin``, and :mod:`distsort.locality` serves sorts on 
 local schedulers too, which need not import distributed."""
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .held import HOLDER, held_keys
-from .locality import _KEY_LEN, PLUGIN_NAME, READS_HELD, keeps
+from .locality import _KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, keeps
 
 
 class KeepChunksInPlace(SchedulerPlugin):
@@ -27,10 +27,35 @@ class KeepChunksInPlace(SchedulerPlugin):
         self.scheduler = scheduler
 
     def update_graph(self, scheduler, *, tasks, **kwargs):
+        laid_out = defaultdict(list)
         for key in tasks:
-            if key not in self.holds and isinstance(key, tuple) and len(key) == _KEY_LEN \
-                    and str(key[0]).startswith(READS_HELD):
+            if not (isinstance(key, tuple) and len(key) == _KEY_LEN):
+                continue
+            name = str(key[0])
+            if key not in self.holds and name.startswith(READS_HELD):
                 self._hold(scheduler, scheduler.tasks.get(key))
+            elif name.startswith(LAID_OUT):
+                laid_out[name].append(key)
+        for keys in laid_out.values():
+            self._lay_out(scheduler, keys)
+
+    @staticmethod
+    def _lay_out(scheduler, keys):
+        """Read chunk ``i`` of ``c`` on worker ``i * W // c`` (workers by address), where
+        no read of it ran yet: consecutive chunks, which the network pairs in most of
+        its rounds, start on one worker.  Left to itself the scheduler deals reads out
+        in turn, and every round of distance one sends a chunk's crossing part to the
+        other worker (a 512 MiB sort on two CPU workers sent 1 GiB between them)."""
+        workers = sorted(scheduler.workers)
+        count = 1 + max(int(k[1]) for k in keys)
+        if len(workers) < 2:
+            return
+        for key in keys:
+            ts = scheduler.tasks.get(key)
+            if ts is None or ts.state not in ("released", "waiting") or ts.worker_restrictions:
+                continue
+            ts.worker_restrictions = {workers[int(key[1]) * len(workers) // count]}
+            ts.loose_restrictions = True  # a lost worker's chunks still get read
 
     def _hold(self, scheduler, ts):
         """Place ``ts`` where its held chunks are and keep them until it ends (a chunk

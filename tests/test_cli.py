@@ -474,6 +474,24 @@ def test_device_memory_limit_sorts_out_of_core(tmp_path, capsys, rng):
     assert not (tmp_path / "p.npy").exists() and leftovers(tmp_path) == []
 
 
+def test_reads_laid_out_in_blocks(tmp_path, capsys, cluster_client, address, rng):
+    """On a cluster, chunk i of c is read on worker i * W // c (workers by address):
+    the network's neighbours start on one worker, and only the one round across the
+    two workers sends data (1.25 GiB before, 256 MiB after, for 512 MiB in 16 chunks)."""
+    import distributed
+    x = rng.standard_normal(16_000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    with distributed.get_task_stream(client=cluster_client) as ts:
+        code, out, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy",
+                                                "--chunk-size", "1000"))
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
+    reads = {t["key"][1]: t["worker"] for t in ts.data
+             if isinstance(t["key"], tuple) and str(t["key"][0]).startswith("distsort-read-")}
+    assert reads == {i: workers[i * 2 // 16] for i in range(16)}
+
+
 def test_device_memory_limit_on_a_cluster(tmp_path, capsys, address, rng):
     x = rng.integers(-1000, 1000, 20_000).astype(np.int16)
     src = save_npy(tmp_path / "in.npy", x)

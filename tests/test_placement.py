@@ -230,6 +230,12 @@ def test_groups_sort_on_their_worker(cluster_client):
     assert rounds == [0, 1]
     regroups = [k for k in ran if isinstance(k, tuple) and "-regroup-" in str(k[0])]
     assert len(regroups) == 2 and {ran[k][0] for k in regroups} == set(workers)
+    # Each regroup's parts (its run cut into chunks) run on its worker, fetching nothing.
+    parts = [k for k in ran if isinstance(k, tuple) and "-part-" in str(k[0])]
+    assert len(parts) == 8
+    group_of = {k[1]: ran[k][0] for k in regroups}
+    for k in parts:
+        assert ran[k] == (group_of[k[1] // 4 * 4], False), k
 
 
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "uint64", "float16",
