@@ -48,7 +48,7 @@ class KeepChunksInPlace(SchedulerPlugin):
         other worker (a 512 MiB sort on two CPU workers sent 1 GiB between them)."""
         workers = sorted(scheduler.workers)
         count = 1 + max(int(k[1]) for k in keys)
-        if len(workers) < 2:
+        if len(workers) <= 1:  # nothing to choose
             return
         for key in keys:
             ts = scheduler.tasks.get(key)
