@@ -46,6 +46,13 @@ def run(capsys, *argv):
     return code, out, err
 
 
+def python_c(code, *argv, timeout=120):
+    """``python -c code argv...`` in a fresh process that imports this checkout."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                          text=True, env=env, timeout=timeout, check=False)
+
+
 def sort_args(address, *argv):
     return ("sort", *argv, "--scheduler-address", address, "--no-progress")
 
@@ -375,9 +382,7 @@ def test_in_process_sort_imports_no_cluster_library(tmp_path, rng):
         "from distributed.diagnostics.plugin import SchedulerPlugin\n"
         "assert issubclass(KeepChunksInPlace, SchedulerPlugin)\n"
         "assert callable(distsort.cluster.connect) and 'sort' in dir(distsort)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=env, timeout=120, check=False)
+    r = python_c(code)
     assert r.returncode == 0, r.stderr
     assert "light True distributed False" in r.stdout, r.stdout
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
@@ -413,15 +418,12 @@ def test_the_executable(tmp_path, rng):
         "'pandas' in sys.modules))\n"
         "sys.argv = ['distsort', *sys.argv[1:]]\n"
         "run()\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = [str(src), str(tmp_path / "o.npy"), "--device", "cpu", "--no-progress"]
-    r = subprocess.run([sys.executable, "-c", code, "sort", *args], capture_output=True,
-                       text=True, env=env, timeout=120, check=False)
+    r = python_c(code, "sort", *args)
     assert r.returncode == 0, r.stderr
     assert "distsort sort: done" in r.stdout and "atexit False False" in r.stdout, r.stdout
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
-    r = subprocess.run([sys.executable, "-c", code, "sort", *args], capture_output=True,
-                       text=True, env=env, timeout=120, check=False)
+    r = python_c(code, "sort", *args)
     assert r.returncode == 2 and "already exists" in r.stderr, r.stderr
 
 
@@ -433,9 +435,7 @@ def test_lean_import_leaves_xarray_importable():
             "assert 'dask.array' in sys.modules and 'xarray' not in sys.modules\n"
             "import xarray, dask.array as da\n"
             "assert xarray.DataArray(da.arange(3, chunks=2)).sum().compute() == 3\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=env, timeout=120, check=False)
+    r = python_c(code)
     assert r.returncode == 0, r.stderr
 
 
@@ -444,11 +444,9 @@ def test_since_process_start():
     figure, from the boot time in whole seconds, may be off by up to a second)."""
     import psutil
     from distsort.cli.command import _since_process_start
-    code = ("import time; from distsort.cli.command import _since_process_start as f; "
-            "print(f())")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=env, timeout=60, check=True)
+    r = python_c("from distsort.cli.command import _since_process_start as f; print(f())",
+                 timeout=60)
+    assert r.returncode == 0, r.stderr
     assert 0 < float(r.stdout) < 10  # a fresh process: its imports, not our uptime
     ours = _since_process_start()
     assert abs(ours - (time.time() - psutil.Process().create_time())) < 1.1
