@@ -25,7 +25,14 @@ On a CPU machine (the CI-sized scenario)::
 
 On a GPU host (16 GiB of float32; local disk under --dir)::
 
-    python benchmarks/cli_io.py --sizes 16GiB --no-numpy --dir /local/scratch
+    python benchmarks/cli_io.py --sizes 16GiB --dir /local/scratch
+
+Out of core on one GPU, the input in memory (a tmpfs) where the disk holds the output
+but not both::
+
+    CUDA_VISIBLE_DEVICES=0 python benchmarks/cli_io.py --sizes 64GiB --no-numpy \
+        --steps copy distsort --dir /local/scratch --input-dir /dev/shm \
+        -- --device-memory-limit 8GB
 """
 from __future__ import annotations
 
@@ -51,17 +58,24 @@ def parse_size(text):
     return int(parse_bytes(text))
 
 
-def make_input(path, nbytes, seed):
-    """A float32 .npy of fresh random data, written in pieces (bounded memory)."""
+def make_input(path, nbytes, seed, threads=None):
+    """A float32 .npy of fresh random data, written in pieces (bounded memory) by
+    threads, each piece from its own generator spawned from ``seed``."""
+    from concurrent.futures import ThreadPoolExecutor
     n = nbytes // 4
-    rng = np.random.default_rng(seed)
     m = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n,))
     step = 1 << 26
-    for lo in range(0, n, step):
+    starts = range(0, n, step)
+    seeds = np.random.SeedSequence(seed).spawn(len(starts))
+
+    def fill(i):
+        lo = starts[i]
         hi = min(n, lo + step)
-        m[lo:hi] = rng.standard_normal(hi - lo, dtype=np.float32)
+        m[lo:hi] = np.random.default_rng(seeds[i]).standard_normal(hi - lo, dtype=np.float32)
+
+    with ThreadPoolExecutor(threads or min(8, os.cpu_count() or 1)) as pool:
+        list(pool.map(fill, range(len(starts))))
     m.flush()
-    del m
     return n
 
 
@@ -94,21 +108,32 @@ def check_sorted(src, out, reference=None):
 
 def check_streaming(src, out, step=1 << 26):
     """Without the NumPy reference (inputs too large to sort in one process in time):
-    ``out`` sorted (chunk by chunk and across the cuts) and holding the same bit patterns
-    as ``src`` (count and an order-independent 64-bit checksum, distsort.verify's hash)."""
+    ``out`` sorted (block by block, by threads, and across the cuts) and holding the
+    same bit patterns as ``src`` (count and an order-independent 64-bit checksum,
+    distsort.verify's hash)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from distsort.verify import summarize
     a, b = np.load(src, mmap_mode="r"), np.load(out, mmap_mode="r")
     if a.shape != b.shape:
         raise SystemExit(f"{out}: {b.shape} elements, input {a.shape}")
-    sums = [0, 0]
-    for lo in range(0, len(a), step):
+
+    def block(lo):
         part = np.asarray(b[lo:lo + step + 1])
-        if not np.all(part[1:] >= part[:-1]):
-            raise SystemExit(f"{out}: not sorted near element {lo}")
-        sums[0] += summarize(np.asarray(a[lo:lo + step])).keys
-        sums[1] += summarize(part[:step]).keys
-    if sums[0] % 2**64 != sums[1] % 2**64:
+        ordered = bool(np.all(part[1:] >= part[:-1]))
+        return (ordered, summarize(np.asarray(a[lo:lo + step])).keys,
+                summarize(part[:step]).keys)
+
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        found = list(pool.map(block, range(0, len(a), step)))
+    for i, (ordered, _, _) in enumerate(found):
+        if not ordered:
+            raise SystemExit(f"{out}: not sorted near element {i * step}")
+    if sum(f[1] for f in found) % 2**64 != sum(f[2] for f in found) % 2**64:
         raise SystemExit(f"{out}: not a permutation of {src} (checksums differ)")
+
+
+STEPS = ("copy", "numpy", "distsort", "distsort_verify")
 
 
 def load():
@@ -135,9 +160,11 @@ def step_order(steps, r):
 
     >>> [step_order(("copy", "numpy", "distsort", "distsort_verify"), r)[1:] for r in (0, 1)]
     [['numpy', 'distsort', 'distsort_verify'], ['distsort', 'distsort_verify', 'numpy']]
+    >>> step_order(("distsort",), 1)
+    ['distsort']
     """
     rest = list(steps[1:])
-    k = r % len(rest)
+    k = r % max(1, len(rest))
     return [steps[0], *rest[k:], *rest[:k]]
 
 
@@ -166,12 +193,11 @@ def run_step(step, src, out, args, row, ref):
     return seconds, ref
 
 
-def measure(size, workdir, args):
-    src, out = workdir / "in.npy", workdir / "out.npy"
+def measure(size, workdir, args, indir=None):
+    src, out = (indir or workdir) / "in.npy", workdir / "out.npy"
     n = make_input(src, size, args.seed)
     row = {"bytes": n * 4, "elements": n, "dtype": "float32", "repeats": args.repeat}
-    steps = ("copy", "distsort", "distsort_verify") if args.no_numpy else (
-        "copy", "numpy", "distsort", "distsort_verify")
+    steps = tuple(s for s in STEPS if s in args.steps and not (args.no_numpy and s == "numpy"))
     row["check"] = "sorted + checksum" if args.no_numpy else "element for element with NumPy"
     ref = None
     for r in range(args.repeat):
@@ -187,8 +213,10 @@ def measure(size, workdir, args):
         row[f"load_{step}"] = max(row[f"load_{step}"])
     if "numpy_s" in row:
         row["distsort_over_numpy"] = row["distsort_s"] / row["numpy_s"]
-    row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]
-    row["verify_overhead"] = row["distsort_verify_s"] / row["distsort_s"] - 1
+    if "distsort_s" in row and "copy_s" in row:
+        row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]
+    if "distsort_verify_s" in row and "distsort_s" in row:
+        row["verify_overhead"] = row["distsort_verify_s"] / row["distsort_s"] - 1
     return row
 
 
@@ -196,13 +224,15 @@ def table(rows):
     head = (f"{'size':>9} {'copy s':>8} {'numpy s':>8} {'distsort s':>11} {'--verify s':>11}"
             f" {'ds/numpy':>9} {'ds/copy':>8} {'verify +':>9} {'load':>6}")
     lines = [head]
+    nan = float("nan")
     for r in rows:
-        lines.append(f"{r['bytes'] / 2**20:>6.0f}MiB {r['copy_s']:>8.2f} "
-                     f"{r.get('numpy_s', float('nan')):>8.2f} "
-                     f"{r['distsort_s']:>11.2f} {r['distsort_verify_s']:>11.2f} "
-                     f"{r.get('distsort_over_numpy', float('nan')):>9.2f} "
-                     f"{r['distsort_over_copy']:>8.2f} "
-                     f"{100 * r['verify_overhead']:>8.1f}% {r['load_distsort']:>6.2f}")
+        lines.append(f"{r['bytes'] / 2**20:>6.0f}MiB {r.get('copy_s', nan):>8.2f} "
+                     f"{r.get('numpy_s', nan):>8.2f} "
+                     f"{r.get('distsort_s', nan):>11.2f} {r.get('distsort_verify_s', nan):>11.2f} "
+                     f"{r.get('distsort_over_numpy', nan):>9.2f} "
+                     f"{r.get('distsort_over_copy', nan):>8.2f} "
+                     f"{100 * r.get('verify_overhead', nan):>8.1f}% "
+                     f"{r.get('load_distsort', nan):>6.2f}")
     return "\n".join(lines)
 
 
@@ -229,6 +259,11 @@ def main(argv=None):
     p.add_argument("--no-numpy", action="store_true",
                    help="skip the one-process NumPy baseline (inputs too large for it) and "
                         "check the outputs by order and checksum instead")
+    p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS),
+                   help="the steps to time (default: all)")
+    p.add_argument("--input-dir",
+                   help="where the input goes (default: with the outputs under --dir), e.g. "
+                        "a tmpfs where the disk holds the outputs but not the input too")
     p.add_argument("--tag", default="", help="suffix of the result's name (e.g. before)")
     p.add_argument("--out",
                    help="JSON path (default: benchmarks/results/cli_io_<device>_<date>.json)")
@@ -240,13 +275,17 @@ def main(argv=None):
         args.seed = int.from_bytes(os.urandom(4), "little")
     base = Path(args.dir) if args.dir else Path(tempfile.gettempdir())
     workdir = Path(tempfile.mkdtemp(prefix="distsort-cli-io-", dir=base))
+    indir = (Path(tempfile.mkdtemp(prefix="distsort-cli-io-in-", dir=args.input_dir))
+             if args.input_dir else None)
     rows = []
     try:
         for s in args.sizes:
-            rows.append(measure(parse_size(s), workdir, args))
+            rows.append(measure(parse_size(s), workdir, args, indir))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        for d in (workdir, indir):
+            if d is not None:
+                shutil.rmtree(d, ignore_errors=True)
     name = device_name(args)
     date = datetime.date.today().isoformat()
     results = Path(os.environ.get("DISTSORT_RESULTS") or HERE / "results")
@@ -256,7 +295,8 @@ def main(argv=None):
     out.write_text(json.dumps({
         "scenario": "cli_io", "device": name, "date": date,
         "host": platform.node(), "cpus": os.cpu_count(), "seed": args.seed,
-        "distsort_args": args.distsort_args, "rows": rows}, indent=1) + "\n")
+        "distsort_args": args.distsort_args, "input_dir": args.input_dir,
+        "rows": rows}, indent=1) + "\n")
     print(f"wrote {out}")
     print(table(rows))
 

@@ -320,10 +320,10 @@ def test_in_process_summary(tmp_path, capsys, rng):
     assert re.search(r"disk floor\s+[\d.]+ s to read and write it once", out)
 
 
-def test_disk_floor_measured_beside_the_sort(tmp_path, capsys, rng, monkeypatch):
-    """The disk measurement runs in the background: the sort does not wait for it (here
-    it finishes only once the output is being published), and the summary still gives
-    the floor it measured."""
+def test_disk_floor_measured_beside_the_sort(tmp_path, capsys, rng, monkeypatch, address):
+    """On a cluster the disk measurement runs in the background: the sort does not wait
+    for it (here it finishes only once the output is being published), and the
+    summary still gives the floor it measured."""
     x = rng.standard_normal(12_345).astype(np.float32)
     src = save_npy(tmp_path / "in.npy", x)
     publishing = threading.Event()
@@ -340,12 +340,37 @@ def test_disk_floor_measured_beside_the_sort(tmp_path, capsys, rng, monkeypatch)
     monkeypatch.setattr(sort_cmd, "disk_floor", late_floor)
     monkeypatch.setattr(sort_cmd, "publish", flagged_publish)
     t0 = time.perf_counter()
-    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
-                         "--no-progress")
+    code, out, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy"))
     assert code == 0, err
     assert time.perf_counter() - t0 < 30  # the sort went on while the probe waited
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
     assert re.search(r"disk floor\s+123\.00 s to read and write it once", out), out
+
+
+def test_disk_floor_measured_before_an_in_process_sort(tmp_path, capsys, rng, monkeypatch):
+    """In this process the sort's threads would slow the measurement down: the sort
+    starts once the disk is measured."""
+    x = rng.standard_normal(12_345).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    events = []
+    measure, write_sorted = sort_cmd.disk_floor, sort_cmd.write_sorted
+
+    def slow_floor(*args):
+        time.sleep(0.5)
+        events.append("measured")
+        return measure(*args)
+
+    def logged_write(*args):
+        events.append("sorting")
+        return write_sorted(*args)
+
+    monkeypatch.setattr(sort_cmd, "disk_floor", slow_floor)
+    monkeypatch.setattr(sort_cmd, "write_sorted", logged_write)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "cpu",
+                         "--no-progress")
+    assert code == 0, err
+    assert "threads of this process" in out and events == ["measured", "sorting"]
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
 
 
 def test_failed_disk_floor_only_drops_its_line(tmp_path, capsys, rng, monkeypatch):
@@ -514,6 +539,77 @@ def test_out_of_core_routing():
         assert dask.config.get("distsort.out-of-core-engine") == "gpu"
     with device_budget(SimpleNamespace(device_memory_limit=None), gpu):
         assert out_of_core(gpu, 10**12) is None
+
+
+def test_in_process_on_one_gpu_decision(monkeypatch):
+    """With a GPU, this process sorts on GPU 0 when the data, three times over, fit it
+    (or a device budget it holds, out of core) and twice over fit the host; any
+    cluster option starts a cluster instead.  No GPU needed: the device is described,
+    not asked."""
+    from types import SimpleNamespace
+
+    import psutil
+
+    from distsort.cli import connection
+    monkeypatch.setattr(connection, "_wants_gpu", lambda args: True)
+    monkeypatch.setattr(connection, "first_gpu", lambda: ("Fake GPU", 100 * 10**9))
+    args = SimpleNamespace(scheduler_address=None, scheduler_file=None, workers=None,
+                           memory_limit=None, spill_dir=None, report=None,
+                           device_memory_limit=None, device="auto")
+
+    def job(n):
+        src = SimpleNamespace(n=n, dtype=np.dtype(np.float32))
+        return SimpleNamespace(src=src, sort_bytes=lambda: 4, per_element=lambda: 4)
+
+    host = psutil.virtual_memory().available
+    small = min(10**9, host // 16)  # elements: fits the fake GPU and this host
+    assert connection.fits_in_process(args, job(small))
+    assert not connection.fits_in_process(args, job(8 * 10**9))  # 96 GB > 95 GB usable
+    for option in ("workers", "memory_limit", "spill_dir"):
+        assert not connection.fits_in_process(SimpleNamespace(**{**vars(args), option: 1}),
+                                              job(small))
+    # Out of core on GPU 0: a budget it holds, whatever the input's size (within the host's)
+    budget = SimpleNamespace(**{**vars(args), "device_memory_limit": 8 * 10**9})
+    assert connection.fits_in_process(budget, job(small))
+    huge = SimpleNamespace(**{**vars(args), "device_memory_limit": 99 * 10**9})
+    assert not connection.fits_in_process(huge, job(small))
+    cpu = SimpleNamespace(**{**vars(args), "device_memory_limit": 8 * 10**9})
+    monkeypatch.setattr(connection, "_wants_gpu", lambda args: False)
+    assert not connection.fits_in_process(cpu, job(small))  # a CPU cluster, as before
+    monkeypatch.setattr(connection, "_wants_gpu", lambda args: True)
+    cluster = connection.open_cluster(args, in_process_ok=True)
+    assert cluster.client is None and cluster.gpu and "GPU 0 (Fake GPU" in cluster.description
+    monkeypatch.setattr(connection, "first_gpu", lambda: None)  # CuPy sees no device
+    assert not connection.fits_in_process(args, job(small))
+
+
+def test_write_behind_starts_writeback(tmp_path, monkeypatch):
+    """Each chunk written to a .npy output asks the kernel to start writing it back at
+    once (the range just written); the Dask config value turns it off."""
+    import dask
+
+    from distsort.cli import files
+    calls = []
+    monkeypatch.setattr(files, "_sync_file_range", lambda: lambda *a: calls.append(a) or 0)
+    x = np.arange(1000, dtype=np.int32)
+    np.save(tmp_path / "o.npy", np.zeros_like(x))
+    out = files.open_npy(tmp_path / "o.npy")
+    out[100:300] = x[100:300]
+    assert [c[1:] for c in calls] == [(out.offset + 400, 800, files.SYNC_FILE_RANGE_WRITE)]
+    with dask.config.set({"distsort.write-behind": False}):
+        out[300:400] = x[300:400]
+    assert len(calls) == 1
+    assert np.array_equal(np.load(tmp_path / "o.npy")[100:400], x[100:400])
+
+
+def test_write_behind_is_harmless_where_it_runs(tmp_path):
+    """The real call (Linux) on a real file: the data are written all the same."""
+    from distsort.cli import files
+    x = np.random.default_rng().standard_normal(10_000)
+    np.save(tmp_path / "o.npy", np.zeros_like(x))
+    out = files.open_npy(tmp_path / "o.npy")
+    out[0:10_000] = x
+    assert np.array_equal(np.load(tmp_path / "o.npy"), x)
 
 
 # ------------------------------------------------------------------ bad input
@@ -962,23 +1058,54 @@ def test_help_documents_exit_codes(capsys):
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="no CUDA GPU")
 def test_sort_on_local_gpu_cluster(tmp_path, capsys):
-    """``--device gpu``: a LocalCUDACluster (UCX when available), CuPy chunks, files on disk."""
+    """``--device gpu --workers 1``: a LocalCUDACluster (UCX when available), CuPy chunks,
+    files on disk."""
     pytest.importorskip("dask_cuda")
     x = np.random.default_rng().standard_normal(3_000_000).astype(np.float32)
     k = np.random.default_rng().integers(0, 1000, 3_000_000).astype(np.int64)
     src, keys = save_npy(tmp_path / "in.npy", x), save_npy(tmp_path / "k.npy", k)
     code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "gpu",
-                         "--chunk-size", "1MiB", "--verify", "--no-progress")
+                         "--workers", "1", "--chunk-size", "1MiB", "--verify", "--no-progress")
     assert code == 0, err
     assert "GPU worker(s)" in out and "verified   yes" in out
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
     code, out, err = run(capsys, "sort", keys, tmp_path / "ko.npy", "--values", src,
                          "--values-output", tmp_path / "vo.npy", "--device", "gpu",
-                         "--descending", "--chunk-size", "2MiB", "--verify", "--no-progress")
+                         "--workers", "1", "--descending", "--chunk-size", "2MiB", "--verify",
+                         "--no-progress")
     assert code == 0, err
     perm = np.lexsort((x, -k))
     assert np.array_equal(np.load(tmp_path / "ko.npy"), k[perm])
     assert np.array_equal(np.load(tmp_path / "vo.npy"), x[perm])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
+def test_sort_on_one_gpu_in_process(tmp_path, capsys):
+    """No cluster asked for, an input that fits GPU 0: this process sorts it there with
+    CuPy chunks (keys, argsort and key-value), verified and equal to NumPy's sort; no
+    worker process starts."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal(3_000_000).astype(np.float32)
+    x[rng.integers(0, x.size, 1000)] = np.nan
+    k = rng.integers(0, 1000, 3_000_000).astype(np.int64)
+    src, keys = save_npy(tmp_path / "in.npy", x), save_npy(tmp_path / "k.npy", k)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--chunk-size", "1MiB",
+                         "--verify", "--no-progress")
+    assert code == 0, err
+    assert "GPU 0 (" in out and "threads of this process" in out and "verified   yes" in out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x), equal_nan=True)
+    code, out, err = run(capsys, "sort", src, tmp_path / "a.npy", "--argsort",
+                         "--chunk-size", "3MiB", "--verify", "--no-progress")
+    assert code == 0 and "GPU 0 (" in out, err
+    assert np.array_equal(np.load(tmp_path / "a.npy"), np.argsort(x, kind="stable"))
+    code, out, err = run(capsys, "sort", keys, tmp_path / "ko.npy", "--values", src,
+                         "--values-output", tmp_path / "vo.npy", "--descending",
+                         "--chunk-size", "2MiB", "--verify", "--no-progress")
+    assert code == 0 and "GPU 0 (" in out, err
+    perm = np.lexsort((x, -k))  # equal keys: by value, NaN last
+    assert np.array_equal(np.load(tmp_path / "ko.npy"), k[perm])
+    assert np.array_equal(np.load(tmp_path / "vo.npy"), x[perm], equal_nan=True)
 
 
 @pytest.mark.gpu
@@ -990,11 +1117,32 @@ def test_out_of_core_on_a_local_gpu_cluster(tmp_path, capsys):
     x = np.random.default_rng().standard_normal(6_000_000).astype(np.float32)
     src = save_npy(tmp_path / "in.npy", x)
     code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--device", "gpu",
-                         "--chunk-size", "1MiB", "--device-memory-limit", "8MB",
-                         "--verify", "--no-progress")
+                         "--workers", "1", "--chunk-size", "1MiB", "--device-memory-limit",
+                         "8MB", "--verify", "--no-progress")
     assert code == 0, err
     assert "GPU worker(s)" in out and "out of core" in out and "verified   yes" in out
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="no CUDA GPU")
+def test_out_of_core_on_one_gpu_in_process(tmp_path, capsys):
+    """--device-memory-limit and no cluster asked for: this process sorts out of core on
+    GPU 0, its threads reading and writing while the device takes one step at a time;
+    keys and argsort, verified, equal to NumPy."""
+    x = np.random.default_rng().standard_normal(6_000_000).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--chunk-size", "1MiB",
+                         "--device-memory-limit", "8MB", "--verify", "--no-progress")
+    assert code == 0, err
+    assert "GPU 0 (" in out and "out of core" in out and "verified   yes" in out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    code, out, err = run(capsys, "sort", src, tmp_path / "a.npy", "--argsort", "--descending",
+                         "--chunk-size", "500000", "--device-memory-limit", "20MB",
+                         "--verify", "--no-progress")
+    assert code == 0 and "out of core" in out, err
+    assert np.array_equal(np.load(tmp_path / "a.npy"),
+                          np.argsort(-x.astype(np.float64), kind="stable"))
 
 
 @pytest.mark.gpu

@@ -11,10 +11,15 @@ other's kernels and the two directions of the link run at once.
 
 Before it allocates, a task makes room within the budget: a dask-cuda worker may hold
 chunks on the device (the input, or output chunks made earlier), and those are spilled
-first (``make_room``), so that the device never holds more than the budget.
+first (``make_room``), so that the device never holds more than the budget.  Tasks
+that run in threads of one process (several threads per worker, or the threaded
+scheduler) take the device one at a time (``one_at_a_time``): each task alone fits
+the budget, two at once might not; reading and writing chunks go on beside them.
 """
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -47,6 +52,33 @@ def phase_seconds(reset=False):
     if reset:
         _SECONDS.clear()
     return out
+
+
+_DEVICE_LOCKS: dict = {}
+
+
+@contextmanager
+def one_at_a_time():
+    """Hold the current device for this thread's out-of-core step (see the module's
+    notes); the time spent waiting for it is counted as ``device_wait``."""
+    lock = _DEVICE_LOCKS.setdefault(cupy.cuda.Device().id, threading.Lock())  # atomic
+    with _phase("device_wait"):
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@functools.cache
+def _merge_streams(device):
+    """The two streams of the merges on ``device``, made once: CuPy's memory pool reuses
+    a freed block only on the stream it was allocated on, so fresh streams for every
+    merge made each merge's device memory new (a 64 GiB sort with an 8 GB budget held
+    126 GB of the device at the end).  One merge at a time uses them
+    (``one_at_a_time``)."""
+    with cupy.cuda.Device(device):
+        return [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
 
 
 def pinned_empty(n, dtype):
@@ -100,6 +132,11 @@ def sort_run(keys, values, order, starts, budget):
     """Copy the pieces ``keys`` (and ``values``, or each piece's positions from its
     entry of ``starts``) to the device, sort them there in place as one, and copy the run
     back to pinned memory."""
+    with one_at_a_time():
+        return _sort_run(keys, values, order, starts, budget)
+
+
+def _sort_run(keys, values, order, starts, budget):
     n = sum(p.size for p in keys)
     vdtype = np.int64 if starts is not None else (None if values is None else values[0].dtype)
     make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
@@ -130,13 +167,18 @@ def sort_run(keys, values, order, starts, budget):
 def merge(x, y, cuts, order, budget):
     """The merge of sorted host runs ``x`` and ``y`` into a new pinned run, segment by
     segment (``cuts``: ``hostruns.segments``), two segments in flight."""
+    with one_at_a_time():
+        return _merge(x, y, cuts, order, budget)
+
+
+def _merge(x, y, cuts, order, budget):
     (xk, xv), (yk, yv) = parts(x), parts(y)
     total = len(xk) + len(yk)
     ok = pinned_empty(total, xk.dtype)
     ov = None if xv is None else pinned_empty(total, xv.dtype)
     seg = max((i1 - i0) + (j1 - j0) for i0, i1, j0, j1, _ in cuts)
     make_room(4 * seg * _itemsize(xk, xv), budget)
-    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    streams = _merge_streams(cupy.cuda.Device().id)
     bufs = [(cupy.empty(seg, xk.dtype), None if xv is None else cupy.empty(seg, xv.dtype))
             for _ in range(2)]
     issue = time.perf_counter()
@@ -168,6 +210,7 @@ def output(piece, like_gpu, budget):
     if not like_gpu:
         return piece
     from .hostbacked import host_backed
-    make_room(piece.nbytes, budget)
-    with _phase("output_h2d"):
-        return host_backed(piece)
+    with one_at_a_time():
+        make_room(piece.nbytes, budget)
+        with _phase("output_h2d"):
+            return host_backed(piece)

@@ -39,8 +39,8 @@ def _cluster_options(p, local_workers=True):
     if local_workers:
         g.add_argument("--workers", type=int, metavar="N",
                        help="local cluster: worker processes (default: one per GPU or core; "
-                            "without GPUs, an input that fits in memory is sorted by threads "
-                            "of this process, which start at once)")
+                            "an input that fits this host is sorted by threads of this "
+                            "process, on GPU 0 where there is one, which start at once)")
         g.add_argument("--memory-limit", metavar="BYTES",
                        help="local CPU cluster: memory per worker, e.g. 2GiB; chunks spill to "
                             "disk beyond 70%% of it (default: this host's memory, shared)")

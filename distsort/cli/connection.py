@@ -64,48 +64,94 @@ def in_process_threads(cores=None):
     return (cores or os.cpu_count() or 1) + IN_PROCESS_EXTRA_THREADS
 
 
+#: The sort's data (keys and values), this many times over, fits one GPU for this
+#: process to sort it there: the chunks, the merges' outputs before their inputs are
+#: freed, and the radix sort's buffers.
+IN_PROCESS_GPU_COPIES = 3
+#: ... and twice over in host memory: chunks read and not yet on the GPU, sorted
+#: ones waiting for the disk.
+IN_PROCESS_GPU_HOST_COPIES = 2
+
+
+def _wants_gpu(args):
+    from .. import cluster as cl
+    device = getattr(args, "device", "auto")
+    return device == "gpu" or (device == "auto" and cl.gpu_available())
+
+
+def first_gpu():
+    """Name and memory (bytes) of CUDA device 0, asked without creating a context
+    (a local cluster may still start), or None."""
+    try:
+        import cupy
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+    except Exception:  # noqa: BLE001  (no CuPy, driver or device: no GPU to use here)
+        return None
+    name = props["name"]
+    return (name.decode() if isinstance(name, bytes) else str(name)), int(props["totalGlobalMem"])
+
+
 def fits_in_process(args, job):
     """Sort with threads of this process, not a cluster of worker processes?
 
     Yes where nothing asks for a cluster (no scheduler, workers, memory limit, spill
-    directory, report or GPU) and the job takes a small share of the memory available
-    now.  Starting worker processes costs seconds and every chunk is sent to them and
-    back: for an input that fits in memory, threads sort it sooner.
+    directory or report) and the job takes a small share of the memory available now:
+    without a GPU, of the host's; with one, of the host's and of GPU 0's (which this
+    process then sorts on), or of its ``--device-memory-limit`` (out of core, the
+    runs in host memory).  Starting worker processes costs seconds (a GPU worker
+    4-9 s) and every chunk is sent to them and back: an input that fits one host is
+    sorted sooner in this process.
     """
     import psutil
 
-    from .. import cluster as cl
+    from ..memory import RESERVE
     if (args.scheduler_address or args.scheduler_file or args.workers or args.memory_limit
-            or args.spill_dir or args.report or args.device == "gpu"):
+            or args.spill_dir or args.report):
         return False
-    if args.device == "auto" and cl.gpu_available():
+    available = psutil.virtual_memory().available
+    limit = getattr(args, "device_memory_limit", None)
+    if not _wants_gpu(args):
+        return not limit and job.src.n * job.per_element() * IN_PROCESS_SHARE <= available
+    gpu = first_gpu()
+    data = job.src.n * job.sort_bytes()
+    if gpu is None or data * IN_PROCESS_GPU_HOST_COPIES > available:
         return False
-    need = job.src.n * job.per_element()
-    return need * IN_PROCESS_SHARE <= psutil.virtual_memory().available
+    usable = gpu[1] * (1 - RESERVE)
+    return limit <= usable if limit else data * IN_PROCESS_GPU_COPIES <= usable
+
+
+def _in_process(args):
+    """The threads of this process, on GPU 0 where the command sorts on GPUs."""
+    import psutil
+    threads, cores = in_process_threads(), os.cpu_count()
+    memory = psutil.virtual_memory().available // (cores or 1)
+    gpu = first_gpu() if _wants_gpu(args) else None
+    if gpu is None:
+        return Cluster(None, f"{threads} threads of this process on {cores} cores "
+                             "(the input fits in memory; --workers N starts worker "
+                             "processes)", gpu=False, worker_memory=memory, threads=threads)
+    return Cluster(None, f"GPU 0 ({gpu[0]}, {fmt_bytes(gpu[1])}) and {threads} threads of "
+                         "this process (the input fits this host; --workers N starts "
+                         "worker processes, one per GPU)", gpu=True, worker_memory=memory,
+                   threads=threads)
 
 
 def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
     """Connect as asked, or start a local cluster (GPUs when present); with
     ``local_scheduler_ok`` or ``in_process_ok`` (no cluster asked for), the local
-    threaded scheduler instead."""
+    threaded scheduler instead (on GPU 0 for ``in_process_ok`` where the command
+    sorts on GPUs)."""
     from .. import cluster as cl
     address, file = args.scheduler_address, args.scheduler_file
     if not (address or file) and local_scheduler_ok:
         return Cluster(None, "local threaded scheduler", gpu=False)
     if not (address or file) and in_process_ok:
-        import psutil
-        threads = in_process_threads()
-        return Cluster(None, f"{threads} threads of this process on {os.cpu_count()} cores "
-                             "(the input fits in memory; --workers N starts worker "
-                             "processes)", gpu=False,
-                       worker_memory=psutil.virtual_memory().available // (os.cpu_count() or 1),
-                       threads=threads)
+        return _in_process(args)
     if file and not os.path.exists(file):
         raise CLIError(f"scheduler file {file}: no such file")
-    device = getattr(args, "device", "auto")
     kw = {}
     if not (address or file):
-        gpu = device == "gpu" or (device == "auto" and cl.gpu_available())
+        gpu = _wants_gpu(args)
         kw = _local_options(args, gpu)
     try:
         client = cl.connect(address, file, gpu=gpu if not (address or file) else None, **kw)
@@ -117,6 +163,7 @@ def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
             client.wait_for_workers(1, timeout=60)
             workers = client.scheduler_info(n_workers=-1)["workers"]
         if address or file:
+            device = getattr(args, "device", "auto")
             gpu = device == "gpu" or (device == "auto" and all(
                 client.run(_worker_has_gpu).values()))
         mem = min((w.get("memory_limit") or 0) for w in workers.values())
