@@ -1,6 +1,7 @@
 """``distsort sort`` on .npy files against the disk and a one-process NumPy sort.
 
-For each size (float32 .npy, fresh random data) it measures, in one run:
+For each size (float32 .npy, fresh random data) it measures, in one run (``--steps``
+picks some):
 
 * ``copy``: ``dd bs=64M conv=fdatasync`` of the input (read all, write all: the disk floor);
 * ``numpy``: one process, ``np.load`` + ``ndarray.sort`` + ``np.save`` (+ fsync);
@@ -211,7 +212,7 @@ def measure(size, workdir, args, indir=None):
     for step in steps:  # medians; the runs and loads stay in the row
         row[f"{step}_s"] = float(np.median(row[f"{step}_runs"]))
         row[f"load_{step}"] = max(row[f"load_{step}"])
-    if "numpy_s" in row:
+    if "numpy_s" in row and "distsort_s" in row:
         row["distsort_over_numpy"] = row["distsort_s"] / row["numpy_s"]
     if "distsort_s" in row and "copy_s" in row:
         row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]

@@ -74,8 +74,8 @@ def one_at_a_time():
 def _merge_streams(device):
     """The two streams of the merges on ``device``, made once: CuPy's memory pool reuses
     a freed block only on the stream it was allocated on, so fresh streams for every
-    merge made each merge's device memory new (a 64 GiB sort with an 8 GB budget held
-    126 GB of the device at the end).  One merge at a time uses them
+    merge made each merge's device memory new (a 64 GiB sort with an 8 GB budget showed
+    up to 126 GiB in use).  One merge at a time uses them
     (``one_at_a_time``)."""
     with cupy.cuda.Device(device):
         return [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]

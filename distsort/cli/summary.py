@@ -66,7 +66,7 @@ def _where(facts):
     if steps:
         inner = ", ".join(f"{k} {steps[k]:.2f} s" for k in ("read", "sort", "write", "verify")
                           if k in steps)
-        parts.append(f"task time: {inner}")
+        parts.append(f"task time: {inner} (summed over tasks that run at once)")
     return "; ".join(parts)
 
 
