@@ -235,9 +235,9 @@ def cmd_sort(args):
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
-        # A sort in this process measures the disk first: its threads, and the imports
-        # before them, hold the GIL between the probe's reads (a 16 GiB sort on 34
-        # threads measured 136 MiB/s from the page cache).  Worker processes sort
+        # A sort in this process measures the disk first, alone: beside the sort's 34
+        # threads, or CuPy's import, the probe of a 16 GiB sort read the page cache at
+        # 136-147 MiB/s (the GIL, held between its reads).  Worker processes sort
         # elsewhere: the disk is measured beside them, once they are up, and only the
         # summary waits for it (``await_floor``).
         floor = pool.submit(*probe) if in_process else None
