@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,13 +240,13 @@ def cmd_sort(args):
         # 136-147 MiB/s (the GIL, held between its reads).  Worker processes sort
         # elsewhere: the disk is measured beside them, once they are up, and only the
         # summary waits for it (``await_floor``).
-        floor = pool.submit(*probe) if in_process else None
-        if floor is not None:
-            floor_wait(floor)
+        if in_process:
+            wait((floor := pool.submit(*probe),))
         cluster = open_cluster(args, in_process_ok=in_process)
         facts = {"start": time.perf_counter() - t0}
         try:
-            floor = floor or pool.submit(*probe)
+            if not in_process:
+                floor = pool.submit(*probe)
             run_sort(job, args, cluster, facts)
         finally:
             if cluster.close:
@@ -256,12 +256,6 @@ def cmd_sort(args):
     print("distsort sort: done", flush=True)
     print_summary(job, cluster, facts, args.report)
     return OK
-
-
-def floor_wait(floor):
-    """Wait for the disk measurement, whatever its outcome (``await_floor`` reads it)."""
-    from concurrent.futures import wait
-    wait((floor,))
 
 
 def await_floor(floor):
