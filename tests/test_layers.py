@@ -61,10 +61,11 @@ def imported(name, path, known):
         else:
             continue
         for target in targets:
-            while target and target not in known:  # ``import a.b.c`` of a non-module c
-                target = target.rpartition(".")[0]
-            if target.startswith("distsort") and target != name:
-                found.add(target)
+            module = target
+            while module and module not in known:  # ``import a.b.c`` of a non-module c
+                module = module.rpartition(".")[0]
+            if module.startswith("distsort") and module != name:
+                found.add(module)
     return found
 
 

@@ -4,8 +4,8 @@
 through :func:`sort_owned`, which picks the path by :func:`choose_local`:
 
 ``"radix"``
-    ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, about 3x faster than the
-    bitonic kernels on an H200) on distsort's order codes (``distsort.order``), so
+    ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, several times faster than the
+    bitonic kernels: ``docs/performance.md``) on distsort's order codes, so
     the result is the one of every other path bit for bit: NaNs last, ``-0.0``
     before ``+0.0``, argsort stable, ties of ``sort_by_key`` broken by the value.
     It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
