@@ -247,7 +247,7 @@ def connect(scheduler_address: str | None = None,
     return client
 
 
-def ipc_read_stats(dask_worker: Worker | None = None) -> dict[str, int]:
+def ipc_read_stats(dask_worker: Worker | None = None) -> dict[str, int | float]:
     """What this process's merges copied from other GPU workers' memory through CUDA
     IPC (``distsort.backends.cuda_ipc.read_stats``), ``{}`` where none ran; never
     imports CuPy itself.  Run it on the workers: ``client.run(ipc_read_stats)``."""

@@ -123,7 +123,7 @@ def array_module_name(meta: Array) -> str:
 def get_backend(meta: Array, share: bool = False) -> ModuleType:
     """The backend module for arrays like ``meta``; ``share``: CuPy chunks are shared
     between workers through CUDA IPC (``cupy_ipc``; workers of one host only)."""
-    if namespace(meta, strict=True).__name__ == "cupy":
+    if array_module_name(meta) == "cupy":
         if share:
             from . import cupy_ipc as backend
         else:
