@@ -166,12 +166,15 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     sources = [keys] + ([values] if values is not None else [])
 
     def output(name, part, func, args, meta):
+        # Each output's graph holds the sort and its own layer, never the other
+        # output's: see ``SortGraph.output``.
+        out = graph.output()
         if ooc is None:
-            finish_layer(graph, name, sorted_keys, func, *args)
+            finish_layer(out, name, sorted_keys, func, *args)
         else:
-            run_output_layer(graph, name, sorted_keys, chunks, ooc.plan.run_chunks,
+            run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
                              backend.output, part, gpu)
-        return da.Array(graph_over(sources, graph.layers, graph.dependencies), name,
+        return da.Array(graph_over(sources, out.layers, out.dependencies), name,
                         (chunks,), meta=meta)
 
     # Keyed chunks may hold packed (key, value) codes: finishing them needs both dtypes.
