@@ -3,6 +3,7 @@ import atexit
 import contextlib
 import errno
 import os
+import signal
 import sys
 import time
 
@@ -98,10 +99,11 @@ def main(argv=None, *, command_line=False):
     if extra:
         args.extra = extra
     args.t0 = t0
-    if command_line:
-        import_dask_array_lean()
     try:
         with sigterm_interrupts():
+            if command_line:  # SIGINT stopped the process at once while it started
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                import_dask_array_lean()
             return args.func(args)
     except CLIError as e:
         print_error(str(e))
