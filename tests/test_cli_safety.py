@@ -255,3 +255,41 @@ def test_not_a_npy_file(files, capsys, content):
     code, _, err = run(capsys, "sort", "junk.npy", "o.npy")
     assert code == 2 and "junk.npy: not a .npy file" in err, err
     assert "pickle" not in err
+
+
+def test_a_corrupt_zarr_chunk_is_named(tmp_path, capsys, monkeypatch):
+    zarr = pytest.importorskip("zarr")
+    monkeypatch.chdir(tmp_path)
+    z = zarr.open_array("in.zarr", mode="w", shape=(1000,), dtype="f8", chunks=(100,))
+    z[:] = np.random.default_rng().standard_normal(1000)
+    Path("in.zarr/c/3").write_bytes(b"not zstd")
+    code, _, err = run(capsys, "sort", "in.zarr", "o.npy", "--no-progress")
+    assert code == 2 and "cannot read zarr chunk 3 (elements 300..399)" in err, err
+    assert not Path("o.npy").exists() and leftovers(".") == []
+
+
+def command(*argv, **kw):
+    """The ``distsort`` executable (its entry point) in a new process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
+                             *argv], env=env, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_a_closed_pipe_on_stdout_is_no_error(files):
+    proc = command("sort", "in.npy", "o.npy", "--no-progress", stdout=subprocess.PIPE)
+    proc.stdout.close()  # as `| head -0` would: every write to stdout fails (EPIPE)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Broken pipe" not in err and "rror" not in err, err
+    np.testing.assert_array_equal(np.load("o.npy"), np.sort(np.load("in.npy")))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("delay", [0.3, 0.6])
+def test_a_signal_while_the_command_starts(files, sig, delay):
+    proc = command("sort", "in.npy", "o.npy", "--no-progress", stdout=subprocess.DEVNULL)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip() == "distsort: interrupted; no output written"
+    assert not Path("o.npy").exists() and leftovers(".") == []

@@ -164,6 +164,44 @@ class ZarrFile:
         import zarr
         return zarr.open_array(self.path, mode="r")
 
+    @property
+    def shape(self):
+        return self.open().shape
+
+    @property
+    def dtype(self):
+        return self.open().dtype
+
+    @property
+    def ndim(self):
+        return 1
+
+    def __getitem__(self, key):
+        """Elements ``key`` (a slice), in native byte order; a chunk that cannot be
+        read (corrupt, truncated, missing) is named in the error."""
+        z = self.open()
+        try:
+            return to_native(np.asarray(z[key]))
+        except Exception as e:
+            (key,) = key if isinstance(key, tuple) else (key,)
+            raise self._unreadable(z, *key.indices(z.shape[0])[:2], e) from e
+
+    def _unreadable(self, z, start, stop, error):
+        """The CLIError naming the first zarr chunk of ``start:stop`` that cannot be
+        read (each is tried alone), with the error it gives."""
+        size = z.chunks[0]
+        for c in range(start // size, -(-stop // size)):
+            try:
+                z[c * size:(c + 1) * size]
+            except Exception as e:  # noqa: BLE001  (whatever zarr and its codecs raise)
+                error = e
+                break
+        else:
+            c = start // size
+        return CLIError(f"{self.path}: cannot read zarr chunk {c} (elements {c * size}.."
+                        f"{min(z.shape[0], (c + 1) * size) - 1}): {type(error).__name__}: "
+                        f"{error}")
+
     def take(self, index):
         order = np.argsort(index, kind="stable")
         out = np.empty(len(index), dtype=self.open().dtype)

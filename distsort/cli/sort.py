@@ -19,6 +19,8 @@ interrupt at any point removes both temporaries, and a rename already done is un
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 from argparse import ArgumentTypeError
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -292,8 +294,13 @@ def _sort_and_summarize(job, args):
                 cluster.close()
         facts["disk"] = await_floor(floor)
     facts["wall"] = time.perf_counter() - t0
-    print("distsort sort: done", flush=True)
-    print_summary(job, cluster, facts, args.report)
+    try:
+        print("distsort sort: done", flush=True)
+        print_summary(job, cluster, facts, args.report)
+    except BrokenPipeError:  # ``| head``: the reader left; the outputs are published
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
+        os.close(devnull)
     return OK
 
 
