@@ -293,3 +293,33 @@ def test_a_signal_while_the_command_starts(files, sig, delay):
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert err.strip() == "distsort: interrupted; no output written"
     assert not Path("o.npy").exists() and leftovers(".") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_does_not_wait_for_running_sorts(files, sig):
+    """The sort of a chunk in hand takes 60 s here (400 MB of float64 took 20 s on 2
+    cores): an interrupt must end the command at once, not when it is done."""
+    code = """
+import os, time
+import distsort.backends.numpy as npb
+real = npb.prepare
+def slow(*args, **kwargs):
+    open("sorting", "w").close()
+    time.sleep(60)
+    return real(*args, **kwargs)
+npb.prepare = slow
+from distsort.launch import run
+run()
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code, "sort", "in.npy", "o.npy",
+                             "--no-progress", "--chunk-size", "5000"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not Path("sorting").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert time.monotonic() - t0 < 5 and proc.returncode == 130, err
+    assert not Path("o.npy").exists() and leftovers(".") == []
