@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any, NamedTuple
 
 import dask.array as da
 import numpy as np
 from dask.base import is_dask_collection, tokenize
-from dask.highlevelgraph import HighLevelGraph
 
 try:  # NumPy >= 2
     from numpy.lib.array_utils import normalize_axis_index
@@ -19,11 +17,11 @@ from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
 from .graph import (SortGraph, finish_layer, graph_over, out_of_core_layers,
                     run_output_layer, sort_layers)
-from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
+from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
 
-__all__ = ["sort", "argsort", "sort_by_key"]
+__all__ = ["sort", "argsort", "sort_by_key"]  # and distsort.tables.lexsort
 
 #: What the public functions take: a Dask array, or a NumPy or CuPy array (wrapped).
 ArrayLike = Any
@@ -417,105 +415,6 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     return _sort_along(x, axis, order, "values", verify)
 
 
-#: Positions are packed above values of at most this many bytes (``_stable_pack``).
-_PACKED_VALUE_BYTES = 4
-
-
-def _pack(values, block_info=None):
-    """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable.
-    The positions are made in the block's own array module (CuPy chunks stay on the GPU)."""
-    start = block_info[0]["array-location"][0][0]
-    positions = _namespace(values).arange(start, start + values.size, dtype=np.uint64)
-    bits = values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
-    return (positions << np.uint64(32)) | bits
-
-
-def _unpack(packed, dtype):
-    dtype = np.dtype(dtype)
-    return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
-
-
-def _split_by_source(perm, bounds):
-    """``perm``'s entries grouped by the input chunk they point into: ``(where,
-    offsets, local)``, where chunk ``i``'s are ``local[offsets[i]:offsets[i + 1]]``
-    (indices into chunk ``i``), for output places ``where[offsets[i]:offsets[i + 1]]``."""
-    xp = _namespace(perm)
-    bounds = xp.asarray(bounds)
-    source = xp.searchsorted(bounds, perm, side="right") - 1  # empty chunks: never chosen
-    # Any grouping will do (``where`` and ``local`` agree); NumPy's stable sort of
-    # small integers is its radix sort.
-    where = xp.argsort(source, kind="stable") if xp is np else xp.argsort(source)
-    grouped = source[where]
-    offsets = xp.searchsorted(grouped, xp.arange(len(bounds) + 1))
-    offsets = offsets.get() if xp is not np else offsets  # C + 1 numbers to the host
-    return where, offsets, perm[where] - bounds[grouped]
-
-
-def _part(split, i):
-    _, offsets, local = split
-    return local[offsets[i]:offsets[i + 1]]
-
-
-def _assemble(split, *taken):
-    where, offsets, _ = split
-    out = _namespace(taken[0]).empty(len(where), dtype=taken[0].dtype)
-    for i, part in enumerate(taken):
-        out[where[offsets[i]:offsets[i + 1]]] = part
-    return out
-
-
-def _gather(values, perm):
-    """``values[perm]`` for 1-D Dask arrays, ``perm`` a permutation: a shuffle.
-
-    Each chunk of ``perm`` is split by the input chunk its entries point into;
-    every piece goes to that chunk, takes its values and comes back: each value
-    and index travels once (``2 C D + 2 D`` small tasks for ``C`` input and ``D``
-    output chunks).  Dask's ``values[perm]`` sends every chunk of ``perm`` to every
-    chunk of ``values`` instead.
-    """
-    bounds = np.cumsum((0,) + values.chunks[0][:-1])
-    token = tokenize(values, perm)
-    split, part, take, out = (f"distsort-gather{s}-{token}" for s in ("split", "part", "take", ""))
-    layer = {}
-    for j in range(perm.numblocks[0]):
-        layer[(split, j)] = (_split_by_source, (perm.name, j), bounds)
-        for i in range(values.numblocks[0]):
-            layer[(part, i, j)] = (_part, (split, j), i)
-            layer[(take, i, j)] = (operator.getitem, (values.name, i), (part, i, j))
-        layer[(out, j)] = (_assemble, (split, j)) + tuple(
-            (take, i, j) for i in range(values.numblocks[0]))
-    graph = HighLevelGraph.from_collections(out, layer, dependencies=[values, perm])
-    return da.Array(graph, out, perm.chunks, meta=values._meta)
-
-
-def _stable_by_key(keys, values, order, verify, local="auto"):
-    """Position-stable key-value sort: equal keys keep their input order.
-
-    Values of at most 4 bytes (and fewer than 2**32 elements) travel through the
-    network packed under their positions (8 bytes), so the keyed sort's tie-break
-    by value is one by position: one network, no shuffle.  Wider values would need
-    128-bit packing: the keys are sorted with their positions (an argsort) and the
-    values gathered by them (:func:`_gather`, ``2 C D`` small tasks).  Measured
-    with ``benchmarks/sort_by_key_orders.py`` (2^22 float32 keys, chunks of 2^19,
-    2 threads on a shared 2-core VM, so only roughly): int32 values 7.3 s packed,
-    7.9 s argsort + gather; int64 values 6.9 s argsort + gather; the order by
-    value 16-19 s.
-    """
-    n = keys.shape[0]
-    if values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
-        packed = values.map_blocks(_pack, dtype=np.uint64,
-                                   meta=_module(values._meta).empty((0,), dtype=np.uint64),
-                                   name="distsort-pack-" + tokenize(values))
-        out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
-                                        what="sort_by_key", local=local)
-        return out_keys, out_packed.map_blocks(
-            _unpack, values.dtype, dtype=values.dtype,
-            name="distsort-unpack-" + tokenize(out_packed, values.dtype))
-    out_keys, perm = _sort_1d(keys, None, order, positions=True, verify=verify,
-                              what="sort_by_key", local=local)
-    return out_keys, _gather(values, perm)
-
-
 def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
                 stable: bool | None = False, verify: bool = False,
                 local: str = "auto") -> tuple[da.Array, da.Array]:
@@ -568,6 +467,9 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     array([11., 10., 20., 30.])
     """
     stable = _check_stable(stable, False)
+    if isinstance(keys, tuple) or isinstance(values, (tuple, dict)):
+        from .tables import sort_table  # a table: distsort.tables
+        return sort_table(keys, values, descending=descending, verify=verify, local=local)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)
@@ -581,7 +483,8 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     order = Order(descending=bool(descending), keyed=True)
     _check_local(local)
     if stable:
-        out_keys, out_values = _stable_by_key(keys, values, order, verify, local)
+        from .tables import stable_by_key
+        out_keys, out_values = stable_by_key(keys, values, order, verify, local)
         return _from_codes(out_keys, key_dtype), out_values
     value_dtype, values = values.dtype, _as_codes(values)
     out_keys, out_values = _sort_1d(keys, values, order, positions=False, verify=verify,
