@@ -418,28 +418,35 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
                 stable: bool | None = False, verify: bool = False,
                 local: str = "auto") -> tuple[da.Array, da.Array]:
-    """Sort 1-D ``keys`` and move ``values`` with them.
+    """Sort 1-D ``keys`` and move ``values`` with them; tables: several value arrays,
+    several keys.
 
     Parameters
     ----------
-    keys : dask.array.Array, numpy.ndarray or cupy.ndarray
-        1-D keys, as for :func:`sort` (N-D keys are flattened).
-    values : array of the same shape and backend
+    keys : dask.array.Array, numpy.ndarray or cupy.ndarray, or a tuple of them
+        1-D keys, as for :func:`sort` (N-D keys are flattened).  A tuple holds
+        several keys, sorted lexicographically as ``numpy.lexsort`` sorts them:
+        the LAST key is the primary one (see :func:`distsort.lexsort`).
+    values : array of the same shape and backend, or a tuple or dict of them
         Values of 1, 2, 4 or 8 bytes (bool, integers, floats, datetime64,
-        timedelta64).
+        timedelta64).  A tuple or dict holds several value arrays (the columns
+        of a table); they all move by one permutation, in one shuffle, and come
+        back in the same structure.  With several value arrays or several keys,
+        equal keys keep their input order (as with ``stable=True``).
     descending : bool, optional
         Largest keys first.
     stable : bool, optional
         How equal keys are ordered.  ``False`` (the default): by value, ascending
         in NumPy's order (``numpy.lexsort((values, keys))``).  ``True``: by
-        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``);
-        values of up to 4 bytes then travel packed with their positions as 8
-        bytes, wider ones are gathered after an argsort.  Both orders are
+        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
+        on NumPy chunks the keys are sorted with their positions and the values
+        gathered (1.2-1.3x the default order's time for 2^24 float32 keys with
+        int32 values on 2 cores); on CuPy chunks values of up to 4 bytes travel
+        packed with their positions as 8 bytes, wider ones are gathered after an
+        argsort (see :func:`distsort.tables.stable_by_key`).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
-        order distsort always gave, because on GPUs the stable order moves more
-        bytes (4-byte values become 8) or adds a gather.  (On the CPU the stable
-        order measured faster: ``benchmarks/sort_by_key_orders.py``.)
+        order distsort always gave, and the faster one.
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
         read, that the keys are sorted and that the keys and the (key, value)
@@ -453,7 +460,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     Returns
     -------
     (dask.array.Array, dask.array.Array)
-        The sorted keys and the values moved with them.
+        The sorted keys and the values moved with them (tuples and dicts as given).
 
     Examples
     --------
@@ -465,6 +472,12 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     >>> distsort.sort_by_key(k, v, stable=True)[1].compute()  # equal keys: input order
     array([11., 10., 20., 30.])
+    >>> sk, cols = distsort.sort_by_key(k, {"v": v, "i": np.arange(4)})  # a table
+    >>> cols["v"].compute(), cols["i"].compute()
+    (array([11., 10., 20., 30.]), array([1, 3, 2, 0]))
+    >>> (second, first), _ = distsort.sort_by_key((v, k), v)  # by k, then by v
+    >>> first.compute(), second.compute()
+    (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     """
     stable = _check_stable(stable, False)
     if isinstance(keys, tuple) or isinstance(values, (tuple, dict)):

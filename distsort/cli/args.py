@@ -65,6 +65,7 @@ def _add_sort(sub, exits):
         epilog="examples:\n  distsort sort data.npy sorted.npy --verify\n"
                "  distsort sort data.npy big.zarr --workers 2 --memory-limit 2GiB\n"
                "  distsort sort keys.npy k.npy --values v.npy --values-output v_sorted.npy\n"
+               "  distsort sort keys.npy k.npy --values v.npy --values-output v2.npy --stable\n"
                "  distsort sort data.npy order.npy --argsort --scheduler-file sched.json\n"
                f"\nexit status:\n{exits}")
     s.add_argument("input", metavar="INPUT", help="1-D array: a .npy file or a .zarr directory")
@@ -74,6 +75,9 @@ def _add_sort(sub, exits):
                    help="write the int64 indices that sort INPUT (stable) instead of the keys")
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)
     s.add_argument("--values-output", metavar="FILE", help="where to write the moved values")
+    s.add_argument("--stable", action="store_true",
+                   help="with --values: equal keys keep their input order (default: ordered "
+                        "by value); keys alone and --argsort are stable already")
     s.add_argument("--verify", nargs="?", const="fused", choices=("fused", "reread"),
                    help=VERIFY_HELP)
     s.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")

@@ -64,7 +64,7 @@ class NpyFile:
         """Elements ``start:stop`` with large sequential reads into one new array (a
         memory map would fault every page in, 4 KiB at a time)."""
         out = np.empty(stop - start, self.dtype)
-        view = memoryview(out).cast("B")
+        view = memoryview(out.view(np.uint8))  # bytes: datetime64 has no buffer format
         with open(self.path, "rb", buffering=0) as f:
             f.seek(self.offset + start * self.dtype.itemsize)
             done = 0
@@ -85,7 +85,7 @@ class NpyFile:
         start, stop, step = key.indices(self.shape[0])
         if step != 1:
             raise ValueError("NpyFile writes contiguous slices only")
-        data = memoryview(np.ascontiguousarray(value, dtype=self.dtype)).cast("B")
+        data = memoryview(np.ascontiguousarray(value, dtype=self.dtype).view(np.uint8))
         if len(data) != (stop - start) * self.dtype.itemsize:
             raise ValueError(f"writing {len(data)} bytes into {stop - start} elements")
         fd = os.open(self.path, os.O_WRONLY)

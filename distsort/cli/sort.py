@@ -47,6 +47,7 @@ class SortJob:
     outputs: list
     mode: str  # "sort", "argsort" or "values"
     descending: bool
+    stable: bool = False  # with values: equal keys in input order, not by value
 
     @property
     def keyed(self):
@@ -84,24 +85,22 @@ def check_sort_args(args):
     if args.report and not Path(args.report).resolve().parent.is_dir():
         raise CLIError(f"--report {args.report}: directory does not exist")
     mode = "argsort" if args.argsort else "values" if vals else "sort"
-    return SortJob(src, vals, outputs, mode, args.descending)
+    return SortJob(src, vals, outputs, mode, args.descending,
+                   stable=bool(getattr(args, "stable", False)))
 
 
 def sort_graph(job, chunk, gpu, verify=False):
     """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
     GPU workers), ready to summarize and, through ``to_host``, to store."""
     import distsort
-    for src in (job.src, job.vals):  # the files' writers and --verify take no times yet
-        if src is not None and src.dtype.kind in "mM":
-            raise CLIError(f"cannot sort {src.path}: dtype {src.dtype} is not supported by "
-                           "the command (distsort.sort sorts it from Python)")
     keys = to_device(job.src.array(chunk), gpu)
     values = to_device(job.vals.array(chunk), gpu) if job.vals else None
     try:
         if job.mode == "argsort":
             out = [distsort.argsort(keys, descending=job.descending, verify=bool(verify))]
         elif job.mode == "values":
-            out = list(distsort.sort_by_key(keys, values, descending=job.descending))
+            out = list(distsort.sort_by_key(keys, values, descending=job.descending,
+                                            stable=job.stable))
         else:
             out = [distsort.sort(keys, descending=job.descending)]
     except TypeError as e:  # unsupported dtype: distsort says which and why
