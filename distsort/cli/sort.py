@@ -29,6 +29,7 @@ from .connection import (check_visible, device_budget, fits_in_process, open_clu
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import OK, VERIFY_FAILED, CLIError
+from .files import local_path, url_protocol
 from .metrics import cluster_counters, crossing_tasks
 from .outputs import Output, check_output_path, publish
 from .progress import compute
@@ -76,7 +77,7 @@ def check_sort_args(args):
     vals = open_source(args.values, "VALUES") if args.values else None
     if vals is not None and vals.n != src.n:
         raise CLIError(f"VALUES has {vals.n} elements, INPUT {src.n}")
-    outputs = [args.output] + ([args.values_output] if vals else [])
+    outputs = [_local_output(p) for p in [args.output] + ([args.values_output] if vals else [])]
     if vals and Path(outputs[0]).resolve() == Path(outputs[1]).resolve():
         raise CLIError("OUTPUT and --values-output must be different files")
     inputs = [src.path] + ([vals.path] if vals else [])
@@ -87,6 +88,15 @@ def check_sort_args(args):
     mode = "argsort" if args.argsort else "values" if vals else "sort"
     return SortJob(src, vals, outputs, mode, args.descending,
                    stable=bool(getattr(args, "stable", False)))
+
+
+def _local_output(path):
+    """OUTPUT as a local path (``file://`` URLs too): written under a temporary name and
+    renamed, which other filesystems do not do atomically."""
+    if url_protocol(path) not in (None, "file"):
+        raise CLIError(f"{path}: outputs are written to local (or shared) filesystems; "
+                       "URLs are read only (write here, then copy)")
+    return local_path(path)
 
 
 def sort_graph(job, chunk, gpu, verify=False):
@@ -181,8 +191,8 @@ def run_sort(job, args, cluster, facts):
     from ..outofcore import plan_out_of_core
     from ..plan import plan_network
     t0 = time.perf_counter()
-    check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
-                  + [str(Path(p).resolve().parent) for p in job.outputs])
+    inputs = [s.path for s in (job.src, job.vals) if s is not None and not url_protocol(s.path)]
+    check_visible(cluster, inputs + [str(Path(p).resolve().parent) for p in job.outputs])
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
     with device_budget(args, cluster):
         budget = out_of_core(cluster, job.src.n * job.sort_bytes())

@@ -38,7 +38,7 @@ def _with_order(hashed, ordered):
                                disorder=ordered.disorder, where=ordered.where)
 
 
-def output_summaries(job, keys, values):
+def output_summaries(job, keys, values=None):
     """Delayed summaries of the output chunks.  ``--stable`` (with --values): the keys
     in NumPy's order of keys alone (``-0.0`` equal to ``+0.0``: the keyed order's key
     codes, without the values) and the (key, value) checksums, in one summary each."""
