@@ -212,9 +212,12 @@ def open_remote_npy(url):
     """The layout of a 1-D .npy file at a URL, from its header."""
     import fsspec
     with fsspec.open(url, "rb") as f:
+        fmt = np.lib.format
         try:
-            version = np.lib.format.read_magic(f)
-            shape, fortran, dtype = np.lib.format._read_array_header(f, version)  # noqa: SLF001
+            version = fmt.read_magic(f)
+            read = (fmt.read_array_header_1_0 if version == (1, 0)
+                    else fmt.read_array_header_2_0)  # 2.0; 3.0 differs only in its encoding
+            shape, fortran, dtype = read(f)
         except ValueError as e:
             raise CLIError(f"{url}: not a readable .npy array ({e})") from e
         offset = f.tell()
