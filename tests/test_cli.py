@@ -217,6 +217,22 @@ def test_report(tmp_path, capsys, address, rng):
     assert "cdn.bokeh.org" not in text and "Bokeh" in text
 
 
+def test_report_in_process(tmp_path, capsys, rng):
+    """--report keeps the sort in this process (no worker processes are started)."""
+    pytest.importorskip("bokeh")
+    x = rng.standard_normal(40_000)
+    src = save_npy(tmp_path / "in.npy", x)
+    report = tmp_path / "report.html"
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--report", report,
+                         "--chunk-size", "5000", "--no-progress")
+    assert code == 0, err
+    assert re.search(r"cluster\s+\d+ threads of this process", out), out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    text = report.read_text()
+    assert "<html" in text.lower() and "distsort-" in text  # the sort's task names
+    assert "cdn.bokeh.org" not in text and "Bokeh" in text
+
+
 def test_report_without_bokeh(tmp_path, capsys, inproc_address, monkeypatch):
     monkeypatch.setattr(sort_cmd, "_has_bokeh", lambda: False)  # the in-process scheduler's view
     src = save_npy(tmp_path / "in.npy", np.arange(100.0))

@@ -78,11 +78,11 @@ def test_lexsort_matches_numpy(dtypes):
     rng = np.random.default_rng(len(dtypes))
     n = 2000
     keys = []
-    for d in dtypes:
-        d = np.dtype(d)
+    for name in dtypes:
+        d = np.dtype(name)
         if d.kind in "mM":
             k = rng.integers(-50, 50, n).astype(d)
-            k[rng.random(n) < 0.1] = np.datetime64("NaT") if d.kind == "M" else np.timedelta64("NaT")
+            k[rng.random(n) < 0.1] = np.array("NaT", dtype=d)
         else:
             k = random_keys(rng, n, d, duplicates=True)
         keys.append(k)
@@ -149,7 +149,8 @@ def test_composite_codes_take_the_narrowest_width():
         dtype_of("float32", "int64")
 
 
-@pytest.mark.parametrize("chunks", [((3, 3, 3, 1), (4, 6)), ((1, 9), (10,)), ((5, 0, 5), (2, 0, 8))])
+@pytest.mark.parametrize("chunks", [((3, 3, 3, 1), (4, 6)), ((1, 9), (10,)),
+                                    ((5, 0, 5), (2, 0, 8))])
 def test_gather_moves_every_column_by_one_permutation(chunks):
     rng = np.random.default_rng(1)
     perm = rng.permutation(10)

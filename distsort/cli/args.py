@@ -80,7 +80,9 @@ def _add_sort(sub, exits):
                         "by value); keys alone and --argsort are stable already")
     s.add_argument("--verify", nargs="?", const="fused", choices=("fused", "reread"),
                    help=VERIFY_HELP)
-    s.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")
+    s.add_argument("--report", metavar="FILE.html",
+                   help="write a Dask performance report (a sort in this process: Dask's "
+                        "task and resource profiles)")
     s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _cluster_options(s)
     s.set_defaults(func=cmd_sort)

@@ -132,9 +132,26 @@ def check_report(cluster):
         raise CLIError("--report needs bokeh on the scheduler: pip install 'bokeh>=3.1'")
 
 
+@contextlib.contextmanager
+def in_process_report(path):
+    """The report of a sort by this process's threads: Dask's profilers (the tasks and
+    this process's CPU and memory use) as one HTML page, Bokeh's scripts inline."""
+    from dask.diagnostics import Profiler, ResourceProfiler, visualize
+    with Profiler() as tasks, ResourceProfiler(dt=0.25) as resources:
+        yield
+    visualize([tasks, resources], filename=path, show=False, save=True, mode="inline",
+              title="distsort sort: tasks, CPU and memory of this process")
+
+
 def report_context(args, cluster):
+    """``--report``: Dask's performance report of a cluster's scheduler, or the profile
+    of the sort in this process (which ``--report`` does not move to worker processes)."""
     if not args.report:
         return contextlib.nullcontext()
+    if cluster.client is None:
+        if not _has_bokeh():
+            raise CLIError("--report needs bokeh: pip install 'bokeh>=3.1'")
+        return in_process_report(str(Path(args.report).resolve()))
     check_report(cluster)
     from distributed import performance_report
     # Bokeh's scripts inline: the report opens on a node with no internet access.
