@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .held import HOLDER, held_keys
-from .locality import _KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, keeps
+from .locality import _KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS, keeps
 
 
 class KeepChunksInPlace(SchedulerPlugin):
@@ -85,7 +85,7 @@ class KeepChunksInPlace(SchedulerPlugin):
         for dts in ts.dependents:
             if dts.state in ("waiting", "released") and keeps(dts.key, key):
                 dts.worker_restrictions = set(where)
-                dts.loose_restrictions = True
+                dts.loose_restrictions = not str(dts.key[0]).startswith(STAYS)
 
     def _release_later(self, keys):
         """Let go of ``keys`` once no task still reads them, after the scheduler's

@@ -203,6 +203,59 @@ def test_local_cluster_default_chunks(tmp_path, capsys, rng):
                      r"each; 6 network rounds", out)
 
 
+def summary_bytes(out, line):
+    """The bytes a summary line (``crossing``, ``transfers``) starts with."""
+    from dask.utils import parse_bytes
+    return parse_bytes(re.search(rf"^\s*{line}\s+([\d.]+ \w+)", out, re.M).group(1))
+
+
+def test_verify_moves_no_chunk_between_workers(tmp_path, capsys, rng):
+    """The verify summary of a chunk runs where the chunk is, restricted strictly.
+    Restricted loosely, the scheduler's work stealing gave it to the idle worker while
+    its own sorted a larger chunk, and the chunk went with it (36 MiB sent for 12 MiB of
+    crossing in 2 of 3 runs of this sort on two worker processes)."""
+    distributed = pytest.importorskip("distributed")
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class Spy(SchedulerPlugin):
+        def __init__(self):
+            self.seen = []
+
+        def transition(self, key, start, finish, *args, **kwargs):
+            if finish == "processing" and str(key[0]).startswith("distsort-verify-summary"):
+                ts = self.scheduler.tasks[key]
+                held = {ws.address for d in ts.dependencies for ws in d.who_has}
+                self.seen.append((key, ts.loose_restrictions, ts.processing_on.address, held))
+
+    src = save_npy(tmp_path / "in.npy", rng.standard_normal(2**23).astype(np.float32))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        spy = Spy()
+        spy.scheduler = cluster.scheduler
+        cluster.scheduler.add_plugin(spy)
+        code, out, err = run(capsys, *sort_args(cluster.scheduler_address, src,
+                                                tmp_path / "o.npy", "--verify",
+                                                "--chunk-size", "24MiB"))
+    assert code == 0, err
+    assert re.search(r"chunks\s+2 \(1 x 6,291,456 \+ 1 x 2,097,152 elements\)", out), out
+    assert len(spy.seen) == 4  # two input chunks, two output chunks
+    for key, loose, worker, held in spy.seen:
+        assert not loose and held == {worker}, (key, loose, worker, held)
+    crossing, sent = summary_bytes(out, "crossing"), summary_bytes(out, "transfers")
+    assert crossing > 2**20 and sent - crossing < 2**20, out
+
+
+def test_default_chunks_keep_every_worker_busy(tmp_path, capsys, address, rng):
+    """Equal chunks, as many as the workers sort at once (not one 32 MiB chunk for one
+    of two workers, or 67,108,864 + 32,891,136 elements for 381 MiB)."""
+    x = rng.standard_normal(2**23 + 5).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy"))
+    assert code == 0, err
+    assert re.search(r"chunks\s+2 \(1 x 4,194,307 \+ 1 x 4,194,306 elements\)", out), out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+
+
 def test_report(tmp_path, capsys, address, rng):
     pytest.importorskip("bokeh")
     src = save_npy(tmp_path / "in.npy", rng.standard_normal(20_000))

@@ -210,7 +210,8 @@ def run_sort(job, args, cluster, facts):
     t0 = time.perf_counter()
     inputs = [s.path for s in (job.src, job.vals) if s is not None and not url_protocol(s.path)]
     check_visible(cluster, inputs + [str(Path(p).resolve().parent) for p in job.outputs])
-    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
+    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(),
+                           job.src.n)
     with device_budget(args, cluster):
         budget = out_of_core(cluster, job.src.n * job.sort_bytes())
         inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu and not budget,
