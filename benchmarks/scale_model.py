@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from distsort.plan import plan_network  # noqa: E402
 
-#: Measured (DESIGN.md, README): cudaMemcpyPeer between the two H200s, one way.
+#: Measured (README's figures): cudaMemcpyPeer between the two H200s, one way.
 NVLINK_GBS = 396.0
 #: Assumed: one 400 Gb/s InfiniBand NIC per GPU, about 45 GB/s of payload.
 IB_GBS = 45.0

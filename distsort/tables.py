@@ -108,7 +108,7 @@ def gather(columns, perm):
     regular = len(set(sizes[:-1])) <= 1 and sizes[-1] <= sizes[0]  # only the last shorter
     size = sizes[0] if regular else None
     token = tokenize([c.name for c in columns], perm)
-    split, part, take = (f"distsort-gather{s}-{token}" for s in ("split", "part", "take"))
+    split, part, take = (f"distsort-gather-{s}-{token}" for s in ("split", "part", "take"))
     outs = [f"distsort-gather-{k}-{token}" for k in range(len(columns))]
     layer = {}
     for j in range(perm.numblocks[0]):
