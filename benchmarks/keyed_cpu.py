@@ -34,7 +34,8 @@ import numpy as np
 from dask.diagnostics import Profiler
 
 import distsort
-from distsort import tables
+from distsort import api
+from distsort.gather import gather
 from distsort.backends import merge
 from driver import median_time, parser, print_table, save_rows, stage_seconds
 
@@ -102,12 +103,12 @@ def timed(fn, runs, warmup):
 
 def packed_under_positions(dk, dv):
     """The stable order with the values packed under their positions (8 bytes), one
-    network: ``distsort.tables.stable_by_key``'s path for CuPy chunks."""
+    network: ``distsort.api._stable_by_key``'s path for CuPy chunks."""
     from distsort.api import _sort_1d
     from distsort.backends import Order
-    packed = dv.map_blocks(tables._pack, dtype=np.uint64)
+    packed = dv.map_blocks(api._pack, dtype=np.uint64)
     sk, sp = _sort_1d(dk, packed, Order(keyed=True), positions=False)
-    return sk, sp.map_blocks(tables._unpack, dv.dtype, dtype=dv.dtype)
+    return sk, sp.map_blocks(api._unpack, dv.dtype, dtype=dv.dtype)
 
 
 def stable_case(k, v, chunks, runs, warmup):
@@ -116,7 +117,7 @@ def stable_case(k, v, chunks, runs, warmup):
     row = {}
     cases = [("default", lambda: distsort.sort_by_key(dk, dv)),
              ("stable", lambda: distsort.sort_by_key(dk, dv, stable=True))]
-    if v.dtype.itemsize <= tables._PACKED_VALUE_BYTES:  # packs under 32-bit positions
+    if v.dtype.itemsize <= api._PACKED_VALUE_BYTES:  # packs under 32-bit positions
         cases.append(("packed", lambda: packed_under_positions(dk, dv)))
     for name, fn in cases:
         row[f"{name}_s"], row[f"{name}_cpu_s"] = timed(fn, runs, warmup)
@@ -137,8 +138,8 @@ def table_rows(rng, n, chunks, runs, warmup):
     dk, dva, dvb = (da.from_array(x, chunks=size).persist() for x in (k, a, b))
 
     def per_column():
-        sk, perm = tables._argsort(dk, False, False, "auto", "sort_by_key")
-        return (sk, *(tables.gather((c,), perm)[0] for c in (dva, dvb)))
+        sk, perm = api.argsort_by_positions(dk, False, False, "auto", "sort_by_key")
+        return (sk, *(gather((c,), perm)[0] for c in (dva, dvb)))
 
     def dask_take():
         perm = distsort.argsort(dk)

@@ -23,7 +23,7 @@ import numpy as np
 
 import distsort
 from distsort.api import _sort_1d
-from distsort.tables import gather
+from distsort.gather import gather
 from distsort.backends import Order
 
 

@@ -19,7 +19,7 @@ __all__ = ["sort", "argsort", "sort_by_key", "lexsort", "VerificationError", "__
 #: ``dask.array``, which imports xarray and pandas where they are installed (about a
 #: second on a 2-core machine), and the ``distsort`` command starts its disk
 #: measurement and reading before it needs them.
-_LAZY_FUNCTIONS = {"sort": "api", "argsort": "api", "sort_by_key": "api", "lexsort": "tables"}
+_LAZY_FUNCTIONS = {"sort": "api", "argsort": "api", "sort_by_key": "tables", "lexsort": "tables"}
 #: Submodules reachable as attributes of ``distsort`` without importing them first;
 #: imported on first use, so ``import distsort`` stays light (``cluster`` imports
 #: distributed and, on GPU machines, dask-cuda).

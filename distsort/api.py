@@ -15,13 +15,14 @@ except ImportError:  # pragma: no cover
 
 from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
+from .gather import gather
 from .graph import (SortGraph, finish_layer, graph_over, out_of_core_layers,
                     run_output_layer, sort_layers)
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
 
-__all__ = ["sort", "argsort", "sort_by_key"]  # and distsort.tables.lexsort
+__all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
 
 #: What the public functions take: a Dask array, or a NumPy or CuPy array (wrapped).
 ArrayLike = Any
@@ -415,6 +416,85 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     return _sort_along(x, axis, order, "values", verify)
 
 
+#: Positions travel as uint32 (packed with keys of up to this many bytes in one
+#: 64-bit code on the CPU) where the array has fewer than 2**32 elements.
+_NARROW_KEY_BYTES = 4
+
+
+def argsort_by_positions(keys, descending, verify, local, what):
+    """``(sorted keys, permutation)`` of 1-D ``keys`` (order codes or keys distsort
+    sorts), equal keys in input order.
+
+    NumPy keys of up to 4 bytes (fewer than 2**32 of them) carry uint32 positions:
+    key and position then pack into one 64-bit code that the CPU backend sorts and
+    merges as one integer (``distsort.backends.numpy.keyed_codes``), where int64
+    positions make a 12-byte pair that it sorts by permutation.  Measured with
+    ``benchmarks/keyed_cpu.py --stable`` (2^24 float32 keys with int32 values, 8
+    chunks, 2 threads):
+    ``benchmarks/results/keyed_cpu_stable_table_cpu-2cores_2026-11-25.json``.
+    """
+    order = Order(descending=bool(descending), keyed=True)
+    n = keys.shape[0]
+    if (array_module_name(keys._meta) == "numpy" and n < 2**32
+            and keys.dtype.itemsize <= _NARROW_KEY_BYTES):
+        positions = da.arange(n, chunks=keys.chunks, dtype=np.uint32)
+        return _sort_1d(keys, positions, order, positions=False, verify=verify, what=what,
+                        local=local)
+    return _sort_1d(keys, None, order, positions=True, verify=verify, what=what, local=local)
+
+
+#: On GPUs, positions are packed above values of at most this many bytes
+#: (:func:`_pack`): one network, no shuffle.
+_PACKED_VALUE_BYTES = 4
+
+
+def _pack(values, block_info=None):
+    """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable.
+    The positions are made in the block's own array module (CuPy chunks stay on the GPU)."""
+    start = block_info[0]["array-location"][0][0]
+    positions = _module(values).arange(start, start + values.size, dtype=np.uint64)
+    bits = values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
+    return (positions << np.uint64(32)) | bits
+
+
+def _unpack(packed, dtype):
+    dtype = np.dtype(dtype)
+    return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
+
+
+def _stable_by_key(keys, values, order, verify, local="auto"):
+    """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
+    codes): equal keys keep their input order.  Returns the sorted keys and values.
+
+    NumPy chunks: the keys are sorted with their positions (:func:`argsort_by_positions`: uint32
+    positions packed with keys of up to 4 bytes) and the values gathered by them
+    (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes (and fewer than
+    2**32 elements): the values travel through the network packed under their
+    positions (8 bytes), so the keyed sort's tie-break by value is one by position:
+    one network, no shuffle; wider values: an argsort and a gather.
+
+    Measured on the CPU (2^24 float32 keys with int32 values, 8 chunks, 2 threads
+    on a shared 2-core VM, process time of the median run): the default order
+    1.31-1.37 s, argsort with uint32 positions + gather 1.67-1.73 s (1.22-1.32x),
+    values packed under positions 1.96-2.15 s (1.5-1.6x: a 12-byte pair, which the
+    CPU backend merges by codes computed per comparison, 4x slower than the 8-byte
+    codes of the default order).  ``benchmarks/keyed_cpu.py --stable`` times it.
+    """
+    n = keys.shape[0]
+    gpu = array_module_name(keys._meta) == "cupy"
+    if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
+        packed = values.map_blocks(_pack, dtype=np.uint64,
+                                   meta=_module(values._meta).empty((0,), dtype=np.uint64),
+                                   name="distsort-pack-" + tokenize(values))
+        out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
+                                        what="sort_by_key", local=local)
+        return out_keys, out_packed.map_blocks(
+            _unpack, values.dtype, dtype=values.dtype,
+            name="distsort-unpack-" + tokenize(out_packed, values.dtype))
+    out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
+    return out_keys, gather((values,), perm)[0]
+
+
 def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
                 stable: bool | None = False, verify: bool = False,
                 local: str = "auto") -> tuple[da.Array, da.Array]:
@@ -443,7 +523,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         gathered (1.2-1.3x the default order's time for 2^24 float32 keys with
         int32 values on 2 cores); on CuPy chunks values of up to 4 bytes travel
         packed with their positions as 8 bytes, wider ones are gathered after an
-        argsort (see :func:`distsort.tables.stable_by_key`).  Both orders are
+        argsort (``distsort.api._stable_by_key``).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
         order distsort always gave, and the faster one.
@@ -480,9 +560,6 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     """
     stable = _check_stable(stable, False)
-    if isinstance(keys, tuple) or isinstance(values, (tuple, dict)):
-        from .tables import sort_table  # a table: distsort.tables
-        return sort_table(keys, values, descending=descending, verify=verify, local=local)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)
@@ -496,8 +573,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     order = Order(descending=bool(descending), keyed=True)
     _check_local(local)
     if stable:
-        from .tables import stable_by_key
-        out_keys, out_values = stable_by_key(keys, values, order, verify, local)
+        out_keys, out_values = _stable_by_key(keys, values, order, verify, local)
         return _from_codes(out_keys, key_dtype), out_values
     value_dtype, values = values.dtype, _as_codes(values)
     out_keys, out_values = _sort_1d(keys, values, order, positions=False, verify=verify,

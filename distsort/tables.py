@@ -19,109 +19,17 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
 
+from . import api
 from .backends import Order, array_module_name
-from .order import TIME_KINDS, _namespace, encode, time_codes
+from .gather import gather
+from .order import TIME_KINDS, encode, time_codes
+from .xp import namespace as _namespace
 
-__all__ = ["lexsort", "sort_table", "gather", "composite_codes", "code_groups", "stable_by_key"]
+__all__ = ["sort_by_key", "lexsort", "sort_table", "composite_codes", "code_groups"]
 
 #: Bits of the widest order code a sort takes.
 _CODE_BITS = 64
-#: Positions travel as uint32 (packed with keys of up to this many bytes in one
-#: 64-bit code on the CPU) where the array has fewer than 2**32 elements.
-_NARROW_KEY_BYTES = 4
-
-
-def _split_by_source(perm, bounds, size=None):
-    """``perm``'s entries grouped by the input chunk they point into: ``(where,
-    offsets, local)``, where chunk ``i``'s are ``local[offsets[i]:offsets[i + 1]]``
-    (indices into chunk ``i``), for output places ``where[offsets[i]:offsets[i + 1]]``.
-    ``bounds``: the chunks' first indices; ``size``: their length where all but the
-    last are that long (a division then finds the chunk, not a search).
-
-    >>> where, offsets, local = _split_by_source(np.array([3, 0, 2, 1]), [0, 2])
-    >>> offsets.tolist(), local[offsets[1]:offsets[2]].tolist()
-    ([0, 2, 4], [1, 0])
-    """
-    xp = _namespace(perm)
-    bounds = xp.asarray(bounds)
-    if size:
-        source = perm // perm.dtype.type(size)
-    else:
-        source = xp.searchsorted(bounds, perm, side="right") - 1  # empty chunks: never chosen
-    # Any grouping will do (``where`` and ``local`` agree).  The chunk numbers as
-    # 8 or 16-bit integers: NumPy's stable sort of those is a radix sort (3-4x faster
-    # than of int64 at 2^21 elements).
-    source = source.astype(np.min_scalar_type(len(bounds)))
-    where = xp.argsort(source, kind="stable") if xp is np else xp.argsort(source)
-    counts = xp.bincount(source, minlength=len(bounds))
-    offsets = xp.zeros(len(bounds) + 1, dtype=np.int64)
-    xp.cumsum(counts, out=offsets[1:])
-    offsets = offsets.get() if xp is not np else offsets  # C + 1 numbers to the host
-    local = perm[where].astype(np.int64)
-    local -= xp.repeat(bounds, counts)  # the entries lie grouped by chunk now
-    return where, offsets, local
-
-
-def _part(split, i):
-    _, offsets, local = split
-    return local[offsets[i]:offsets[i + 1]]
-
-
-def _take_all(index, *chunks):
-    """Each of ``chunks`` (one input chunk of every column) at ``index``."""
-    return tuple(c[index] for c in chunks)
-
-
-def _assemble(split, column, *taken):
-    """Column ``column`` of one output chunk, from the pieces each input chunk gave."""
-    where, offsets, _ = split
-    first = taken[0][column]
-    out = _namespace(first).empty(len(where), dtype=first.dtype)
-    for i, part in enumerate(taken):
-        out[where[offsets[i]:offsets[i + 1]]] = part[column]
-    return out
-
-
-def gather(columns, perm):
-    """``tuple(c[perm] for c in columns)`` for 1-D Dask arrays chunked alike, ``perm``
-    a permutation: one shuffle for all the columns.
-
-    Each chunk of ``perm`` is split by the input chunk its entries point into;
-    every piece goes to that chunk, takes all the columns' elements and comes back:
-    each element and index travels once (``2 C D + (k + 1) D`` small tasks for ``C``
-    input chunks, ``D`` output chunks and ``k`` columns).  Dask's ``values[perm]``
-    sends every chunk of ``perm`` to every chunk of ``values``, once per column.
-
-    >>> import dask.array as da
-    >>> a = da.from_array(np.array([10, 11, 12, 13, 14]), chunks=2)
-    >>> b = da.from_array(np.array([0.0, 0.1, 0.2, 0.3, 0.4]), chunks=2)
-    >>> perm = da.from_array(np.array([4, 0, 3, 1, 2]), chunks=3)
-    >>> [c.compute().tolist() for c in gather((a, b), perm)]
-    [[14, 10, 13, 11, 12], [0.4, 0.0, 0.3, 0.1, 0.2]]
-    """
-    columns = [c.rechunk(columns[0].chunks) for c in columns]
-    first = columns[0]
-    bounds = np.cumsum((0,) + first.chunks[0][:-1])
-    sizes = first.chunks[0]
-    regular = len(set(sizes[:-1])) <= 1 and sizes[-1] <= sizes[0]  # only the last shorter
-    size = sizes[0] if regular else None
-    token = tokenize([c.name for c in columns], perm)
-    split, part, take = (f"distsort-gather-{s}-{token}" for s in ("split", "part", "take"))
-    outs = [f"distsort-gather-{k}-{token}" for k in range(len(columns))]
-    layer = {}
-    for j in range(perm.numblocks[0]):
-        layer[(split, j)] = (_split_by_source, (perm.name, j), bounds, size)
-        for i in range(first.numblocks[0]):
-            layer[(part, i, j)] = (_part, (split, j), i)
-            layer[(take, i, j)] = (_take_all, (part, i, j)) + tuple((c.name, i) for c in columns)
-        pieces = tuple((take, i, j) for i in range(first.numblocks[0]))
-        for k, out in enumerate(outs):
-            layer[(out, j)] = (_assemble, (split, j), k) + pieces
-    graph = HighLevelGraph.from_collections(outs[0], layer, dependencies=[*columns, perm])
-    return tuple(da.Array(graph, out, perm.chunks, meta=c._meta)
-                 for out, c in zip(outs, columns, strict=True))
 
 
 def _code_bits(dtype):
@@ -189,85 +97,9 @@ def composite_codes(keys):
                          meta=xp.empty((0,), dtype=width))
 
 
-def _argsort(keys, descending, verify, local, what):
-    """``(sorted keys, permutation)`` of 1-D ``keys`` (order codes or keys distsort
-    sorts), equal keys in input order.
-
-    NumPy keys of up to 4 bytes (fewer than 2**32 of them) carry uint32 positions:
-    key and position then pack into one 64-bit code that the CPU backend sorts and
-    merges as one integer (``distsort.backends.numpy.keyed_codes``), where int64
-    positions make a 12-byte pair that it sorts by permutation.  Measured with
-    ``benchmarks/keyed_cpu.py --stable`` (2^24 float32 keys with int32 values, 8
-    chunks, 2 threads): see ``benchmarks/results/keyed_cpu_cpu-2cores_2026-11-25.json``.
-    """
-    from .api import _sort_1d
-    order = Order(descending=bool(descending), keyed=True)
-    n = keys.shape[0]
-    if (array_module_name(keys._meta) == "numpy" and n < 2**32
-            and keys.dtype.itemsize <= _NARROW_KEY_BYTES):
-        positions = da.arange(n, chunks=keys.chunks, dtype=np.uint32)
-        return _sort_1d(keys, positions, order, positions=False, verify=verify, what=what,
-                        local=local)
-    return _sort_1d(keys, None, order, positions=True, verify=verify, what=what, local=local)
-
-
-#: On GPUs, positions are packed above values of at most this many bytes
-#: (:func:`_pack`): one network, no shuffle.
-_PACKED_VALUE_BYTES = 4
-
-
-def _pack(values, block_info=None):
-    """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable.
-    The positions are made in the block's own array module (CuPy chunks stay on the GPU)."""
-    start = block_info[0]["array-location"][0][0]
-    positions = _namespace(values).arange(start, start + values.size, dtype=np.uint64)
-    bits = values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
-    return (positions << np.uint64(32)) | bits
-
-
-def _unpack(packed, dtype):
-    dtype = np.dtype(dtype)
-    return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
-
-
-def stable_by_key(keys, values, order, verify, local="auto"):
-    """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
-    codes): equal keys keep their input order.  Returns the sorted keys and values.
-
-    NumPy chunks: the keys are sorted with their positions (:func:`_argsort`: uint32
-    positions packed with keys of up to 4 bytes) and the values gathered by them
-    (:func:`gather`).  CuPy chunks with values of at most 4 bytes (and fewer than
-    2**32 elements): the values travel through the network packed under their
-    positions (8 bytes), so the keyed sort's tie-break by value is one by position:
-    one network, no shuffle; wider values: an argsort and a gather.
-
-    Measured on the CPU (2^24 float32 keys with int32 values, 8 chunks, 2 threads
-    on a shared 2-core VM, process time of the median run): the default order
-    1.31-1.37 s, argsort with uint32 positions + gather 1.67-1.73 s (1.22-1.32x),
-    values packed under positions 1.96-2.15 s (1.5-1.6x: a 12-byte pair, which the
-    CPU backend merges by codes computed per comparison, 4x slower than the 8-byte
-    codes of the default order).  ``benchmarks/keyed_cpu.py --stable`` times it.
-    """
-    from .api import _module, _sort_1d
-    n = keys.shape[0]
-    gpu = array_module_name(keys._meta) == "cupy"
-    if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
-        packed = values.map_blocks(_pack, dtype=np.uint64,
-                                   meta=_module(values._meta).empty((0,), dtype=np.uint64),
-                                   name="distsort-pack-" + tokenize(values))
-        out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
-                                        what="sort_by_key", local=local)
-        return out_keys, out_packed.map_blocks(
-            _unpack, values.dtype, dtype=values.dtype,
-            name="distsort-unpack-" + tokenize(out_packed, values.dtype))
-    out_keys, perm = _argsort(keys, order.descending, verify, local, "sort_by_key")
-    return out_keys, gather((values,), perm)[0]
-
-
 def _lexsort_perm(keys, descending=False, verify=False, local="auto"):
     """The permutation that sorts 1-D ``keys`` (Dask arrays chunked alike, the LAST
     primary) lexicographically, ties in input order."""
-    from .api import _sort_1d
     bits = [_code_bits(k.dtype) for k in keys[::-1]]  # primary first
     groups = [tuple(len(keys) - 1 - i for i in g) for g in code_groups(bits)]
     perm = None
@@ -276,7 +108,7 @@ def _lexsort_perm(keys, descending=False, verify=False, local="auto"):
         if perm is not None:
             (codes,) = gather((codes,), perm)
         order = Order(descending=bool(descending), keyed=True)
-        step = _sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
+        step = api._sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
                         local=local)[1]
         perm = step if perm is None else gather((perm,), step)[0]
     return perm
@@ -296,17 +128,16 @@ def _columns_like(names, arrays):
 def _validated(arrays, what, shape=None, chunks=None):
     """The arrays validated and flattened as :func:`distsort.sort_by_key` does, all of
     one shape and one backend, chunked alike (like the first, or as ``chunks``)."""
-    from .api import _validate, as_dask_array
     out, backend = [], None
     for i, given in enumerate(arrays):
         name = f"{what}[{i!r}]"
-        a = as_dask_array(given, name)
+        a = api.as_dask_array(given, name)
         if shape is None:
             shape = a.shape
         if not any(np.isnan(d) for d in a.shape + shape) and a.shape != shape:
             raise ValueError(f"keys and values must have the same shape, got {shape} and "
                              f"{a.shape} ({name})")
-        flat, _ = _validate(a, None, name)
+        flat, _ = api._validate(a, None, name)
         module = array_module_name(flat._meta)
         if backend not in (None, module):
             raise TypeError("keys and values must all have NumPy chunks or all CuPy chunks")
@@ -352,10 +183,9 @@ def lexsort(keys, *, verify=False, local="auto"):
     >>> distsort.lexsort((first, last)).compute()  # by last, then by first
     array([2, 0, 1, 3])
     """
-    from .api import _check_local
     if not isinstance(keys, (tuple, list)) or not keys:
         raise TypeError("lexsort takes a non-empty tuple of key arrays (the last primary)")
-    _check_local(local)
+    api._check_local(local)
     keys, _ = _validated(keys, "keys")
     return _lexsort_perm(keys, verify=verify, local=local)
 
@@ -365,7 +195,8 @@ def sort_table(keys, values, *, descending=False, verify=False, local="auto"):
     of value arrays: the sorted keys and the values in the same structure.
 
     Equal keys keep their input order.  One key: it is sorted with its positions
-    (:func:`_argsort`) and the value arrays are gathered together (:func:`gather`).
+    (``distsort.api.argsort_by_positions``) and the value arrays are gathered together
+    (:func:`distsort.gather.gather`).
     Several keys (the last primary, as ``numpy.lexsort``): their permutation
     (:func:`_lexsort_perm`) gathers the keys and the values together.
 
@@ -376,8 +207,7 @@ def sort_table(keys, values, *, descending=False, verify=False, local="auto"):
     >>> sk.compute().tolist(), out["a"].compute().tolist(), out["b"].compute().tolist()
     ([0.5, 1.0, 2.0, 2.0], [4, 2, 1, 3], [0.4, 0.2, 0.1, 0.3])
     """
-    from .api import _check_local, _as_codes, _from_codes
-    _check_local(local)
+    api._check_local(local)
     several = isinstance(keys, tuple)
     names, columns = _as_columns(values) if isinstance(values, (tuple, dict)) else (None,
                                                                                    (values,))
@@ -391,10 +221,25 @@ def sort_table(keys, values, *, descending=False, verify=False, local="auto"):
         out_keys, out_values = moved[:len(key_list)], moved[len(key_list):]
     else:
         (key,) = key_list
-        sorted_codes, perm = _argsort(_as_codes(key), descending, verify, local,
+        sorted_codes, perm = api.argsort_by_positions(api._as_codes(key), descending, verify, local,
                                       "sort_by_key")
-        out_keys = _from_codes(sorted_codes, key.dtype)
+        out_keys = api._from_codes(sorted_codes, key.dtype)
         out_values = gather(columns, perm) if columns else ()
     if not isinstance(values, (tuple, dict)):
         return out_keys, out_values[0]
     return out_keys, _columns_like(names, out_values)
+
+
+def sort_by_key(keys, values, *, descending=False, stable=None, verify=False,
+                local="auto"):
+    """``distsort.sort_by_key``: :func:`distsort.api.sort_by_key` for one key array and
+    one value array, :func:`sort_table` for a tuple of keys or a tuple (or dict) of
+    value arrays (the docstring below is the API's)."""
+    if isinstance(keys, tuple) or isinstance(values, (tuple, dict)):
+        api._check_stable(stable, False)  # any order asked for: ties keep input order
+        return sort_table(keys, values, descending=descending, verify=verify, local=local)
+    return api.sort_by_key(keys, values, descending=descending, stable=stable,
+                           verify=verify, local=local)
+
+
+sort_by_key.__doc__ = api.sort_by_key.__doc__

@@ -1209,6 +1209,20 @@ def test_bench(tmp_path, capsys, monkeypatch):
     assert code == 2 and "no benchmark scenario" in err
 
 
+def test_bench_names_the_suites_scenarios(tmp_path, capfd):
+    """``distsort bench`` speaks the scenario names of docs/benchmarks.md (suite.py's),
+    not only script names: ``distsort bench cpu_merge`` ran nothing before."""
+    code = cli.main(["bench", "--list"])
+    out = capfd.readouterr().out
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines() if "GPU" in line]
+    assert {"cpu_sort", "cpu_merge", "local_sort", "distributed_sort"} <= set(listed)
+    assert "keyed_cpu" in out.split("scripts that also run alone:")[1]
+    assert cli.main(["bench", "cpu_merge", "--out", str(tmp_path), "--", "--dry-run"]) == 0
+    printed = capfd.readouterr().out
+    assert "== cpu_merge ==" in printed and "merge.py --runs 7" in printed
+
+
 def test_bench_results_not_in_checkout(tmp_path, monkeypatch, capfd):
     """Results go to the working directory or --out, never into the source checkout."""
     bench = tmp_path / "src" / "benchmarks"

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import distsort
 from arrays import bits, random_chunks, random_keys, stable_argsort
 from distsort import tables
+from distsort.gather import gather
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -156,7 +157,7 @@ def test_gather_moves_every_column_by_one_permutation(chunks):
     perm = rng.permutation(10)
     a, b = rng.integers(0, 100, 10), rng.standard_normal(10).astype(np.float32)
     cols = (da.from_array(a, chunks=(chunks[0],)), da.from_array(b, chunks=(chunks[0],)))
-    out = tables.gather(cols, da.from_array(perm, chunks=(chunks[1],)))
+    out = gather(cols, da.from_array(perm, chunks=(chunks[1],)))
     np.testing.assert_array_equal(out[0].compute(), a[perm])
     same(out[1].compute(), b[perm])
 

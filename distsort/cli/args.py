@@ -102,12 +102,14 @@ def _add_demo(sub):
 
 def _add_bench(sub):
     b = sub.add_parser("bench", help="run the benchmark scenarios in benchmarks/",
-                       description="Run benchmarks/<scenario>.py and print its table. Default: "
-                                   "the cpu_* scenarios without a GPU, every scenario with one. "
-                                   "Arguments after -- go to each scenario, e.g. "
+                       description="Run the named scenarios of benchmarks/suite.py (or a "
+                                   "script of benchmarks/ by its name). Default: the CPU "
+                                   "scenarios without a GPU, every scenario with one. "
+                                   "Arguments after -- go to the suite (or the script), e.g. "
                                    "distsort bench cpu_sort -- --quick")
     b.add_argument("scenarios", nargs="*", metavar="SCENARIO")
-    b.add_argument("--list", action="store_true", help="list the scenarios")
+    b.add_argument("--list", action="store_true",
+                   help="list the scenarios (name, GPUs, what it measures)")
     b.add_argument("--out", metavar="DIR",
                    help="directory for the scenarios' JSON results (default: the working "
                         "directory)")
