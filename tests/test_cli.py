@@ -245,6 +245,31 @@ def test_verify_moves_no_chunk_between_workers(tmp_path, capsys, rng):
     assert crossing > 2**20 and sent - crossing < 2**20, out
 
 
+def test_a_summary_kept_on_a_worker_that_leaves_runs_elsewhere():
+    """A verify summary restricted strictly to its chunk's worker must not wait forever
+    for that worker once it has left while the chunk is still held elsewhere."""
+    distributed = pytest.importorskip("distributed")
+    from distsort.locality import keep_chunks_in_place
+
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                   dashboard_address=None) as cluster,
+          distributed.Client(cluster) as client):
+        assert keep_chunks_in_place(client)
+        a, b = sorted(cluster.scheduler.workers)
+        gate = distributed.Event()
+        busy = client.submit(gate.wait, 60, workers=[a], key="busy")  # a's one thread
+        chunk = client.submit(np.arange, 10, workers=[b], key="chunk")
+        distributed.wait(chunk)
+        summary = client.submit(np.sum, chunk, workers=[a], allow_other_workers=False,
+                                key=("distsort-verify-summary-test", 0))
+        time.sleep(0.5)  # queued behind the gate on a
+        name = next(n for n, w in cluster.workers.items() if w.address == a)
+        client.sync(cluster.workers[name].close, executor_wait=False)
+        assert summary.result(timeout=30) == 45
+        gate.set()
+        del busy
+
+
 def test_default_chunks_keep_every_worker_busy(tmp_path, capsys, address, rng):
     """Equal chunks, as many as the workers sort at once (not one 32 MiB chunk for one
     of two workers, or 67,108,864 + 32,891,136 elements for 381 MiB)."""
