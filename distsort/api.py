@@ -466,19 +466,19 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    NumPy chunks: the keys are sorted with their positions (:func:`argsort_by_positions`: uint32
-    positions packed with keys of up to 4 bytes) and the values gathered by them
-    (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes (and fewer than
-    2**32 elements): the values travel through the network packed under their
-    positions (8 bytes), so the keyed sort's tie-break by value is one by position:
-    one network, no shuffle; wider values: an argsort and a gather.
+    NumPy chunks: the keys are sorted with their positions (:func:`argsort_by_positions`:
+    uint32 positions packed with keys of up to 4 bytes) and the values gathered by
+    them (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes
+    (and fewer than 2**32 elements): the values travel through the network packed
+    under their positions (8 bytes), so the keyed sort's tie-break by value is one by
+    position: one network, no shuffle; wider values: an argsort and a gather.
 
-    Measured on the CPU (2^24 float32 keys with int32 values, 8 chunks, 2 threads
-    on a shared 2-core VM, process time of the median run): the default order
-    1.31-1.37 s, argsort with uint32 positions + gather 1.67-1.73 s (1.22-1.32x),
-    values packed under positions 1.96-2.15 s (1.5-1.6x: a 12-byte pair, which the
-    CPU backend merges by codes computed per comparison, 4x slower than the 8-byte
-    codes of the default order).  ``benchmarks/keyed_cpu.py --stable`` times it.
+    Measured on the CPU (``benchmarks/keyed_cpu.py --stable``: 2^24 keys with values,
+    8 chunks, 2 threads, on a 2-core VM shared with other work, so wall times are
+    noisy; process time of the median run): float32+int32 1.56 s by value, 1.67 s
+    stable (1.07x), 2.36 s with values packed under positions (a 12-byte pair, which
+    the CPU backend merges by codes computed per comparison, 4x slower than the
+    8-byte codes of the order by value); int32+float32 1.37 / 1.81 (1.32x) / 2.25 s.
     """
     n = keys.shape[0]
     gpu = array_module_name(keys._meta) == "cupy"
@@ -520,8 +520,8 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         in NumPy's order (``numpy.lexsort((values, keys))``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
         on NumPy chunks the keys are sorted with their positions and the values
-        gathered (1.2-1.3x the default order's time for 2^24 float32 keys with
-        int32 values on 2 cores); on CuPy chunks values of up to 4 bytes travel
+        gathered (1.07-1.32x the default order's CPU time for 2^24 4-byte keys
+        with 4-byte values on 2 cores); on CuPy chunks values of up to 4 bytes travel
         packed with their positions as 8 bytes, wider ones are gathered after an
         argsort (``distsort.api._stable_by_key``).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array

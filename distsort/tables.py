@@ -62,11 +62,22 @@ def _key_code(block):
     return encode(block, canonical=True)
 
 
+def _code_width(dtypes):
+    """The narrowest unsigned dtype that holds the codes of ``dtypes`` side by side.
+
+    >>> _code_width([np.dtype("int8")]), _code_width([np.dtype("int16"), np.dtype("bool")])
+    (dtype('uint8'), dtype('uint32'))
+    """
+    total = sum(_code_bits(d) for d in dtypes)
+    if total > _CODE_BITS:
+        raise ValueError(f"the keys' codes take {total} bits, more than {_CODE_BITS}")
+    return np.dtype(f"u{1 << (max(total, 8) - 1).bit_length() - 3}")
+
+
 def _composite_block(*blocks):
     """One unsigned code per element: the blocks' codes side by side, the first block's
     the most significant."""
-    total = sum(_code_bits(b.dtype) for b in blocks)
-    width = np.dtype(f"u{max(1, 1 << (max(total, 8) - 1).bit_length() - 3)}")
+    width = _code_width([b.dtype for b in blocks])
     code = _key_code(blocks[0]).astype(width)
     for b in blocks[1:]:
         code <<= width.type(_code_bits(b.dtype))
@@ -87,10 +98,7 @@ def composite_codes(keys):
     >>> c.dtype, bool(c[0] == c[2]), bool(c[1] < c[0])
     (dtype('uint64'), True, True)
     """
-    total = sum(_code_bits(k.dtype) for k in keys)
-    if total > _CODE_BITS:
-        raise ValueError(f"the keys' codes take {total} bits, more than {_CODE_BITS}")
-    width = np.dtype(f"u{max(1, 1 << (max(total, 8) - 1).bit_length() - 3)}")
+    width = _code_width([k.dtype for k in keys])
     xp = _namespace(keys[0]._meta)
     return da.map_blocks(_composite_block, *keys, dtype=width,
                          name="distsort-keycodes-" + tokenize([k.name for k in keys]),

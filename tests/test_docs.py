@@ -26,20 +26,6 @@ def test_guides_and_examples_are_there():
             "dashboard_and_report"} <= names
 
 
-def test_cited_markdown_files_are_in_the_repository():
-    """Every ``NAME.md`` the docs, README and code cite is a file of the repository
-    (docs cited a DESIGN.md that is not one)."""
-    root = DOCS.parent
-    present = {p.name for p in root.rglob("*.md") if ".venv" not in p.parts}
-    cited = {}
-    for path in [*DOCS.glob("*.md"), root / "README.md", *root.glob("distsort/**/*.py"),
-                 *root.glob("benchmarks/*.py")]:
-        for name in re.findall(r"\b([A-Za-z_][\w-]*\.md)\b", path.read_text()):
-            cited.setdefault(name, path.name)
-    missing = {name: where for name, where in cited.items() if name not in present}
-    assert not missing, missing
-
-
 def test_notebooks_are_rendered_in_the_docs():
     """Every notebook is a page of the built docs (myst-nb, in the examples page's
     toctree), rendered as stored: the build executes none (no cluster, no GPU)."""
