@@ -203,12 +203,6 @@ def test_local_cluster_default_chunks(tmp_path, capsys, rng):
                      r"each; 6 network rounds", out)
 
 
-def summary_bytes(out, line):
-    """The bytes a summary line (``crossing``, ``transfers``) starts with."""
-    from dask.utils import parse_bytes
-    return parse_bytes(re.search(rf"^\s*{line}\s+([\d.]+ \w+)", out, re.M).group(1))
-
-
 def test_verify_moves_no_chunk_between_workers(tmp_path, capsys, rng):
     """The verify summary of a chunk runs where the chunk is, restricted strictly.
     Restricted loosely, the scheduler's work stealing gave it to the idle worker while
@@ -241,8 +235,6 @@ def test_verify_moves_no_chunk_between_workers(tmp_path, capsys, rng):
     assert len(spy.seen) == 4  # two input chunks, two output chunks
     for key, loose, worker, held in spy.seen:
         assert not loose and held == {worker}, (key, loose, worker, held)
-    crossing, sent = summary_bytes(out, "crossing"), summary_bytes(out, "transfers")
-    assert crossing > 2**20 and sent - crossing < 2**20, out
 
 
 def test_a_summary_kept_on_a_worker_that_leaves_runs_elsewhere():
