@@ -55,8 +55,12 @@ def as_codes(arrays):
     ``distsort.order.time_codes``), which the summaries hash and order; others as they are.
     """
     import numpy as np
+    from dask.base import tokenize
+    # Named as the summaries are: kept where the chunk is (distsort.locality.STAYS).
     return [a if a is None or a.dtype.kind not in TIME_KINDS else
-            a.map_blocks(time_codes, dtype=np.uint64) for a in arrays]
+            a.map_blocks(time_codes, dtype=np.uint64,
+                         name="distsort-verify-summary-codes-" + tokenize(a.name))
+            for a in arrays]
 
 
 def fused_summaries(job, inputs, outputs, gpu=False):
