@@ -133,6 +133,9 @@ class GuardedZarr:
 
     def __init__(self, array, path):
         self.array, self.path = array, path
+        # zarr v3 keeps an array's metadata in zarr.json, v2 in .zarray
+        v2 = getattr(getattr(array, "metadata", None), "zarr_format", 3) == 2
+        self.metadata = os.path.join(path, ".zarray" if v2 else "zarr.json")
         self._closed, self._active = False, 0
         self._lock = threading.Condition()
 
@@ -156,7 +159,7 @@ class GuardedZarr:
 
     def __setitem__(self, key, value):
         with self._lock:
-            if self._closed or not os.path.exists(os.path.join(self.path, "zarr.json")):
+            if self._closed or not os.path.exists(self.metadata):
                 raise OSError(errno.ENOENT, "the output was discarded", self.path)
             self._active += 1
         try:
@@ -171,7 +174,7 @@ class GuardedZarr:
         with self._lock:
             self._closed = True
             with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(self.path, "zarr.json"))
+                os.remove(self.metadata)
             self._lock.wait_for(lambda: self._active == 0, timeout)
 
 

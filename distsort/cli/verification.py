@@ -35,7 +35,8 @@ def output_order(job):
 def _with_order(hashed, ordered):
     """``hashed``'s counts and checksums with ``ordered``'s order facts."""
     return dataclasses.replace(hashed, first=ordered.first, last=ordered.last,
-                               disorder=ordered.disorder, where=ordered.where)
+                               disorder=ordered.disorder, where=ordered.where,
+                               order=ordered.order)
 
 
 def output_summaries(job, keys, values=None):
