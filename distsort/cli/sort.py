@@ -29,6 +29,7 @@ from .connection import (check_visible, device_budget, fits_in_process, open_clu
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import OK, VERIFY_FAILED, CLIError
+from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
 from .outputs import Output, check_output_path, publish
 from .progress import compute
@@ -242,12 +243,15 @@ def cmd_sort(args):
         # summary waits for it (``await_floor``).
         if in_process:
             wait((floor := pool.submit(*probe),))
+        else:
+            check_memory_limit(args, job)
         cluster = open_cluster(args, in_process_ok=in_process)
         facts = {"start": time.perf_counter() - t0}
         try:
             if not in_process:
                 floor = pool.submit(*probe)
-            run_sort(job, args, cluster, facts)
+            with end_on_worker_deaths(cluster.client):
+                run_sort(job, args, cluster, facts)
         finally:
             if cluster.close:
                 cluster.close()
