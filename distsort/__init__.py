@@ -10,8 +10,6 @@ graph runs across workers.
 >>> bool((s[1:] >= s[:-1]).all().compute())
 True
 """
-from .verify import VerificationError
-
 __version__ = "0.1.0"
 __all__ = ["sort", "argsort", "sort_by_key", "VerificationError", "__version__"]
 
@@ -26,8 +24,15 @@ _LAZY_FUNCTIONS = ("sort", "argsort", "sort_by_key")
 _LAZY_SUBMODULES = ("cluster",)
 
 
+#: ... and classes, from their modules: ``import distsort`` imports nothing (NumPy
+#: takes a quarter of a second), so that the command handles signals at once.
+_LAZY_CLASSES = {"VerificationError": "verify"}
+
+
 def __getattr__(name):
     import importlib
+    if name in _LAZY_CLASSES:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_CLASSES[name]}"), name)
     if name in _LAZY_FUNCTIONS:
         return getattr(importlib.import_module(f"{__name__}.api"), name)
     if name in _LAZY_SUBMODULES:
@@ -36,4 +41,5 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY_FUNCTIONS) | set(_LAZY_SUBMODULES))
+    return sorted(set(globals()) | set(_LAZY_FUNCTIONS) | set(_LAZY_SUBMODULES)
+                  | set(_LAZY_CLASSES))

@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover
 
 from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
+from .inputs import as_dask, check_flag, native_order, numpy_keywords
 from .graph import (SortGraph, finish_layer, graph_over, out_of_core_layers,
                     run_output_layer, sort_layers)
 from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
@@ -43,6 +44,9 @@ def _conversion(x, what):  # noqa: PLR0911 - one return per kind of collection
     an array distsort sorts, and what that array does not carry."""
     library = type(x).__module__.split(".")[0]
     lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
+    if lazy and library == "dask" and not hasattr(type(x), "to_dask_array"):
+        # a Delayed, a Bag, ...: a Delayed answers every attribute asked of it
+        return f"dask.array.from_delayed(...), or {what}.compute()", None
     table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == _TABLE_NDIM
     if hasattr(x, "data_vars"):  # xarray.Dataset
         return f'{what}["var"].data', "variable names, dimension names and coordinates"
@@ -86,16 +90,16 @@ def as_dask_array(x, what="x"):
     """
     if isinstance(x, da.Array):
         array_module_name(x._meta)
-        return x
+        return native_order(x)
     if type(x).__module__.split(".")[0] == "cupy":
         return da.from_array(x, chunks="auto", asarray=False)
     _refuse_collection(x, what)
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray) and not isinstance(x, np.memmap):
         array_module_name(x)  # refuses subclasses (masked arrays, matrices) at once
-    else:
+    elif not isinstance(x, np.ndarray):
         x = np.asarray(x)
     check_key_dtype(x.dtype, what)
-    return da.from_array(x, chunks="auto")
+    return native_order(as_dask(x))
 
 
 def _as_codes(x):
@@ -290,6 +294,13 @@ def _check_stable(stable, default):
     return bool(stable)
 
 
+def _check_flags(descending, verify):
+    """TypeError unless ``descending`` and ``verify`` are bools (not ``"yes"``)."""
+    check_flag("descending", descending)
+    check_flag("verify", verify)
+
+
+@numpy_keywords
 def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
          stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
@@ -331,7 +342,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     Returns
     -------
     dask.array.Array
-        Lazy, with the same dtype and length and chunks of the same backend.
+        Lazy, with the same dtype (in native byte order) and length and chunks of the same backend.
         A 1-D result has a regular chunking (equal chunks, the last possibly
         shorter), whatever the input's was.
 
@@ -361,6 +372,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     array(['2025-12-24', '2026-03-01',        'NaT'], dtype='datetime64[D]')
     """
     _check_stable(stable, True)
+    _check_flags(descending, verify)
     x, axis = _validate(x, axis)
     dtype, x = x.dtype, _as_codes(x)
     order = Order(descending=bool(descending))
@@ -371,6 +383,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     return _from_codes(_sort_along(x, axis, order, "keys", verify), dtype)
 
 
+@numpy_keywords
 def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
             stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
@@ -410,6 +423,7 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     array([0, 2, 1, 3])
     """
     _check_stable(stable, True)
+    _check_flags(descending, verify)
     x, axis = _validate(x, axis)
     x = _as_codes(x)
     order = Order(descending=bool(descending), keyed=True)
@@ -519,6 +533,7 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     return out_keys, _gather(values, perm)
 
 
+@numpy_keywords
 def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
                 stable: bool | None = False, verify: bool = False,
                 local: str = "auto") -> tuple[da.Array, da.Array]:
@@ -535,7 +550,13 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         Largest keys first.
     stable : bool, optional
         How equal keys are ordered.  ``False`` (the default): by value, ascending
-        in NumPy's order (``numpy.lexsort((values, keys))``).  ``True``: by
+        in NumPy's order (``numpy.lexsort((values, keys))``); where that order calls
+        pairs equal and keeps their input order (``-0.0`` and ``+0.0``, NaNs of
+        any sign and payload, as keys or values), distsort orders them by their
+        bits, whatever the input order: key, then value, each ``-0.0`` before
+        ``+0.0`` and NaNs with the sign bit clear before those with it set (k =
+        ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
+        nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``);
         values of up to 4 bytes then travel packed with their positions as 8
         bytes, wider ones are gathered after an argsort.  Both orders are
@@ -571,6 +592,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     array([11., 10., 20., 30.])
     """
     stable = _check_stable(stable, False)
+    _check_flags(descending, verify)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)

@@ -6,6 +6,7 @@ from ..cluster import DEVICE_MEMORY_FRACTION
 from .bench import cmd_bench
 from .demo import cmd_demo
 from .errors import EXIT_CODES
+from .options import memory_limit_arg, scheduler_address_arg, workers_arg
 from .sizes import parse_bytes_arg, parse_chunk_size
 from .sort import cmd_sort
 
@@ -23,7 +24,7 @@ VALUES_HELP = ("values to move with the keys (sort_by_key); needs --values-outpu
 def _cluster_options(p, local_workers=True):
     g = p.add_argument_group("cluster (default: a local cluster; GPUs when present)")
     x = g.add_mutually_exclusive_group()
-    x.add_argument("--scheduler-address", metavar="ADDR",
+    x.add_argument("--scheduler-address", metavar="ADDR", type=scheduler_address_arg,
                    help="connect to a running scheduler, e.g. tcp://10.0.0.1:8786")
     x.add_argument("--scheduler-file", metavar="FILE",
                    help="connect to the scheduler that wrote FILE "
@@ -37,11 +38,11 @@ def _cluster_options(p, local_workers=True):
                         "workers' dask-cuda limit; in a local cluster "
                         f"{100 * DEVICE_MEMORY_FRACTION:.0f}%% of each GPU)")
     if local_workers:
-        g.add_argument("--workers", type=int, metavar="N",
+        g.add_argument("--workers", type=workers_arg, metavar="N",
                        help="local cluster: worker processes (default: one per GPU or core; "
                             "an input that fits this host is sorted by threads of this "
                             "process, on GPU 0 where there is one, which start at once)")
-        g.add_argument("--memory-limit", metavar="BYTES",
+        g.add_argument("--memory-limit", metavar="BYTES", type=memory_limit_arg,
                        help="local CPU cluster: memory per worker, e.g. 2GiB; chunks spill to "
                             "disk beyond 70%% of it (default: this host's memory, shared)")
         g.add_argument("--spill-dir", metavar="DIR",

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..inputs import to_native
 from .errors import CLIError
 
+#: The first bytes of every .npy file.
+NPY_MAGIC = b"\x93NUMPY"
 #: Bytes per read call: large sequential reads, at the disk's speed.
 READ_BLOCK = 64 << 20
 
@@ -56,9 +59,8 @@ class NpyFile:
         (key,) = key if isinstance(key, tuple) else (key,)
         if isinstance(key, slice) and key.indices(self.shape[0])[2] == 1:
             start, stop, _ = key.indices(self.shape[0])
-            return self._read(start, max(start, stop)).astype(self.dtype.newbyteorder("="),
-                                                              copy=False)
-        return np.array(self._map()[key], dtype=self.dtype.newbyteorder("="))
+            return to_native(self._read(start, max(start, stop)))
+        return to_native(np.array(self._map()[key]))
 
     def _read(self, start, stop):
         """Elements ``start:stop`` with large sequential reads into one new array (a
@@ -76,7 +78,7 @@ class NpyFile:
         return out
 
     def take(self, index):
-        return np.array(self._map()[index], dtype=self.dtype.newbyteorder("="))
+        return to_native(np.array(self._map()[index]))
 
     def __setitem__(self, key, value):
         """Write ``value`` at ``key`` (a slice) with pwrite: a full disk raises
@@ -136,9 +138,14 @@ def write_behind(fd, offset, nbytes):
 
 def open_npy(path):
     """The layout of a 1-D .npy file, from its header; the data is not read."""
+    with open(path, "rb") as f:
+        magic = f.read(len(NPY_MAGIC))
+    if magic != NPY_MAGIC:
+        raise CLIError(f"{path}: not a .npy file (it does not begin with the .npy format's "
+                       "magic bytes, \\x93NUMPY)")
     try:
         m = np.load(path, mmap_mode="r")
-    except ValueError as e:  # pickled objects, or not a .npy file
+    except ValueError as e:  # pickled objects
         raise CLIError(f"{path}: not a readable .npy array ({e})") from e
     if not isinstance(m, np.memmap):
         raise CLIError(f"{path}: not a .npy array file")
@@ -156,6 +163,44 @@ class ZarrFile:
     def open(self):
         import zarr
         return zarr.open_array(self.path, mode="r")
+
+    @property
+    def shape(self):
+        return self.open().shape
+
+    @property
+    def dtype(self):
+        return self.open().dtype
+
+    @property
+    def ndim(self):
+        return 1
+
+    def __getitem__(self, key):
+        """Elements ``key`` (a slice), in native byte order; a chunk that cannot be
+        read (corrupt, truncated, missing) is named in the error."""
+        z = self.open()
+        try:
+            return to_native(np.asarray(z[key]))
+        except Exception as e:
+            (key,) = key if isinstance(key, tuple) else (key,)
+            raise self._unreadable(z, *key.indices(z.shape[0])[:2], e) from e
+
+    def _unreadable(self, z, start, stop, error):
+        """The CLIError naming the first zarr chunk of ``start:stop`` that cannot be
+        read (each is tried alone), with the error it gives."""
+        size = z.chunks[0]
+        for c in range(start // size, -(-stop // size)):
+            try:
+                z[c * size:(c + 1) * size]
+            except Exception as e:  # noqa: BLE001  (whatever zarr and its codecs raise)
+                error = e
+                break
+        else:
+            c = start // size
+        return CLIError(f"{self.path}: cannot read zarr chunk {c} (elements {c * size}.."
+                        f"{min(z.shape[0], (c + 1) * size) - 1}): {type(error).__name__}: "
+                        f"{error}")
 
     def take(self, index):
         order = np.argsort(index, kind="stable")

@@ -19,21 +19,26 @@ interrupt at any point removes both temporaries, and a rename already done is un
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
+from argparse import ArgumentTypeError
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .connection import (check_visible, device_budget, fits_in_process, open_cluster,
                          out_of_core, to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
-from .errors import OK, VERIFY_FAILED, CLIError
+from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
 from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
-from .outputs import Output, check_output_path, publish
+from .outputs import Output, check_not_input, check_output_path, publish
+from .temporaries import clean_directory
 from .progress import compute
-from .sizes import chunk_elements
+from .options import check_cluster_options
+from .sizes import check_chunk_count, chunk_elements
 from .sources import Source, open_source
 from .summary import print_summary
 from .verification import fused_summaries, judge, reread
@@ -48,6 +53,12 @@ class SortJob:
     outputs: list
     mode: str  # "sort", "argsort" or "values"
     descending: bool
+    #: The outputs once being written (``Output``): which of them are published.
+    written: list = field(default_factory=list)
+
+    @property
+    def published(self):
+        return any(o.committed for o in self.written)
 
     @property
     def keyed(self):
@@ -80,12 +91,29 @@ def check_sort_args(args):
     if vals and Path(outputs[0]).resolve() == Path(outputs[1]).resolve():
         raise CLIError("OUTPUT and --values-output must be different files")
     inputs = [src.path] + ([vals.path] if vals else [])
+    for d in {Path(p).resolve().parent for p in outputs}:
+        clean_directory(d)  # what killed runs left: before OUTPUT is looked at
     for p in outputs:
         check_output_path(p, args.overwrite, inputs)
-    if args.report and not Path(args.report).resolve().parent.is_dir():
-        raise CLIError(f"--report {args.report}: directory does not exist")
+    check_other_writes(args, inputs, outputs)
+    try:
+        check_chunk_count(args.chunk_size, src.n, src.dtype.itemsize)
+    except ArgumentTypeError as e:
+        raise CLIError(str(e)) from None
     mode = "argsort" if args.argsort else "values" if vals else "sort"
     return SortJob(src, vals, outputs, mode, args.descending)
+
+
+def check_other_writes(args, inputs, outputs):
+    """The report and the spill directory: never an input, inside one, or an output."""
+    if args.report:
+        check_not_input(args.report, inputs, "--report")
+        if Path(args.report).resolve() in {Path(p).resolve() for p in outputs}:
+            raise CLIError(f"--report {args.report}: is an output too; name another file")
+        if not Path(args.report).resolve().parent.is_dir():
+            raise CLIError(f"--report {args.report}: directory does not exist")
+    if getattr(args, "spill_dir", None):
+        check_not_input(args.spill_dir, inputs, "--spill-dir")
 
 
 def sort_graph(job, chunk, gpu, verify=False):
@@ -197,6 +225,7 @@ def run_sort(job, args, cluster, facts):
         facts.update(rounds=len(plan.rounds), out_of_core=(budget, plan.runs))
     outputs = [Output(p, a.dtype, job.src.n, chunk)
                for p, a in zip(job.outputs, sorted_arrays, strict=False)]
+    job.written = outputs
     report = report_context(args, cluster)
     try:
         for o in outputs:
@@ -231,8 +260,20 @@ def _local_threads(cluster):
 
 
 def cmd_sort(args):
-    t0 = getattr(args, "t0", None) or time.perf_counter()
+    check_cluster_options(args)
     job = check_sort_args(args)
+    try:
+        return _sort_and_summarize(job, args)
+    except (KeyboardInterrupt, Interrupted):
+        if not job.published:
+            raise
+        # The renames are done: the outputs are complete, whatever comes after.
+        raise CLIError(f"interrupted after the output was published: {', '.join(job.outputs)} "
+                       "complete", INTERRUPTED) from None
+
+
+def _sort_and_summarize(job, args):
+    t0 = getattr(args, "t0", None) or time.perf_counter()
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
@@ -257,8 +298,13 @@ def cmd_sort(args):
                 cluster.close()
         facts["disk"] = await_floor(floor)
     facts["wall"] = time.perf_counter() - t0
-    print("distsort sort: done", flush=True)
-    print_summary(job, cluster, facts, args.report)
+    try:
+        print("distsort sort: done", flush=True)
+        print_summary(job, cluster, facts, args.report)
+    except BrokenPipeError:  # ``| head``: the reader left; the outputs are published
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
+        os.close(devnull)
     return OK
 
 

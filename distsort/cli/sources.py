@@ -26,11 +26,10 @@ class Source:
 
     def array(self, chunk):
         import dask.array as da
-        if self.kind == "npy":
-            x = da.from_array(self.reader, chunks=(chunk,), meta=np.empty(0, self.dtype),
-                              name="distsort-read-" + _token(self.path))
-        else:
-            x = da.from_zarr(self.reader.open(), chunks=(chunk,))
+        # zarr too: its reader names a chunk it cannot read
+        x = da.from_array(self.reader, chunks=(chunk,),
+                          meta=np.empty(0, self.dtype.newbyteorder("=")),
+                          name="distsort-read-" + _token(self.path))
         # A big-endian file's chunks arrive in native order: say so in the dtype.
         return x if x.dtype == self.dtype else x.astype(self.dtype)
 
