@@ -66,6 +66,7 @@ def _add_sort(sub, exits):
         epilog="examples:\n  distsort sort data.npy sorted.npy --verify\n"
                "  distsort sort data.npy big.zarr --workers 2 --memory-limit 2GiB\n"
                "  distsort sort keys.npy k.npy --values v.npy --values-output v_sorted.npy\n"
+               "  distsort sort keys.npy k.npy --values v.npy --values-output v2.npy --stable\n"
                "  distsort sort data.npy order.npy --argsort --scheduler-file sched.json\n"
                f"\nexit status:\n{exits}")
     s.add_argument("input", metavar="INPUT", help="1-D array: a .npy file or a .zarr directory")
@@ -75,9 +76,14 @@ def _add_sort(sub, exits):
                    help="write the int64 indices that sort INPUT (stable) instead of the keys")
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)
     s.add_argument("--values-output", metavar="FILE", help="where to write the moved values")
+    s.add_argument("--stable", action="store_true",
+                   help="with --values: equal keys keep their input order (default: ordered "
+                        "by value); keys alone and --argsort are stable already")
     s.add_argument("--verify", nargs="?", const="fused", choices=("fused", "reread"),
                    help=VERIFY_HELP)
-    s.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")
+    s.add_argument("--report", metavar="FILE.html",
+                   help="write a Dask performance report (a sort in this process: Dask's "
+                        "task and resource profiles)")
     s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _cluster_options(s)
     s.set_defaults(func=cmd_sort)
@@ -97,12 +103,14 @@ def _add_demo(sub):
 
 def _add_bench(sub):
     b = sub.add_parser("bench", help="run the benchmark scenarios in benchmarks/",
-                       description="Run benchmarks/<scenario>.py and print its table. Default: "
-                                   "the cpu_* scenarios without a GPU, every scenario with one. "
-                                   "Arguments after -- go to each scenario, e.g. "
+                       description="Run the named scenarios of benchmarks/suite.py (or a "
+                                   "script of benchmarks/ by its name). Default: the CPU "
+                                   "scenarios without a GPU, every scenario with one. "
+                                   "Arguments after -- go to the suite (or the script), e.g. "
                                    "distsort bench cpu_sort -- --quick")
     b.add_argument("scenarios", nargs="*", metavar="SCENARIO")
-    b.add_argument("--list", action="store_true", help="list the scenarios")
+    b.add_argument("--list", action="store_true",
+                   help="list the scenarios (name, GPUs, what it measures)")
     b.add_argument("--out", metavar="DIR",
                    help="directory for the scenarios' JSON results (default: the working "
                         "directory)")

@@ -66,8 +66,11 @@ class Output:
 
     def _create_zarr(self):
         import zarr
+        # An array in a zarr group (store.zarr/path/to/array) takes the group's format.
+        v2 = os.path.exists(os.path.join(os.path.dirname(self.tmp), ".zgroup"))
         z = zarr.open_array(self.tmp, mode="w-", shape=(self.n,), dtype=self.dtype,
-                            chunks=(max(1, min(self.chunk, self.n)),))
+                            chunks=(max(1, min(self.chunk, self.n)),),
+                            zarr_format=2 if v2 else 3)
         return GuardedZarr(z, self.tmp)
 
     def reader(self):

@@ -32,6 +32,7 @@ from .connection import (check_visible, device_budget, fits_in_process, open_clu
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
+from .files import local_path, url_protocol
 from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
 from .outputs import Output, check_not_input, check_output_path, publish
@@ -53,6 +54,7 @@ class SortJob:
     outputs: list
     mode: str  # "sort", "argsort" or "values"
     descending: bool
+    stable: bool = False  # with values: equal keys in input order, not by value
     #: The outputs once being written (``Output``): which of them are published.
     written: list = field(default_factory=list)
 
@@ -87,7 +89,7 @@ def check_sort_args(args):
     vals = open_source(args.values, "VALUES") if args.values else None
     if vals is not None and vals.n != src.n:
         raise CLIError(f"VALUES has {vals.n} elements, INPUT {src.n}")
-    outputs = [args.output] + ([args.values_output] if vals else [])
+    outputs = [_local_output(p) for p in [args.output] + ([args.values_output] if vals else [])]
     if vals and Path(outputs[0]).resolve() == Path(outputs[1]).resolve():
         raise CLIError("OUTPUT and --values-output must be different files")
     inputs = [src.path] + ([vals.path] if vals else [])
@@ -101,7 +103,17 @@ def check_sort_args(args):
     except ArgumentTypeError as e:
         raise CLIError(str(e)) from None
     mode = "argsort" if args.argsort else "values" if vals else "sort"
-    return SortJob(src, vals, outputs, mode, args.descending)
+    return SortJob(src, vals, outputs, mode, args.descending,
+                   stable=bool(getattr(args, "stable", False)))
+
+
+def _local_output(path):
+    """OUTPUT as a local path (``file://`` URLs too): written under a temporary name and
+    renamed, which other filesystems do not do atomically."""
+    if url_protocol(path) not in (None, "file"):
+        raise CLIError(f"{path}: outputs are written to local (or shared) filesystems; "
+                       "URLs are read only (write here, then copy)")
+    return local_path(path)
 
 
 def check_other_writes(args, inputs, outputs):
@@ -120,17 +132,14 @@ def sort_graph(job, chunk, gpu, verify=False):
     """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
     GPU workers), ready to summarize and, through ``to_host``, to store."""
     import distsort
-    for src in (job.src, job.vals):  # the files' writers and --verify take no times yet
-        if src is not None and src.dtype.kind in "mM":
-            raise CLIError(f"cannot sort {src.path}: dtype {src.dtype} is not supported by "
-                           "the command (distsort.sort sorts it from Python)")
     keys = to_device(job.src.array(chunk), gpu)
     values = to_device(job.vals.array(chunk), gpu) if job.vals else None
     try:
         if job.mode == "argsort":
             out = [distsort.argsort(keys, descending=job.descending, verify=bool(verify))]
         elif job.mode == "values":
-            out = list(distsort.sort_by_key(keys, values, descending=job.descending))
+            out = list(distsort.sort_by_key(keys, values, descending=job.descending,
+                                            stable=job.stable))
         else:
             out = [distsort.sort(keys, descending=job.descending)]
     except TypeError as e:  # unsupported dtype: distsort says which and why
@@ -152,9 +161,26 @@ def check_report(cluster):
         raise CLIError("--report needs bokeh on the scheduler: pip install 'bokeh>=3.1'")
 
 
+@contextlib.contextmanager
+def in_process_report(path):
+    """The report of a sort by this process's threads: Dask's profilers (the tasks and
+    this process's CPU and memory use) as one HTML page, Bokeh's scripts inline."""
+    from dask.diagnostics import Profiler, ResourceProfiler, visualize
+    with Profiler() as tasks, ResourceProfiler(dt=0.25) as resources:
+        yield
+    visualize([tasks, resources], filename=path, show=False, save=True, mode="inline",
+              title="distsort sort: tasks, CPU and memory of this process")
+
+
 def report_context(args, cluster):
+    """``--report``: Dask's performance report of a cluster's scheduler, or the profile
+    of the sort in this process (which ``--report`` does not move to worker processes)."""
     if not args.report:
         return contextlib.nullcontext()
+    if cluster.client is None:
+        if not _has_bokeh():
+            raise CLIError("--report needs bokeh: pip install 'bokeh>=3.1'")
+        return in_process_report(str(Path(args.report).resolve()))
     check_report(cluster)
     from distributed import performance_report
     # Bokeh's scripts inline: the report opens on a node with no internet access.
@@ -211,9 +237,10 @@ def run_sort(job, args, cluster, facts):
     from ..outofcore import plan_out_of_core
     from ..plan import plan_network
     t0 = time.perf_counter()
-    check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
-                  + [str(Path(p).resolve().parent) for p in job.outputs])
-    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
+    inputs = [s.path for s in (job.src, job.vals) if s is not None and not url_protocol(s.path)]
+    check_visible(cluster, inputs + [str(Path(p).resolve().parent) for p in job.outputs])
+    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(),
+                           job.src.n)
     with device_budget(args, cluster):
         budget = out_of_core(cluster, job.src.n * job.sort_bytes())
         inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu and not budget,
