@@ -33,6 +33,7 @@ from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
 from .files import local_path, url_protocol
+from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
 from .outputs import Output, check_not_input, check_output_path, publish
 from .temporaries import clean_directory
@@ -310,12 +311,15 @@ def _sort_and_summarize(job, args):
         # summary waits for it (``await_floor``).
         if in_process:
             wait((floor := pool.submit(*probe),))
+        else:
+            check_memory_limit(args, job)
         cluster = open_cluster(args, in_process_ok=in_process)
         facts = {"start": time.perf_counter() - t0}
         try:
             if not in_process:
                 floor = pool.submit(*probe)
-            run_sort(job, args, cluster, facts)
+            with end_on_worker_deaths(cluster.client):
+                run_sort(job, args, cluster, facts)
         finally:
             if cluster.close:
                 cluster.close()
