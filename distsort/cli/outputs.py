@@ -134,8 +134,8 @@ class GuardedZarr:
     def __init__(self, array, path):
         self.array, self.path = array, path
         # zarr v3 keeps an array's metadata in zarr.json, v2 in .zarray
-        v2 = getattr(getattr(array, "metadata", None), "zarr_format", 3) == 2
-        self.metadata = os.path.join(path, ".zarray" if v2 else "zarr.json")
+        fmt = getattr(getattr(array, "metadata", None), "zarr_format", 3)
+        self.metadata = os.path.join(path, {2: ".zarray"}.get(fmt, "zarr.json"))
         self._closed, self._active = False, 0
         self._lock = threading.Condition()
 
