@@ -21,7 +21,10 @@ __all__ = ["RMMPool", "shared_gpu_cluster"]
 class RMMPool(WorkerPlugin):
     """A worker plugin: an RMM pool of ``fraction`` of the device's memory, from which
     CuPy then allocates.  It is set up before the worker runs any task, so every CuPy
-    array of the worker comes from the pool (and can be shared through CUDA IPC).
+    array of the worker comes from the pool (and can be shared through CUDA IPC).  The
+    pool counts what it hands out (``rmm.statistics``): the driver sees the whole pool
+    as used, and the local sort's choice needs the room left in it
+    (``distsort.backends.cupy_local.device_budget``).
 
     >>> RMMPool(1.5)
     Traceback (most recent call last):
@@ -45,6 +48,7 @@ class RMMPool(WorkerPlugin):
         # RMM wants a multiple of 256 bytes; the pool still grows past it when needed.
         rmm.reinitialize(pool_allocator=True,
                          initial_pool_size=int(total * self.fraction) // 256 * 256)
+        rmm.statistics.enable_statistics()
         cupy.cuda.set_allocator(rmm_cupy_allocator)
 
 

@@ -83,6 +83,16 @@ def test_two_workers_share_the_gpu(client):
     assert len(got) == 2 and all(d == 0 and "Pool" in mr for d, mr in got), got
 
 
+def test_device_budget_counts_the_pool(client):
+    """The room left in a worker's RMM pool counts in its device budget (the driver sees
+    the pool as used), so the radix path is taken where it fits."""
+    def room():
+        from distsort.backends.cupy_local import _rmm_pool_free, device_budget
+        return _rmm_pool_free(), device_budget(), cupy.cuda.runtime.memGetInfo()[1]
+    for free, budget, total in client.run(room).values():
+        assert free is not None and free > 0.15 * total and budget >= free, (free, budget)
+
+
 def test_placement_and_group_sorts(client):
     """Chunks dealt round robin: each worker's chunks get consecutive positions, are
     sorted as groups where they lie, and the result is NumPy's."""

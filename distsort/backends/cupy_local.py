@@ -22,6 +22,8 @@ so this module imports without one.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
@@ -114,7 +116,28 @@ def device_budget(owned_bytes=0):
             limit = memory.largest_fitting_chunk(1, memory.device_capacity(), copies=1)
         return max(0, limit - held - int(owned_bytes))
     import cupy
-    return int(cupy.cuda.runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
+    free = int(cupy.cuda.runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
+    return free + (_rmm_pool_free() or 0)
+
+
+def _rmm_pool_free():
+    """Bytes unused in the RMM pool this process allocates from, where the pool's use is
+    counted (``rmm.statistics``, as ``distsort.shared_gpu.RMMPool`` sets it up); else
+    None.  The driver counts the whole pool as used: without this, a worker with a
+    large pool would see almost no room and never take the radix path."""
+    rmm = sys.modules.get("rmm")  # never imported here: only a process that uses RMM has it
+    if rmm is None:
+        return None
+    try:
+        mr = rmm.mr.get_current_device_resource()
+        if not isinstance(mr, rmm.mr.StatisticsResourceAdaptor):
+            return None
+        pool = mr.get_upstream()
+        if not isinstance(pool, rmm.mr.PoolMemoryResource):
+            return None
+        return max(0, int(pool.pool_size()) - int(mr.allocation_counts.current_bytes))
+    except Exception:  # noqa: BLE001  (another RMM layout: the driver's figure alone)
+        return None
 
 
 def device_limit():
