@@ -42,6 +42,7 @@ class RMMPool(WorkerPlugin):
     def setup(self, worker=None):
         import cupy
         import rmm
+        import rmm.statistics
         from rmm.allocators.cupy import rmm_cupy_allocator
 
         total = cupy.cuda.runtime.memGetInfo()[1]
