@@ -31,7 +31,7 @@ from pathlib import Path
 from dask.utils import format_bytes, parse_bytes
 
 from distributed_sort import (empty_like_chunks, make_chunk, placed_input, release,
-                              sync_workers, verification)
+                              round_times, sync_workers, verification)
 from driver import RESULTS, median_time, parser, print_table
 
 PARTS = ("dask", "big", "shared", "array")
@@ -93,7 +93,16 @@ def array_row(case, args):
     ok = same(with_distsort(call, x, v), naive(call, x, v))
     return dict(part="array", case=f"{call} {dtype} 2^{k}", call=call, dtype=dtype, n=n,
                 seconds=t_ds, naive_s=t_naive, ratio=t_ds / t_naive, target=1.3,
-                checked="element for element", correct=ok)
+                graph_s=graph_seconds(call, x, v, args), checked="element for element",
+                correct=ok)
+
+
+def graph_seconds(call, x, v, args):
+    """Median seconds of the call alone, nothing computed: naming, chunking, graph."""
+    import distsort
+    def build():
+        return distsort.sort_by_key(x, v) if call == "sort_by_key" else getattr(distsort, call)(x)
+    return median_time(build, args.runs, 1)[0]
 
 
 def array_rows(args):
@@ -109,8 +118,9 @@ def array_rows(args):
 
 # ------------------------------------------------------------------ persisted Dask arrays
 def timed_persist(client, make, args):
-    """Median seconds of ``make().persist()`` until every chunk is in memory, and the
-    last result (held); each run starts once the previous result is forgotten."""
+    """Median seconds of ``make().persist()`` until every chunk is in memory, and
+    ``{"s": the last result}`` (held until ``release``); each run starts once the
+    previous result is forgotten."""
     import distributed
     state = {}
 
@@ -120,7 +130,7 @@ def timed_persist(client, make, args):
 
     seconds = median_time(run, args.runs, args.warmup, lambda: sync_workers(client),
                           lambda: release(client, state))[0]
-    return seconds, state["s"]
+    return seconds, state
 
 
 def dask_rows(args):
@@ -144,15 +154,34 @@ def dask_rows(args):
                 client, lambda x=x: x.rechunk(-1).map_blocks(cupy.sort), args)
             t_ds, s = timed_persist(client, lambda x=x: distsort.sort(x), args)
             # float32 normals hold no zeros, so cupy.sort's order is NumPy's here
-            ok = bool(da.equal(s, y.rechunk(s.chunks)).all().compute())
+            ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
+            release(client, s)
+            release(client, y)
             rows.append(dict(part="dask", case=f"{format_bytes(nbytes)} float32 in {chunks}",
                              dtype="float32", bytes=nbytes, n=n, chunks=chunks, workers=1,
                              seconds=t_ds, naive_s=t_naive, ratio=t_ds / t_naive,
-                             target=1.15, checked="element for element", correct=ok))
+                             target=1.15, checked="element for element", correct=ok,
+                             **profile(client, x, args)))
             print(rows[-1], flush=True)
-            del x, y, s
+            del x
             client.run(_free_pools)
     return rows
+
+
+def profile(client, x, args):
+    """Where one more run's time goes: building the graph (``distsort.sort(x)``, nothing
+    computed), and the span of each stage of tasks (first start to last stop)."""
+    import distributed
+
+    import distsort
+    graph_s = median_time(lambda: distsort.sort(x), args.runs, 1)[0]
+    state = {}
+    with distributed.get_task_stream(client) as ts:
+        state["s"] = distsort.sort(x).persist()
+        distributed.wait(state["s"])
+        sync_workers(client)
+    release(client, state)
+    return {"graph_s": graph_s, "stages_s": round_times(ts.data)}
 
 
 def _free_pools():
@@ -222,7 +251,7 @@ def shared_rows(args):
               Client(cluster) as client):
             x, _ = placed_input(client, n, "float32", 8 // workers, seed=8, cpu=False)
             seconds, s = timed_persist(client, lambda x=x: distsort.sort(x), args)
-            _, ok = checked_seconds(client, s, x)
+            _, ok = checked_seconds(client, s.pop("s"), x)
             rows.append(dict(part="shared", case=f"{format_bytes(nbytes)} float32 in 8, "
                              f"{workers} worker(s) on one GPU", dtype="float32",
                              bytes=nbytes, n=n, chunks=8, workers=workers, seconds=seconds,
