@@ -291,7 +291,10 @@ def plot(path):
     for j, variant in enumerate(variants):
         by = {r["case"]: r["ratio"] for r in rows if r.get("variant", "") == variant}
         ys = [i + j * height for i, c in enumerate(cases) if c in by]
-        ax.barh(ys, [by[c] for c in cases if c in by], height=height, label=variant or None)
+        ratios = [by[c] for c in cases if c in by]
+        ax.barh(ys, ratios, height=height, label=variant or None)
+        for y, r in zip(ys, ratios, strict=True):
+            ax.text(r, y, f" {r:.2f}x", va="center", fontsize=8)
     ax.set_yticks([i + height * (len(variants) - 1) / 2 for i in range(len(cases))], cases)
     ax.set_xscale("log")
     for target in (1.15, 1.3):
