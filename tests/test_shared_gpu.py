@@ -172,3 +172,29 @@ def test_out_of_core_two_workers(client):
         got = client.compute(outs, sync=True)
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(cupy.asnumpy(g), w, equal_nan=True)
+
+
+def test_results_persisted_one_at_a_time(client):
+    """Both results of ``sort_by_key`` persisted one after the other while the first is
+    held, in both orders (``stable=True`` with 8-byte values is an argsort and a
+    gather), and a second sort of the same input (issue 34 saw the scheduler fail an
+    assertion in ``decide_worker`` here).  Last in this module, since a failure can take
+    a worker down; a bounded wait, so that a hang fails the test."""
+    rng = np.random.default_rng()
+    n, count = 8 * 25_000, 8
+    x = random_keys(rng, n, "uint32", duplicates=True)
+    v = random_keys(rng, n, "int64")
+    chunks = (n // count,) * count
+    (dx, _), (dv, _) = placed(client, x, chunks), placed(client, v, chunks)
+    held = []
+    for stable in (False, True):
+        for out in distsort.sort_by_key(dx, dv, stable=stable):
+            held.append(out.persist())
+            distributed.wait(held[-1], timeout=60)
+    held.append(distsort.sort(dx).persist())
+    distributed.wait(held[-1], timeout=60)
+    perm = stable_argsort(x)
+    want = [*sort_by_key_reference(x, v), x[perm], v[perm], x[perm]]
+    got = [cupy.asnumpy(o) for o in client.compute(held, sync=True)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
