@@ -29,6 +29,9 @@ from ..order import decode, encode
 from . import codes as _codes, merge as _merge
 
 
+#: What this backend can do beyond ``distsort.backends.Backend``: nothing more.
+CAPABILITIES = frozenset()
+
 # Widths of a packed (key, value) code.
 _CODE32_BYTES, _CODE64_BYTES = 4, 8
 
