@@ -10,10 +10,11 @@ Parts (each adds its rows to ``--out``, replacing that part's earlier rows):
   results compared element for element with the naive way's.
 * ``dask``: a persisted Dask array of CuPy chunks on one dask-cuda worker, from
   ``persist()`` to every chunk sorted, against ``x.rechunk(-1).map_blocks(cupy.sort)``;
-  the two results compared element for element.
+  the two results compared element for element up to ``--compare-up-to`` (larger:
+  ``CHEAP_CHECK``, since the device cannot hold both results beside the input).
 * ``big``: more float32 than one GPU can sort the naive way, made lazily on one worker
-  (a plain worker with an RMM pool, no device budget): sorted and checked on the GPU
-  (sorted within and across chunks, count and order-free checksum against the input).
+  (``--big-worker``: dask-cuda's, or a plain one with an RMM pool), sorted and checked
+  on the GPU (``CHEAP_CHECK``).
 * ``shared``: two workers sharing GPU 0 (``distsort.shared_gpu``) beside one such
   worker, the same persisted input; checked as ``big``.
 
@@ -40,6 +41,9 @@ PARTS = ("dask", "big", "shared", "array")
 ARRAY_CASES = [f"{call}:{dtype}" for call in ("sort", "argsort")
                for dtype in ("float32:24", "float32:28", "float32:30", "uint64:28")] + [
     f"sort_by_key:uint32:{k}" for k in (24, 28, 30)]
+
+#: How rows too large to hold a second result beside them are checked (on the GPU).
+CHEAP_CHECK = "sorted within and across chunks, count and order-free checksum of the input"
 
 #: bytes:chunks of float32, of the ``dask`` part.
 DASK_CASES = ["16GiB:8", "16GiB:32", "16GiB:128", "32GiB:16"]
@@ -152,15 +156,24 @@ def dask_rows(args):
             x, _ = placed_input(client, n, "float32", chunks, seed=chunks, cpu=False)
             t_naive, y = timed_persist(
                 client, lambda x=x: x.rechunk(-1).map_blocks(cupy.sort), args)
+            # The naive result is kept for the comparison where the device holds it
+            # beside the input and distsort's sort (32 GiB: the naive sort alone needs
+            # four times the data, so neither way runs beside another result).
+            elementwise = nbytes <= parse_bytes(args.compare_up_to)
+            if not elementwise:
+                release(client, y)
             t_ds, s = timed_persist(client, lambda x=x: distsort.sort(x), args)
-            # float32 normals hold no zeros, so cupy.sort's order is NumPy's here
-            ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
+            if elementwise:  # float32 normals hold no zeros: cupy.sort's order is NumPy's
+                ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
+                release(client, y)
+            else:
+                _, ok = checked_seconds(client, s["s"], x)
             release(client, s)
-            release(client, y)
             rows.append(dict(part="dask", case=f"{format_bytes(nbytes)} float32 in {chunks}",
                              dtype="float32", bytes=nbytes, n=n, chunks=chunks, workers=1,
                              seconds=t_ds, naive_s=t_naive, ratio=t_ds / t_naive,
-                             target=1.15, checked="element for element", correct=ok,
+                             target=1.15, correct=ok, checked="element for element"
+                             if elementwise else CHEAP_CHECK,
                              **profile(client, x, args)))
             print(rows[-1], flush=True)
             del x
@@ -216,21 +229,34 @@ def checked_seconds(client, s, x):
     return time.perf_counter() - start, ok
 
 
+def one_worker(kind):
+    """One worker on GPU 0: dask-cuda's (its defaults: a device budget, so data past
+    half of it sort out of core) or a plain one with an RMM pool (no budget)."""
+    if kind == "dask-cuda":
+        from distsort.cluster import local_cuda_cluster
+        return local_cuda_cluster(n_workers=1, protocol="tcp")
+    from distsort.shared_gpu import shared_gpu_cluster
+    return shared_gpu_cluster(1, pool_fraction=0.9)
+
+
 def big_rows(args):
     """``big``: ``--big`` bytes of float32 in ``--big-chunks`` chunks on one worker."""
     from distributed import Client
 
     import distsort
-    from distsort.shared_gpu import shared_gpu_cluster
     nbytes = parse_bytes(args.big)
     n = nbytes // 4
-    with shared_gpu_cluster(1, pool_fraction=0.9) as cluster, Client(cluster) as client:
+    with one_worker(args.big_worker) as cluster, Client(cluster) as client:
         x = lazy_input(n, args.big_chunks)
-        seconds, ok = checked_seconds(client, distsort.sort(x), x)
-        row = dict(part="big", case=f"{format_bytes(nbytes)} float32 in {args.big_chunks}",
-                   dtype="float32", bytes=nbytes, n=n, chunks=args.big_chunks, workers=1,
-                   seconds_with_checks=seconds, correct=ok,
-                   checked="sorted within and across chunks, count, order-free checksum",
+        s = distsort.sort(x)
+        strategy = ("out-of-core" if any(k.startswith("distsort-run-") for k in s.dask.layers)
+                    else "in memory")
+        seconds, ok = checked_seconds(client, s, x)
+        row = dict(part="big", case=f"{format_bytes(nbytes)} float32 in {args.big_chunks}, "
+                   f"{args.big_worker} worker", dtype="float32", bytes=nbytes, n=n,
+                   chunks=args.big_chunks, workers=1, worker=args.big_worker,
+                   strategy=strategy, seconds_with_checks=seconds, correct=ok,
+                   checked=CHEAP_CHECK,
                    naive="does not fit: rechunk(-1) + cupy.sort needs 3x the data")
         print(row, flush=True)
     return [row]
@@ -255,22 +281,22 @@ def shared_rows(args):
             rows.append(dict(part="shared", case=f"{format_bytes(nbytes)} float32 in 8, "
                              f"{workers} worker(s) on one GPU", dtype="float32",
                              bytes=nbytes, n=n, chunks=8, workers=workers, seconds=seconds,
-                             correct=ok, checked="sorted within and across chunks, count, "
-                             "order-free checksum"))
+                             correct=ok, checked=CHEAP_CHECK))
             print(rows[-1], flush=True)
     return rows
 
 
 # ------------------------------------------------------------------ rows, table, plot
-def save(rows, parts, path, variant):
-    """Add ``rows`` to the JSON at ``path``, replacing earlier rows of ``parts`` of the
-    same ``variant`` (the code measured, e.g. "before" and "after" a change)."""
+def save(rows, path, variant):
+    """Add ``rows`` to the JSON at ``path``, replacing earlier rows of the same part,
+    case and ``variant`` (the code measured, e.g. "before" and "after" a change)."""
     import datetime
     doc = json.loads(path.read_text()) if path.exists() else {
         "scenario": "one_gpu", "device": device_name(),
         "date": datetime.date.today().isoformat(), "rows": []}
+    cases = {(r["part"], r["case"]) for r in rows}
     doc["rows"] = [r for r in doc["rows"]
-                   if not (r["part"] in parts and r.get("variant") == variant)]
+                   if not ((r["part"], r["case"]) in cases and r.get("variant") == variant)]
     doc["rows"] += [dict(r, variant=variant) for r in rows]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
@@ -322,8 +348,13 @@ def main(argv=None):
     p.add_argument("--device-memory-limit", type=float, default=0.9,
                    help="dask part: the dask-cuda worker's spill threshold (a fraction "
                    "of device memory; high, so neither way spills)")
+    p.add_argument("--compare-up-to", default="16GiB",
+                   help="dask part: compare with the naive result element for element up "
+                   "to this size (larger: CHEAP_CHECK)")
     p.add_argument("--big", default="100GB", help="big part: bytes of float32")
     p.add_argument("--big-chunks", type=int, default=50)
+    p.add_argument("--big-worker", choices=["dask-cuda", "plain"], default="dask-cuda",
+                   help="big part: the worker (see one_worker)")
     p.add_argument("--shared", default="16GiB", help="shared part: bytes of float32")
     p.add_argument("--plot", help="only draw the PNG of this JSON")
     args = p.parse_args(argv)
@@ -336,7 +367,7 @@ def main(argv=None):
     rows = []
     for part in sorted(args.parts, key=PARTS.index):
         rows += makers[part](args)
-        save(rows, args.parts, path, args.variant)  # a run stopped later keeps these
+        save(rows, path, args.variant)  # a run stopped later keeps these
     print_table(rows, [("case", "{}"), ("seconds", "{:.4f}"), ("naive_s", "{:.4f}"),
                        ("ratio", "{:.2f}"), ("seconds_with_checks", "{:.2f}"),
                        ("correct", "{}")])

@@ -21,8 +21,9 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort.cluster import bytes_sent_by_kind, diff_sent, gpu_available  # noqa: E402
 from distsort.graph import round_task_kind  # noqa: E402
-from distsort.locality import plan_placement  # noqa: E402
 from distsort.shared_gpu import shared_gpu_cluster  # noqa: E402
+from distsort.sortplan import SortOptions, plan_sort  # noqa: E402
+from distsort.view import read_view  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs a GPU")]
@@ -101,14 +102,31 @@ def test_placement_and_group_sorts(client):
     x = random_keys(rng, n, "float32", special_fraction=0.05)
     chunks = (n // count,) * count
     dx, owners = placed(client, x, chunks)
-    perm, group = plan_placement(dx.name, chunks, 4, gpu=True)
-    ordered = [owners[i] for i in perm]
+    plan = plan_sort(chunks, 4, read_view(dx.__dask_keys__(), gpu=True), SortOptions(gpu=True))
+    ordered = [owners[i] for i in plan.perm]
+    assert plan.strategy == "network" and plan.group >= 2, plan
     assert ordered[: count // 2] == [ordered[0]] * (count // 2) != ordered[count // 2:]
-    assert group >= 2
     s = distsort.sort(dx)
     assert any(name.startswith("distsort-group-") for name in s.dask.layers)
     got = cupy.asnumpy(client.compute(s, sync=True))
     assert np.array_equal(got, np.sort(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+def test_one_device_strategy(client, descending):
+    """Every chunk gathered on one GPU, sorted once and split (``distsort.strategy``
+    "one-device"): chunks of both workers, ragged, NumPy's results."""
+    rng = np.random.default_rng()
+    n = int(rng.integers(100_000, 200_000))
+    x = random_keys(rng, n, "float32", special_fraction=0.05, duplicates=True)
+    v = random_keys(rng, n, "uint64")
+    chunks = ragged(rng, n, 5)
+    (dx, _), (dv, _) = placed(client, x, chunks), placed(client, v, chunks)
+    with dask.config.set({"distsort.strategy": "one-device"}):
+        names = list(distsort.sort(dx).dask.layers)
+        assert not any(name.startswith("distsort-round") for name in names)
+        assert sum(name.startswith("distsort-group-") for name in names) == 1
+        check_all(client, x, v, dx, dv, descending)
 
 
 @pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
