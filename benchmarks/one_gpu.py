@@ -112,12 +112,9 @@ def graph_seconds(call, x, v, args):
 def array_rows(args):
     """``array`` rows: the public call on a CuPy array against CuPy's own."""
     import cupy
-    rows = []
     for case in args.array_cases:
-        rows.append(array_row(case, args))
-        print(rows[-1], flush=True)
+        yield array_row(case, args)
         cupy.get_default_memory_pool().free_all_blocks()
-    return rows
 
 
 # ------------------------------------------------------------------ persisted Dask arrays
@@ -131,54 +128,80 @@ def timed_persist(client, make, args):
     def run():
         state["s"] = make().persist()
         distributed.wait(state["s"])
+        # wait() returns on errors too: a failed run must not count.  (No future may stay
+        # referenced from here, or release() would wait for it forever.)
+        error = next((f.exception() for f in distributed.futures_of(state["s"])
+                      if f.status == "error"), None)
+        if error is not None:
+            raise error
 
-    seconds = median_time(run, args.runs, args.warmup, lambda: sync_workers(client),
-                          lambda: release(client, state))[0]
+    try:
+        seconds = median_time(run, args.runs, args.warmup, lambda: sync_workers(client),
+                              lambda: release(client, state))[0]
+    except Exception:
+        release(client, state)
+        raise
     return seconds, state
+
+
+def failure(e):
+    """How a row records a run that failed (out of memory, mostly)."""
+    return f"failed: {type(e).__name__}: {str(e)[:160]}"
 
 
 def dask_rows(args):
     """``dask`` rows: persisted CuPy chunks on one dask-cuda worker."""
-    import cupy
-    import dask.array as da
     from distributed import Client
 
-    import distsort
     from distsort.cluster import local_cuda_cluster
-    rows = []
     with (local_cuda_cluster(n_workers=1, protocol="tcp",
                              device_memory_limit=args.device_memory_limit) as cluster,
           Client(cluster) as client):
         for case in args.dask_cases:
-            size, chunks = case.split(":")
-            nbytes, chunks = parse_bytes(size), int(chunks)
-            n = nbytes // 4
-            x, _ = placed_input(client, n, "float32", chunks, seed=chunks, cpu=False)
-            t_naive, y = timed_persist(
-                client, lambda x=x: x.rechunk(-1).map_blocks(cupy.sort), args)
-            # The naive result is kept for the comparison where the device holds it
-            # beside the input and distsort's sort (32 GiB: the naive sort alone needs
-            # four times the data, so neither way runs beside another result).
-            elementwise = nbytes <= parse_bytes(args.compare_up_to)
-            if not elementwise:
-                release(client, y)
-            t_ds, s = timed_persist(client, lambda x=x: distsort.sort(x), args)
-            if elementwise:  # float32 normals hold no zeros: cupy.sort's order is NumPy's
-                ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
-                release(client, y)
-            else:
-                _, ok = checked_seconds(client, s["s"], x)
-            release(client, s)
-            rows.append(dict(part="dask", case=f"{format_bytes(nbytes)} float32 in {chunks}",
-                             dtype="float32", bytes=nbytes, n=n, chunks=chunks, workers=1,
-                             seconds=t_ds, naive_s=t_naive, ratio=t_ds / t_naive,
-                             target=1.15, correct=ok, checked="element for element"
-                             if elementwise else CHEAP_CHECK,
-                             **profile(client, x, args)))
-            print(rows[-1], flush=True)
-            del x
+            yield dask_row(client, case, args)
             client.run(_free_pools)
-    return rows
+
+
+def dask_row(client, case, args):
+    """One ``dask`` row (``case``: bytes:chunks); a way that runs out of memory is
+    recorded as failed."""
+    import cupy
+    import dask.array as da
+
+    import distsort
+    size, chunks = case.split(":")
+    nbytes, chunks = parse_bytes(size), int(chunks)
+    n = nbytes // 4
+    x, _ = placed_input(client, n, "float32", chunks, seed=chunks, cpu=False)
+    row = dict(part="dask", case=f"{format_bytes(nbytes)} float32 in {chunks}",
+               dtype="float32", bytes=nbytes, n=n, chunks=chunks, workers=1, target=1.15)
+    # The naive result is kept for the comparison where the device holds it beside the
+    # input and distsort's sort (at 32 GiB the naive sort alone needs four times the
+    # data, so neither way runs beside another result).
+    elementwise = nbytes <= parse_bytes(args.compare_up_to)
+    y = {}
+    try:
+        row["naive_s"], y = timed_persist(
+            client, lambda: x.rechunk(-1).map_blocks(cupy.sort), args)
+    except Exception as e:  # noqa: BLE001  (recorded)
+        row["naive_s"], elementwise = failure(e), False
+    if not elementwise:
+        release(client, y)
+    try:
+        row["seconds"], s = timed_persist(client, lambda: distsort.sort(x), args)
+    except Exception as e:  # noqa: BLE001  (recorded)
+        release(client, y)
+        return dict(row, seconds=failure(e), correct=False)
+    if elementwise:  # float32 normals hold no zeros: cupy.sort's order is NumPy's
+        ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
+        release(client, y)
+    else:
+        _, ok = checked_seconds(client, s["s"], x)
+    release(client, s)
+    if isinstance(row["naive_s"], float):
+        row["ratio"] = row["seconds"] / row["naive_s"]
+    return dict(row, correct=ok, checked="element for element" if elementwise else CHEAP_CHECK,
+                **profile(client, x, args))
 
 
 def profile(client, x, args):
@@ -258,8 +281,7 @@ def big_rows(args):
                    strategy=strategy, seconds_with_checks=seconds, correct=ok,
                    checked=CHEAP_CHECK,
                    naive="does not fit: rechunk(-1) + cupy.sort needs 3x the data")
-        print(row, flush=True)
-    return [row]
+        yield row
 
 
 def shared_rows(args):
@@ -271,19 +293,16 @@ def shared_rows(args):
     from distsort.shared_gpu import shared_gpu_cluster
     nbytes = parse_bytes(args.shared)
     n = nbytes // 4
-    rows = []
     for workers in (1, 2):
         with (shared_gpu_cluster(workers, pool_fraction=0.8 / workers) as cluster,
               Client(cluster) as client):
             x, _ = placed_input(client, n, "float32", 8 // workers, seed=8, cpu=False)
             seconds, s = timed_persist(client, lambda x=x: distsort.sort(x), args)
             _, ok = checked_seconds(client, s.pop("s"), x)
-            rows.append(dict(part="shared", case=f"{format_bytes(nbytes)} float32 in 8, "
-                             f"{workers} worker(s) on one GPU", dtype="float32",
-                             bytes=nbytes, n=n, chunks=8, workers=workers, seconds=seconds,
-                             correct=ok, checked=CHEAP_CHECK))
-            print(rows[-1], flush=True)
-    return rows
+            yield dict(part="shared", case=f"{format_bytes(nbytes)} float32 in 8, "
+                       f"{workers} worker(s) on one GPU", dtype="float32", bytes=nbytes, n=n,
+                       chunks=8, workers=workers, seconds=seconds, correct=ok,
+                       checked=CHEAP_CHECK)
 
 
 # ------------------------------------------------------------------ rows, table, plot
@@ -366,12 +385,21 @@ def main(argv=None):
               "shared": shared_rows}
     rows = []
     for part in sorted(args.parts, key=PARTS.index):
-        rows += makers[part](args)
-        save(rows, path, args.variant)  # a run stopped later keeps these
-    print_table(rows, [("case", "{}"), ("seconds", "{:.4f}"), ("naive_s", "{:.4f}"),
-                       ("ratio", "{:.2f}"), ("seconds_with_checks", "{:.2f}"),
-                       ("correct", "{}")])
+        for row in makers[part](args):
+            rows.append(row)
+            print(row, flush=True)
+            save(rows, path, args.variant)  # a run stopped later keeps these
+    columns = ("case", "seconds", "naive_s", "ratio", "seconds_with_checks", "correct")
+    print_table([{k: shown(r[k]) for k in columns if k in r} for r in rows],
+                [(c, "{}") for c in columns])
     print("rows saved to", path)
+
+
+def shown(value):
+    """A table cell: numbers to four significant digits, failures shortened."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)[:40]
 
 
 if __name__ == "__main__":
