@@ -78,10 +78,13 @@ def test_two_workers_share_the_gpu(client):
     """Two processes, each allocating from its own RMM pool on device 0."""
     def where():
         import rmm
-        return (cupy.cuda.runtime.getDevice(),
-                type(rmm.mr.get_current_device_resource()).__name__)
+        mr = rmm.mr.get_current_device_resource()  # a pool under rmm.statistics' counter
+        return (cupy.cuda.runtime.getDevice(), type(mr).__name__,
+                type(mr.get_upstream()).__name__,
+                cupy.cuda.get_allocator().__name__)
     got = list(client.run(where).values())
-    assert len(got) == 2 and all(d == 0 and "Pool" in mr for d, mr in got), got
+    assert got == [(0, "StatisticsResourceAdaptor", "PoolMemoryResource",
+                    "rmm_cupy_allocator")] * 2, got
 
 
 def test_device_budget_counts_the_pool(client):
