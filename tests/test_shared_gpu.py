@@ -80,11 +80,9 @@ def test_two_workers_share_the_gpu(client):
         import rmm
         mr = rmm.mr.get_current_device_resource()  # a pool under rmm.statistics' counter
         return (cupy.cuda.runtime.getDevice(), type(mr).__name__,
-                type(mr.get_upstream()).__name__,
-                cupy.cuda.get_allocator().__name__)
+                type(mr.get_upstream()).__name__, "rmm" in repr(cupy.cuda.get_allocator()))
     got = list(client.run(where).values())
-    assert got == [(0, "StatisticsResourceAdaptor", "PoolMemoryResource",
-                    "rmm_cupy_allocator")] * 2, got
+    assert got == [(0, "StatisticsResourceAdaptor", "PoolMemoryResource", True)] * 2, got
 
 
 def test_device_budget_counts_the_pool(client):
