@@ -380,6 +380,10 @@ def main(argv=None):
     if args.plot:
         print("plot saved to", plot(args.plot))
         return
+    if args.quick:  # the smallest case of each part
+        args.array_cases = [c for c in args.array_cases if c.endswith(":24")]
+        args.dask_cases, args.shared = ["1GiB:8"], "1GiB"
+        args.big, args.big_chunks = "4GB", 8
     path = Path(args.out) if args.out else RESULTS / "one_gpu.json"
     makers = {"array": array_rows, "dask": dask_rows, "big": big_rows,
               "shared": shared_rows}
