@@ -284,8 +284,9 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
         Keys: bool, (u)int8..64, float16/32/64, datetime64 or timedelta64.  NumPy
-        and CuPy arrays are wrapped with ``dask.array.from_array(x, chunks="auto")``;
-        lists and tuples are converted with ``numpy.asarray``.  DataFrames, Series
+        and CuPy arrays are wrapped as one chunk, neither hashed nor copied (read when
+        the result is computed); lists and tuples are converted with
+        ``numpy.asarray``.  DataFrames, Series
         and xarray objects are refused with the conversion to use (TypeError).
     axis : int or None, optional
         Axis to sort along (default: the last).  A 1-D array is sorted globally,
@@ -323,6 +324,15 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 
     Notes
     -----
+    How a 1-D sort runs is planned once (``distsort.sortplan``, ``docs/plan.md``).
+    Where all the chunks, a sorted copy and the radix sort's buffers fit the one
+    device that sorts them (this process on Dask's local schedulers, or a
+    cluster's only worker), they are sorted as one in one task, with no network.
+    Otherwise each chunk, or each group of chunks of one worker, is sorted and the
+    network of compare-splits merges them; an input of many small chunks is
+    coalesced into one chunk per GPU or CPU thread first.  Past the workers'
+    device budgets the sort runs out of core.
+
     NumPy's order: NaNs (any sign and payload) sort last and keep their bits;
     ``-0.0`` sorts just before ``+0.0``; NaT sorts last.  datetime64 and
     timedelta64 (any unit) are sorted through their int64 view, mapped

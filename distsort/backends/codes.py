@@ -37,13 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import merge as _merge
-
-#: Chunks shorter than this keep the NumPy code (as ``distsort.verify.COMPILED_FROM``):
-#: loading the compiled code costs time and, in each worker process, memory that
-#: small chunks do not repay; a worker with a tight memory limit (a small out-of-core
-#: sort, 8 MiB chunks in 300 MB workers) sorts small chunks, and the memory it took
-#: there paused the workers for good.
-COMPILED_FROM = 1 << 22
+from .numpy import COMPILED_FROM  # chunks shorter keep the NumPy code
 
 
 def _encode_py(u, out, consts):
