@@ -104,8 +104,11 @@ def array_row(case, args):
 def graph_seconds(call, x, v, args):
     """Median seconds of the call alone, nothing computed: naming, chunking, graph."""
     import distsort
+
     def build():
-        return distsort.sort_by_key(x, v) if call == "sort_by_key" else getattr(distsort, call)(x)
+        if call == "sort_by_key":
+            return distsort.sort_by_key(x, v, stable=True)
+        return getattr(distsort, call)(x)
     return median_time(build, args.runs, 1)[0]
 
 
