@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+import uuid
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -15,12 +16,11 @@ except ImportError:  # pragma: no cover
 
 from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
-from .inputs import as_dask, check_flag, native_order, numpy_keywords
 from .gather import gather
-from .graph import (SortGraph, finish_layer, graph_over, out_of_core_layers,
-                    run_output_layer, sort_layers)
+from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
+from .inputs import as_dask, check_flag, native_order, numpy_keywords
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
-from .plan import normalize_chunks
+from .sortplan import SortOptions, plan_sort
 from .verify import check_lanes, verified
 
 __all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
@@ -82,7 +82,8 @@ def _refuse_collection(x, what):
 
 
 def as_dask_array(x, what="x"):
-    """``x`` as a Dask array; NumPy and CuPy arrays are wrapped with ``chunks="auto"``.
+    """``x`` as a Dask array; NumPy and CuPy arrays are wrapped as one chunk
+    (:func:`wrap_plain`), which the plan may cut (``distsort.sortplan``).
 
     DataFrames, Series, xarray objects and other lazy collections are refused with
     the conversion to use; lists and tuples of numbers are converted.
@@ -91,14 +92,33 @@ def as_dask_array(x, what="x"):
         array_module_name(x._meta)
         return native_order(x)
     if type(x).__module__.split(".")[0] == "cupy":
-        return da.from_array(x, chunks="auto", asarray=False)
+        array_module_name(x)
+        return wrap_plain(x)
     _refuse_collection(x, what)
     if isinstance(x, np.ndarray) and not isinstance(x, np.memmap):
         array_module_name(x)  # refuses subclasses (masked arrays, matrices) at once
     elif not isinstance(x, np.ndarray):
         x = np.asarray(x)
     check_key_dtype(x.dtype, what)
-    return native_order(as_dask(x))
+    # A memory map is cut as it is read (distsort.inputs.as_dask); an array in
+    # memory is wrapped whole, unhashed.
+    return native_order(as_dask(x) if isinstance(x, np.memmap) else wrap_plain(x))
+
+
+def wrap_plain(x):
+    """A NumPy or CuPy array as a Dask array of one chunk, without hashing or copying
+    its data (``dask.array.from_array`` does both: 0.56 s and more per GiB).
+
+    The name is unique to the call (a random UUID), so two wraps never share keys;
+    the array is read, never written, when the result is computed.
+
+    >>> w = wrap_plain(np.arange(5))
+    >>> w.chunks, w.name.startswith("array-"), w.name == wrap_plain(np.arange(5)).name
+    (((5,),), True, False)
+    """
+    name = "array-" + uuid.uuid4().hex
+    return da.Array({(name,) + (0,) * x.ndim: x}, name, tuple((s,) for s in x.shape),
+                    meta=x[(slice(0, 0),) * x.ndim], dtype=x.dtype)
 
 
 def _as_codes(x):
@@ -133,40 +153,59 @@ def _module(meta):
     return np
 
 
+def _options(gpu, value_bytes, positions, local):
+    """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
+    Dask config values ``distsort.*`` read once here."""
+    import dask
+    from dask.utils import parse_bytes
+
+    from .locality import EXCHANGES, PLACEMENTS
+    get = dask.config.get
+    limit = get("distsort.device-memory-limit", None)
+    limit = None if limit in (None, 0, "0") else (
+        parse_bytes(limit) if isinstance(limit, str) else int(limit))
+    options = SortOptions(
+        gpu=gpu, value_bytes=value_bytes, positions=positions, local=local,
+        strategy=get("distsort.strategy", "auto"), exchange=get("distsort.exchange", "auto"),
+        placement=get("distsort.placement", "auto"), group=get("distsort.group", "auto"),
+        engine=get("distsort.out-of-core-engine", "auto"), device_memory_limit=limit)
+    for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
+                                ("placement", options.placement, PLACEMENTS)):
+        if value not in allowed:
+            raise ValueError(f"distsort.{key} must be one of {allowed}, got {value!r}")
+    return options
+
+
 def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
-    """Globally sort a 1-D array; returns the output (keys, values) Dask arrays."""
-    from .locality import (keep_chunks_in_place, pairs_in_flight,  # import distributed
-                           plan_placement, share_crossing_parts, worker_hosts)
-    placed = keep_chunks_in_place()  # on the current distributed client's scheduler, if any
-    hosts = worker_hosts()
-    window = pairs_in_flight(hosts=hosts)
-    chunks = normalize_chunks(keys.chunks[0])
-    if chunks != keys.chunks[0]:
-        keys = keys.rechunk((chunks,))
-    if values is not None and values.chunks[0] != chunks:
-        values = values.rechunk((chunks,))
+    """Globally sort a 1-D array; returns the output (keys, values) Dask arrays.
+
+    Validate (the callers), read the cluster once (``distsort.view``), plan
+    (``distsort.sortplan``), build the graph (``distsort.graph``)."""
+    from .locality import keep_chunks_in_place  # imports distributed where a client is
+    from .view import read_view
     gpu = array_module_name(keys._meta) == "cupy"
-    ooc = _out_of_core(keys, values, chunks, positions, hosts, placed)
-    share = share_crossing_parts(hosts=hosts) and ooc is None and gpu  # checks the setting
+    placed = keep_chunks_in_place()  # on the current distributed client's scheduler, if any
+    view = read_view(keys.__dask_keys__(), None if values is None else values.__dask_keys__(),
+                     gpu, placed)
+    value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
+    plan = plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
+                     _options(gpu, value_bytes, positions, local))
+    if plan.rechunk and keys.chunks[0] != plan.chunks:
+        keys = keys.rechunk((plan.chunks,))
+    if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
+        values = values.rechunk(keys.chunks)
+    ooc = plan.out_of_core
+    if ooc is not None:
+        from .backends.hostruns import HostRuns
+        backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget)
+    else:
+        backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None
-    if ooc is None:
-        backend = get_backend(keys._meta, share)
-        value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
-        perm, group = plan_placement(keys.name, chunks, keys.dtype.itemsize + value_bytes,
-                                     gpu, hosts=hosts)
-    else:
-        backend, perm, group = ooc.backend, None, None
-    token = tokenize(keys.name, vname, order, positions, window, share, ooc, perm, group,
-                     local)
-    graph = SortGraph(token)
-    if ooc is None:
-        sorted_keys = sort_layers(graph, keys.name, vname, chunks, backend, order, positions,
-                                  window, perm, group, local)
-    else:
-        sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
-                                         positions, ooc.plan.run_chunks, stage=ooc.stage,
-                                         window=window, perm=ooc.perm, held=ooc.held)
+    graph = SortGraph(tokenize(keys.name, vname, order, positions, plan))
+    sorted_keys = plan_layers(graph, plan, keys.name, vname, keys.chunks[0], backend, order,
+                              positions)
     sources = [keys] + ([values] if values is not None else [])
+    chunks = plan.chunks
 
     def output(name, part, func, args, meta):
         # Each output's graph holds the sort and its own layer, never the other
@@ -183,66 +222,18 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     # Keyed chunks may hold packed (key, value) codes: finishing them needs both dtypes.
     value_dtype = values.dtype if values is not None else None
     key_args = (order, keys.dtype) + ((value_dtype,) if value_dtype is not None else ())
-    out_keys = output("distsort-sort-" + token, 0, backend.finish_keys if ooc is None else None,
-                      key_args, keys._meta)
+    out_keys = output("distsort-sort-" + graph.token, 0,
+                      None if ooc else backend.finish_keys, key_args, keys._meta)
     out_values = None
     if order.keyed:
         value_meta = (values._meta if values is not None
                       else _module(keys._meta).empty((0,), dtype=np.int64))
-        out_values = output("distsort-sort-values-" + token, 1,
-                            backend.finish_values if ooc is None else None,
+        out_values = output("distsort-sort-values-" + graph.token, 1,
+                            None if ooc else backend.finish_values,
                             (order, keys.dtype, value_dtype), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
         return verified(keys, values, out_keys, out_values, order, positions, what)
     return out_keys, out_values
-
-
-class OutOfCore(NamedTuple):
-    """How an out-of-core sort runs (``_out_of_core``)."""
-
-    backend: Any  # distsort.backends.hostruns.HostRuns
-    plan: Any  # distsort.outofcore.OutOfCorePlan
-    perm: tuple | None  # chunks ordered by the worker holding them (group_by_owner)
-    stage: bool  # CuPy chunks: taken off the GPU first, by tasks of their own
-    held: bool  # ... reading persisted chunks where they are held (distsort.held)
-
-
-def _out_of_core(keys, values, chunks, positions, hosts, placed=False):
-    """An :class:`OutOfCore` when the data outgrow the workers' device budgets
-    (``distsort.outofcore``), else None.  Persisted CuPy chunks are read where they
-    are held (``distsort.held``) where the scheduler plugin is registered (``placed``).
-
-    CuPy chunks are merged on the GPUs; NumPy chunks too where the workers are dask-cuda
-    workers (host data sorted on their GPUs), else by NumPy.  The Dask config value
-    ``distsort.out-of-core-engine`` (``"auto"``, ``"gpu"``, ``"cpu"``) overrides this
-    for NumPy chunks.
-    """
-    import dask
-
-    from . import memory
-    from .backends.hostruns import HostRuns
-    from .locality import _current_client, chunk_owners
-    from .outofcore import group_by_owner, needs_out_of_core, plan_out_of_core
-
-    gpu = array_module_name(keys._meta) == "cupy"
-    engine = "gpu" if gpu else dask.config.get("distsort.out-of-core-engine", "auto")
-    reported = (memory.worker_device_budgets(_current_client()) if engine != "cpu"
-                else [None])
-    if engine == "auto":
-        engine = "gpu" if any(reported) else "cpu"
-    budgets = memory.device_budgets(reported, workers=len(hosts or [None]))
-    itemsize = keys.dtype.itemsize + (8 if positions else
-                                      values.dtype.itemsize if values is not None else 0)
-    if not needs_out_of_core(sum(chunks) * itemsize, budgets):
-        return None
-    budget = min(budgets)
-    plan = plan_out_of_core(chunks, itemsize, budget)
-    many = len(hosts or []) > 1
-    owners = chunk_owners(keys.__dask_keys__()) if many or gpu else None
-    perm = group_by_owner(owners) if many else None
-    held = gpu and placed and None not in owners and (
-        values is None or None not in chunk_owners(values.__dask_keys__()))
-    return OutOfCore(HostRuns(engine, plan.segment, budget), plan, perm, gpu, held)
 
 
 def _check_local(local):
@@ -308,8 +299,9 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
         Keys: bool, (u)int8..64, float16/32/64, datetime64 or timedelta64.  NumPy
-        and CuPy arrays are wrapped with ``dask.array.from_array(x, chunks="auto")``;
-        lists and tuples are converted with ``numpy.asarray``.  DataFrames, Series
+        and CuPy arrays are wrapped as one chunk, neither hashed nor copied (read when
+        the result is computed); lists and tuples are converted with
+        ``numpy.asarray``.  DataFrames, Series
         and xarray objects are refused with the conversion to use (TypeError).
     axis : int or None, optional
         Axis to sort along (default: the last).  A 1-D array is sorted globally,
@@ -347,6 +339,15 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 
     Notes
     -----
+    How a 1-D sort runs is planned once (``distsort.sortplan``, ``docs/plan.md``).
+    Where all the chunks, a sorted copy and the radix sort's buffers fit the one
+    device that sorts them (this process on Dask's local schedulers, or a
+    cluster's only worker), they are sorted as one in one task, with no network.
+    Otherwise each chunk, or each group of chunks of one worker, is sorted and the
+    network of compare-splits merges them; an input of many small chunks is
+    coalesced into one chunk per GPU or CPU thread first.  Past the workers'
+    device budgets the sort runs out of core.
+
     NumPy's order: NaNs (any sign and payload) sort last and keep their bits;
     ``-0.0`` sorts just before ``+0.0``; NaT sorts last.  datetime64 and
     timedelta64 (any unit) are sorted through their int64 view, mapped

@@ -42,15 +42,15 @@ and outputs of the pairs in the window.
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import operator
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 from dask.utils import key_split
 
-from .backends import SharingBackend
+from .backends import capabilities
 from .held import Held
 from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
@@ -115,7 +115,8 @@ def task_name(kind, token, round_id=None):
     """The name of a distsort task (the first part of its key): ``distsort-<kind>``,
     which Dask's ``key_split`` keeps whole, then the round, if any, and the token.
 
-    >>> from dask.utils import key_split
+    >>> import numpy as np
+from dask.utils import key_split
     >>> task_name("low", "5f0e", 3)
     'distsort-low-r03-5f0e'
     >>> key_split((task_name("low", "5f0e", 3), 7)), key_split(task_name("prepare", "5f0e"))
@@ -262,7 +263,7 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1
     (``group_steps``), on its worker."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
     steps = group_steps(plan_network(len(chunks), run=run), run)
-    shared = isinstance(backend, SharingBackend)
+    shared = "share" in capabilities(backend)
     if steps and not shared:
         tasks = {}
         for i in range(len(chunks)):
@@ -340,7 +341,7 @@ def regroup(backend, local, order, sizes, parts):
         k, v = (xp.concatenate([p[j] for p in parts]) for j in (0, 1))
     else:
         k, v = xp.concatenate(parts), None
-    if hasattr(backend, "sort_owned"):  # chunks hold the keys (CuPy): sort them again
+    if "sort_owned" in capabilities(backend):  # chunks hold the keys (CuPy): sort them again
         run = backend.sort_owned(k, v, order, local)
     elif keyed:
         run = backend.prepare(k, v, order, None)
@@ -367,68 +368,112 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
     Returns the keys of the sorted chunks, in backend form.
     """
     perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
-    first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
-    deps = {keys_name} | ({values_name} if values_name else set())
     keys = [(task_name("prepare", graph.token), p) for p in range(len(chunks))]
-    prep = _prepare_func(backend, local)
     if group > 1:
-        group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend,
-                     order, group, local, deps)
+        pieces = tuple(tuple((perm[p], 0, chunks[perm[p]]) for p in range(lo, hi))
+                       for lo, hi in group_bounds(len(chunks), group))
+        pieces_layers(graph, keys, pieces, chunks, chunks, keys_name, values_name, backend,
+                      order, group, local, positions)
     else:
+        first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
+        prep = _prepare_func(backend, local)
         tasks = {}
         for p, i in enumerate(perm):
             value = (values_name, i) if values_name is not None else None
             tasks[keys[p]] = (prep, (keys_name, i), value, order, first[p])
-        graph.add("prepare", tasks, deps)
+        graph.add("prepare", tasks, _input_names(keys_name, values_name))
     return network_layers(graph, keys, chunks, backend, order, window, run=group, local=local)
+
+
+def _input_names(keys_name, values_name):
+    return {keys_name} | ({values_name} if values_name else set())
 
 
 def _prepare_func(backend, local):
     """``backend.prepare``, told the local sort where it takes one."""
-    if "local" in inspect.signature(backend.prepare).parameters:
+    if "local" in capabilities(backend):
         return functools.partial(backend.prepare, local=local)
     return backend.prepare
 
 
-def group_layers(graph, keys, perm, first, keys_name, values_name, chunks, backend, order,
-                 group, local, deps):
+def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name, backend,
+                  order, group, local, positions):
     """The tasks that sort each group of ``group`` consecutive positions as one
-    (``group_prepare``, one task on one worker) and the chunks (slices) they give,
-    as the keys ``keys``."""
+    (``group_prepare``, one task on one worker) from the slices ``pieces[g]``
+    (``(input chunk, start, stop)``) of the input chunks (of sizes ``in_chunks``), and
+    the chunks of sizes ``chunks`` (slices of the sorted run) they give, as the keys
+    ``keys``."""
+    offsets = tuple(itertools.accumulate(in_chunks, initial=0))
     tasks, parts = {}, {}
-    for lo, hi in group_bounds(len(chunks), group):
-        # Keyed by the input chunk of its first position: the scheduler plugin
-        # (``locality.keeps``) then runs it where that chunk, and its group, lives.
-        gkey = (task_name("group", graph.token), perm[lo])
-        values = ([(values_name, i) for i in perm[lo:hi]] if values_name is not None
+    for (lo, hi), mine in zip(group_bounds(len(chunks), group), pieces, strict=True):
+        # Keyed by its first position: the scheduler plugin (``locality.keeps``: a
+        # ``distsort-group`` task reads input chunks of any index) runs it where its
+        # input lives.
+        gkey = (task_name("group", graph.token), lo)
+        # Arrays, not lists: Dask walks every list of a task for keys (a group sort of
+        # 10,000 input chunks spent a second there).
+        bounds = np.array([(a, b) for _, a, b in mine], dtype=np.int64).reshape(-1, 2)
+        firsts = (np.array([offsets[i] + a for i, a, _ in mine], dtype=np.int64)
+                  if positions else None)
+        values = ([(values_name, i) for i, _, _ in mine] if values_name is not None
                   else None)
-        tasks[gkey] = (group_prepare, backend, local, order, list(first[lo:hi]),
-                       list(chunks[lo:hi]), [(keys_name, i) for i in perm[lo:hi]], values)
+        tasks[gkey] = (group_prepare, backend, local, order, firsts, bounds,
+                       list(chunks[lo:hi]), [(keys_name, i) for i, _, _ in mine], values)
         for p in range(lo, hi):
             parts[keys[p]] = (operator.getitem, gkey, p - lo)
-    graph.add("group", tasks, deps)
+    graph.add("group", tasks, _input_names(keys_name, values_name))
     graph.add("prepare", parts, {f"distsort-group-{graph.token}"})
 
 
-def group_prepare(backend, local, order, firsts, sizes, keys, values):
-    """Sort the input chunks ``keys`` (and ``values``, or positions from ``firsts``) as
-    one run; returns it as chunks of ``sizes`` elements (slices of the run)."""
+def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
+    """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
+    (and of ``values``, or positions from ``firsts``, the index of each slice's first
+    element, where not None) as one run; returns it as chunks of ``sizes`` elements
+    (slices of the run)."""
     xp = _namespace(keys[0])
-    k = xp.concatenate([xp.asarray(c).ravel() for c in keys])
-    if firsts[0] is not None:
-        v = xp.concatenate([xp.arange(f, f + n, dtype="int64")
-                            for f, n in zip(firsts, sizes, strict=False)])
+    bounds = [(int(a), int(b)) for a, b in bounds]
+
+    def gathered(arrays):  # a new array: the sort below owns it
+        return xp.concatenate([xp.asarray(c).ravel()[a:b]
+                               for c, (a, b) in zip(arrays, bounds, strict=True)])
+
+    k = gathered(keys)
+    if firsts is not None:
+        v = xp.concatenate([xp.arange(int(f), int(f) + b - a, dtype="int64")
+                            for f, (a, b) in zip(firsts, bounds, strict=True)])
     elif values is not None:
-        v = xp.concatenate([xp.asarray(c).ravel() for c in values])
+        v = gathered(values)
     else:
         v = None
-    if hasattr(backend, "sort_owned"):  # sorts our concatenation in place: no copy
-        increasing = firsts[0] is not None and all(a < b for a, b in itertools.pairwise(firsts))
+    if "sort_owned" in capabilities(backend):  # sorts our concatenation in place: no copy
+        increasing = firsts is not None and all(a < b for a, b in itertools.pairwise(firsts))
         run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
     else:
         run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
     return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+
+
+def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions):
+    """The layers of a ``distsort.sortplan.SortPlan`` on the input arrays ``keys_name``
+    and ``values_name`` (or None), chunked as ``in_chunks`` (``plan.chunks`` where
+    the plan rechunks them); returns the keys of the sorted chunks (runs, out of
+    core), in backend form."""
+    if plan.out_of_core is not None:
+        ooc = plan.out_of_core
+        return out_of_core_layers(graph, keys_name, values_name, plan.chunks, backend, order,
+                                  positions, ooc.plan.run_chunks, stage=ooc.stage,
+                                  window=plan.window, perm=ooc.perm, held=ooc.held)
+    if plan.pieces is None:
+        return sort_layers(graph, keys_name, values_name, plan.chunks, backend, order,
+                           positions, plan.window, plan.perm, plan.group, plan.local)
+    keys = [(task_name("prepare", graph.token), p) for p in range(len(plan.chunks))]
+    pieces_layers(graph, keys, plan.pieces, in_chunks, plan.chunks, keys_name, values_name,
+                  backend, order, plan.group, plan.local, positions)
+    if plan.strategy == "one-device":
+        return keys
+    return network_layers(graph, keys, plan.chunks, backend, order, plan.window,
+                          run=plan.group, local=plan.local)
 
 
 def _namespace(x):

@@ -461,11 +461,13 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
     token : str
         Makes the layer names unique (``distsort-verify-<stage>-<token>``).
     inputs : (str, str or None)
-        Names of the input keys and values arrays, chunked like the output.
+        Names of the input keys and values arrays.
     outputs : (str, str or None)
         Names of the sorted keys and values arrays (chunks ``chunks``).
-    chunks : tuple of int
-        The chunk lengths of the inputs and of the outputs.
+    chunks : (tuple of int, tuple of int)
+        The chunk lengths of the inputs and of the outputs: a sort that reads its
+        input as it is chunked (the "one-device" strategy) writes other chunks, and
+        argsort's positions start where each input chunk starts.
     order : distsort.backends.Order
     positions : bool
         The values are the positions ``0 .. n-1`` (argsort); ``inputs[1]`` is None.
@@ -482,11 +484,12 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
     summary_in = f"distsort-verify-input-{token}"
     summary_out = f"distsort-verify-output-{token}"
     check_name = f"distsort-verify-check-{token}"
+    in_chunks, chunks = chunks
     layers = {
-        summary_in: summary_tasks(summary_in, *inputs, chunks, positions),
+        summary_in: summary_tasks(summary_in, *inputs, in_chunks, positions),
         summary_out: summary_tasks(summary_out, *outputs, chunks, order=order),
         check_name: {(check_name, 0): (
-            check, [(summary_in, i) for i in range(len(chunks))],
+            check, [(summary_in, i) for i in range(len(in_chunks))],
             [(summary_out, i) for i in range(len(chunks))], tuple(chunks), what)},
     }
     deps = {summary_in: {n for n in inputs if n is not None},
@@ -508,8 +511,8 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
 def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     """The outputs of a 1-D sort, gated by a check of their summaries against the input's.
 
-    ``keys`` and ``values`` (or None) are the Dask arrays that were sorted, chunked
-    like the outputs ``out_keys`` and ``out_values`` (or None).  Returns the gated
+    ``keys`` and ``values`` (or None) are the Dask arrays that were sorted (chunked
+    alike), ``out_keys`` and ``out_values`` (or None) the outputs.  Returns the gated
     ``(out_keys, out_values)``: the same data, readable only once the check passed.
     """
     import dask.array as da
@@ -521,7 +524,7 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     new, deps, gated = verify_layers(
         token, (keys.name, None if values is None else values.name),
         tuple(None if a is None else a.name for a in (out_keys, out_values)),
-        out_keys.chunks[0], order, positions, what)
+        (keys.chunks[0], out_keys.chunks[0]), order, positions, what)
     graph = graph_over(outputs, new, deps)
     return tuple(None if name is None else
                  da.Array(graph, name, a.chunks, meta=a._meta)

@@ -16,6 +16,19 @@ def report_counts(request):
             f.write(json.dumps({"module": request.module.__name__, **counts}) + "\n")
 
 
+@pytest.fixture(autouse=True)
+def network_strategy(request):
+    """Most tests check the network of compare-splits on Dask's local schedulers, where
+    a sort that fits this process would otherwise run as one task (the "one-device"
+    strategy, ``distsort.sortplan``): they run with ``distsort.strategy="network"``.
+    A test module with ``STRATEGY = "auto"`` (``test_one_device.py``) runs the
+    default plan."""
+    import dask
+    strategy = getattr(request.module, "STRATEGY", "network")
+    with dask.config.set({"distsort.strategy": strategy}):
+        yield
+
+
 @pytest.fixture(scope="session")
 def cluster_client():
     """A ``distributed.LocalCluster`` of two worker processes on loopback."""

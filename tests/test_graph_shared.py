@@ -19,6 +19,7 @@ from test_api import sort_by_key_reference
 def _shared_numpy():
     """The NumPy backend with ``share``: a merge gets the partner's whole chunk."""
     b = types.SimpleNamespace(**{k: getattr(npb, k) for k in dir(npb) if not k.startswith("_")})
+    b.CAPABILITIES = frozenset({"share"})
     b.share = lambda chunk: ("shared", chunk)
     b.merge_low_shared = lambda a, s, order: npb.merge_low(a, s[1], order)
     b.merge_high_shared = lambda b_, s, order: npb.merge_high(b_, s[1], order)

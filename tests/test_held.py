@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort import api
 from distsort.held import HOLDER, Held, held_keys, host_view, peek
 
 
@@ -87,13 +86,14 @@ def test_held_keys_and_held_arguments_are_no_dependencies():
 def held_path(monkeypatch):
     """Out-of-core sorts of NumPy chunks staged and read as held chunks, as CuPy ones
     are on GPU workers (so that the graph and the scheduler's part run on the CPU)."""
-    real = api._out_of_core
+    from distsort import sortplan
+    real = sortplan._plan_out_of_core
 
     def staged(*args, **kwargs):
-        ooc = real(*args, **kwargs)
-        return ooc and ooc._replace(stage=True, held=True)
+        planned = real(*args, **kwargs)
+        return planned and (planned[0]._replace(stage=True, held=True), planned[1])
 
-    monkeypatch.setattr(api, "_out_of_core", staged)
+    monkeypatch.setattr(sortplan, "_plan_out_of_core", staged)
     with dask.config.set({"distsort.device-memory-limit": int(3 * 1000 * 16 / 0.85) + 1}):
         yield
 

@@ -234,8 +234,12 @@ def _engine_of(array):
 ])
 def test_engine_and_budget_choice(monkeypatch, reported, config, want):
     """Which engine runs, from what the workers report (mocked) and the config."""
-    from distsort import memory
-    monkeypatch.setattr(memory, "worker_device_budgets", lambda client: reported)
+    import dataclasses
+
+    from distsort import view
+    read = view.read_view
+    monkeypatch.setattr(view, "read_view", lambda *a, **k: dataclasses.replace(
+        read(*a, **k), device_budgets=tuple(reported)))
     x = da.from_array(np.arange(10**7, dtype=np.float32), chunks=10**6)
     with dask.config.set(config):
         assert _engine_of(distsort.sort(x)) == want

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort import locality
+from distsort import api, locality
 from distsort.backends import cupy_local
 from distsort.graph import task_round
 from distsort.placement import floor_pow2, group_bounds, group_size, placement, starts
 from distsort.plan import plan_network
+from distsort.sortplan import SortOptions, plan_sort
+from distsort.view import read_view
 
 from arrays import random_keys
 
@@ -138,7 +140,9 @@ def test_permuted_grouped_sorts_match_numpy(seed, monkeypatch):
     values = rng.integers(-5, 5, size=n).astype(np.int32)
     short = n % chunk != 0
     perm = list(rng.permutation(c - 1 if short else c)) + ([c - 1] if short else [])
-    monkeypatch.setattr(locality, "plan_placement", lambda *a, **k: (tuple(perm), group))
+    real = api.plan_sort
+    monkeypatch.setattr(api, "plan_sort", lambda chunks, *a, **k: real(chunks, *a, **k)._replace(
+        chunks=tuple(chunks), pieces=None, perm=tuple(perm), group=group))
     x, v = da.from_array(keys, chunks=chunk), da.from_array(values, chunks=chunk)
     with dask.config.set(scheduler="sync"):
         for descending in (False, True):
@@ -190,8 +194,9 @@ def test_positions_follow_round_robin_chunks(cluster_client):
     owners = locality.chunk_owners(x.__dask_keys__(), client)
     assert owners == [workers[i % 2] for i in range(8)]
     with client.as_current(), dask.config.set({"distsort.group": 1}):
-        perm, group = locality.plan_placement(x.name, x.chunks[0], 8, gpu=False)
-        assert (perm, group) == ((0, 2, 4, 6, 1, 3, 5, 7), 1)
+        plan = plan_sort(x.chunks[0], 8, read_view(x.__dask_keys__()), SortOptions(group=1))
+        assert (plan.perm, plan.group) == ((0, 2, 4, 6, 1, 3, 5, 7), 1)
+        perm = plan.perm
         s = distsort.sort(x)
         with distributed.get_task_stream(client=client) as ts:
             got = client.compute(s).result()
@@ -214,8 +219,9 @@ def test_groups_sort_on_their_worker(cluster_client):
     rng = np.random.default_rng(8)
     x, data, workers = _round_robin(client, rng, 8, 300, "float32")
     with client.as_current():
-        perm, group = locality.plan_placement(x.name, x.chunks[0], 12, gpu=False)
-        assert (perm, group) == ((0, 2, 4, 6, 1, 3, 5, 7), 4)
+        plan = plan_sort(x.chunks[0], 4, read_view(x.__dask_keys__()),
+                         SortOptions(value_bytes=8, positions=True))
+        assert (plan.perm, plan.group) == ((0, 2, 4, 6, 1, 3, 5, 7), 4)
         with distributed.get_task_stream(client=client) as ts:
             got = client.compute(distsort.argsort(x)).result()
     np.testing.assert_array_equal(got, np.argsort(data, kind="stable"))

@@ -114,6 +114,26 @@ class SharingBackend(Backend, Protocol):
         """``merge_high`` reading the partner's crossing elements through its share."""
 
 
+#: What a backend may declare in its ``CAPABILITIES`` beyond :class:`Backend`:
+#: ``"local"`` (its ``prepare`` takes the local sort, ``local=``), ``"sort_owned"``
+#: (``sort_owned(keys, values, order, local, increasing_values)`` sorts arrays the task
+#: owns, in place where it can: group sorts use it instead of ``prepare``), ``"share"``
+#: (a :class:`SharingBackend`: the network shares whole chunks instead of sending
+#: crossing parts).
+CAPABILITIES = ("local", "sort_owned", "share")
+
+
+def capabilities(backend) -> frozenset:
+    """What ``backend`` declares it can do (its ``CAPABILITIES``; none where it declares
+    nothing).  The graph asks this, never the backend's attributes.
+
+    >>> from distsort.backends import numpy as npb
+    >>> capabilities(npb)
+    frozenset()
+    """
+    return frozenset(getattr(backend, "CAPABILITIES", ()))
+
+
 def array_module_name(meta: Array) -> str:
     """``"cupy"`` for CuPy arrays, ``"numpy"`` for NumPy arrays; TypeError for others
     (:func:`distsort.xp.namespace` with ``strict=True``)."""

@@ -23,6 +23,9 @@ from .cupy_local import sort_owned  # noqa: F401  (also the graph's group sorts)
 from .numpy import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
+#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``.
+CAPABILITIES = frozenset({"local", "sort_owned"})
+
 
 def parts(chunk):
     """``(keys, values or None)`` of a chunk."""

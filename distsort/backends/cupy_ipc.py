@@ -15,6 +15,9 @@ from .cupy import (crossing_bound, crossing_count, finish_keys,  # noqa: F401  (
                    finish_values, head, length, make_chunk, merge_high, merge_low, parts,
                    prepare, probe, slice_chunk, sort_blocks, sort_owned, tail)
 
+#: ``distsort.backends.CAPABILITIES``: those of ``distsort.backends.cupy``, and ``share``.
+CAPABILITIES = frozenset({"local", "sort_owned", "share"})
+
 
 def _fetched(part, borrowed):
     """``part``, copied into this GPU where it is another worker's memory."""

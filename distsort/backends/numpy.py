@@ -19,12 +19,29 @@ bit for bit, about 3.5 times slower for keys alone and 45-50 times for keyed chu
 from __future__ import annotations
 
 import functools
+import importlib
 
 import numpy as np
 
 from ..order import decode, encode
-from . import codes as _codes, merge as _merge
 
+#: Chunks shorter than this keep the NumPy code where a compiled pass exists
+#: (``distsort.backends.codes``; also its gather in :func:`keyed_sort`): loading the
+#: compiled code costs time and, in each worker process, memory that small chunks do
+#: not repay; a worker with a tight memory limit (a small out-of-core sort, 8 MiB
+#: chunks in 300 MB workers) sorts small chunks, and the memory it took there paused
+#: the workers for good.
+COMPILED_FROM = 1 << 22
+
+
+def _compiled(name):
+    """``distsort.backends.codes`` or ``merge``, imported where first used: they import
+    numba (half a second or more), which a sort of small chunks as one never needs."""
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+#: What this backend can do beyond ``distsort.backends.Backend``: nothing more.
+CAPABILITIES = frozenset()
 
 # Widths of a packed (key, value) code.
 _CODE32_BYTES, _CODE64_BYTES = 4, 8
@@ -231,8 +248,8 @@ def keyed_sort(keys, values, descending):
     """
     if not packable(keys, values):
         perm = _runs_perm(keys, values, descending)
-        if _merge.ENABLED:
-            return _merge.take_pairs(keys, values, perm)
+        if len(perm) >= COMPILED_FROM and _compiled("merge").ENABLED:
+            return _compiled("merge").take_pairs(keys, values, perm)
         return np.take(keys, perm), np.take(values, perm)  # take: faster than keys[perm]
     codes = keyed_codes(keys, values, descending)
     codes.sort()
@@ -250,7 +267,8 @@ def prepare(keys, values, order, start=None):
     """Copy and sort one chunk; ``start`` asks for positions as the values."""
     keys = np.asarray(keys)
     if not order.keyed:
-        codes = _codes.signed_codes(keys, order.descending)  # one compiled pass, or None
+        codes = (_compiled("codes").signed_codes(keys, order.descending)  # one compiled
+                 if keys.size >= COMPILED_FROM else None)  # pass, or None
         if codes is None:
             codes = _signed(encode(keys, descending=order.descending))
         codes.sort()
@@ -386,11 +404,12 @@ def _plain_keys(keys, descending):
 
 def _merge_keyed(x, y, descending):
     """The sorted union of two keyed runs (the keyed order is total: no ties to break)."""
-    if _merge.ENABLED and _plain_keys(x[0], descending) and _plain_keys(y[0], descending):
-        return _merge.merge_pairs(x, y, descending)  # codes made in the merge: no arrays
-    if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
+    merge = _compiled("merge")
+    if merge.ENABLED and _plain_keys(x[0], descending) and _plain_keys(y[0], descending):
+        return merge.merge_pairs(x, y, descending)  # codes made in the merge: no arrays
+    if merge.ENABLED:  # one linear pass (numba); the same result as the code below
         special = _any_special(*x, *y)
-        return _merge.merge_keyed(x, y, merge_codes_of(*x, descending, special),
+        return merge.merge_keyed(x, y, merge_codes_of(*x, descending, special),
                                   merge_codes_of(*y, descending, special))
     keys, values = (np.concatenate(pair) for pair in zip(x, y, strict=False))
     return keyed_sort(keys, values, descending)
@@ -400,8 +419,8 @@ def _concat_sorted(x, y, order):
     """The sorted union of two sorted runs, ``x`` from the lower chunk (first on ties)."""
     if isinstance(x, tuple):
         return _merge_keyed(x, y, order.descending)
-    if _merge.ENABLED:  # one linear pass (numba); the same result as the code below
-        return _merge.merge_codes(x, y)
+    if _compiled("merge").ENABLED:  # one linear pass (numba); as the code below
+        return _compiled("merge").merge_codes(x, y)
     out = np.concatenate((x, y))
     out.sort(kind="stable")  # timsort: two sorted runs merge in linear time
     return out
@@ -445,7 +464,8 @@ def finish_keys(chunk, order, dtype, values_dtype=None):
     if order.keyed:
         codes = _split_chunk(chunk, dtype, values_dtype, order.descending, "keys")[0]
         return decode(codes, dtype, descending=order.descending, copy=False)
-    keys = _codes.keys_from_signed(chunk, dtype, order.descending)  # one compiled pass
+    keys = (_compiled("codes").keys_from_signed(chunk, dtype, order.descending)  # one
+            if chunk.size >= COMPILED_FROM else None)  # compiled pass, or None
     if keys is not None:
         return keys
     return decode(_unsigned(chunk), dtype, descending=order.descending, copy=False)

@@ -1,0 +1,107 @@
+"""Small calls on the CPU: ``distsort.sort`` of 1,000 elements, the first call in a fresh
+process (imports included) and in steady state, and the graph construction of a 1 GiB
+NumPy array.
+
+    python benchmarks/small_calls.py               # 7 fresh processes, 200 steady calls
+    python benchmarks/small_calls.py --quick       # 3 and 20
+
+Targets (issue 34): the first call under 0.5 s, graph construction under 50 ms.  Beside
+each row its floor, measured in the same run: a fresh process that imports NumPy and
+sorts (``numpy.sort``), and one that imports Dask and sorts the same array with
+``dask.array.from_array(x).map_blocks(numpy.sort).compute()`` (Dask's own
+``compute`` imports ``distributed`` where it is installed, whatever the scheduler).
+Every result is compared element for element with ``numpy.sort``.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from driver import parser, print_table, save_rows
+
+#: Fresh-process programs: each prints the seconds from its first import to a checked result.
+PROGRAMS = {
+    "distsort.sort(x).compute()": (
+        "import numpy as np, distsort\n"
+        "x = np.random.default_rng(0).random(1000)\n"
+        "r = distsort.sort(x).compute()\n"),
+    "numpy.sort(x)": (
+        "import numpy as np\n"
+        "x = np.random.default_rng(0).random(1000)\n"
+        "r = np.sort(x)\n"),
+    "dask.array map_blocks(numpy.sort)": (
+        "import numpy as np, dask.array as da\n"
+        "x = np.random.default_rng(0).random(1000)\n"
+        "r = da.from_array(x).map_blocks(np.sort).compute()\n"),
+}
+_WRAP = ("import time, sys\nt0 = time.perf_counter()\n{body}"
+         "t1 = time.perf_counter()\nimport numpy\n"
+         "assert (r == numpy.sort(x)).all()\n"
+         "print(t1 - t0, 'numba' in sys.modules, 'distributed' in sys.modules)\n")
+
+
+def fresh(body, runs):
+    """Seconds of ``body`` in ``runs`` new interpreters, and what they imported."""
+    times, imported = [], None
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", _WRAP.format(body=body)], check=True,
+                             capture_output=True, text=True).stdout.split()
+        times.append(float(out[0]))
+        imported = {"numba": out[1] == "True", "distributed": out[2] == "True"}
+    return times, imported
+
+
+def steady(calls):
+    import distsort
+    x = np.random.default_rng(1).random(1000)
+    distsort.sort(x).compute()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        r = distsort.sort(x).compute()
+        times.append(time.perf_counter() - start)
+    np.testing.assert_array_equal(r, np.sort(x))
+    return times
+
+
+def graph_construction(runs):
+    """Seconds of ``distsort.sort(x)`` (no compute) for a 1 GiB float64 NumPy array."""
+    import distsort
+    distsort.sort(np.arange(10.0))  # imports done
+    x = np.random.default_rng(2).random(2**27)
+    times, graph = [], None
+    for _ in range(runs):
+        start = time.perf_counter()
+        s = distsort.sort(x)
+        times.append(time.perf_counter() - start)
+        graph = s
+    return times, len(graph.__dask_graph__()), graph.chunks
+
+
+def main():
+    p = parser(__doc__.splitlines()[0])
+    args = p.parse_args()
+    processes, calls = (3, 20) if args.quick else (7, 200)
+    rows = []
+    for name, body in PROGRAMS.items():
+        times, imported = fresh(body, processes)
+        rows.append({"case": "first call, fresh process", "call": name,
+                     "seconds": statistics.median(times), "times": times, **imported})
+    times = steady(calls)
+    rows.append({"case": "steady state", "call": "distsort.sort(x).compute()",
+                 "seconds": statistics.median(times), "times": times[:20]})
+    times, tasks, chunks = graph_construction(max(3, args.runs))
+    rows.append({"case": "graph construction, 1 GiB float64", "call": "distsort.sort(x)",
+                 "seconds": statistics.median(times), "times": times, "tasks": tasks,
+                 "chunks": json.dumps(chunks)})
+    print_table(rows, [("case", "{}"), ("call", "{}"), ("seconds", "{:.4f}")])
+    print(save_rows(rows, "small_calls", "cpu-2cores", args.out, elements=1000))
+
+
+if __name__ == "__main__":
+    main()

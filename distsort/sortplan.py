@@ -1,0 +1,350 @@
+"""The plan of a sort, made once: ``plan_sort(chunks, itemsize, view, options)``.
+
+Pure arithmetic on the input's chunk sizes, the element sizes, a
+:class:`~distsort.view.ClusterView` and the :class:`SortOptions`; tested on tuples,
+as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
+
+``"one-device"``
+    All the chunks, their sorted copy and the radix sort's buffers fit the budget of
+    the one device that sorts them (one GPU, one CPU worker, or this process on
+    Dask's local schedulers): one task gathers the chunks, sorts them once and
+    splits the result into the output chunks.  No network, no round trip through
+    the scheduler per round.
+``"network"``
+    The bitonic network of compare-splits between chunks (``distsort.plan``),
+    positions following where the chunks live and groups of consecutive positions
+    sorted as one within the budget (``distsort.placement``).  An input of more
+    chunks than the workers need (:data:`COALESCE_PER_SLOT` per slot) is coalesced
+    first: the group sorts read slices of the input chunks themselves (``pieces``),
+    so nothing moves twice and the task count does not grow with the input's.
+``"out-of-core"``
+    The data outgrow the workers' device budgets: runs in host memory and the
+    network between them (``distsort.outofcore``).
+
+>>> from distsort.view import ClusterView
+>>> view = ClusterView.local(cores=2, memory=16 * 2**30, chunks=4)
+>>> p = plan_sort((250,) * 4, 8, view, SortOptions())
+>>> p.strategy, p.chunks, p.pieces
+('one-device', (250, 250, 250, 250), (((0, 0, 250), (1, 0, 250), (2, 0, 250), (3, 0, 250)),))
+>>> plan_sort((250,) * 4, 8, view, SortOptions(strategy="network"))[:5]
+('network', (250, 250, 250, 250), None, (0, 1, 2, 3), 1)
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .backends.cupy_local import radix_extra_bytes
+from .memory import RESERVE, _usable
+from .outofcore import (RUN_FRACTION, OutOfCorePlan, group_by_owner, needs_out_of_core,
+                        plan_out_of_core)
+from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
+                        placement)
+from .plan import normalize_chunks, regular_chunks
+
+__all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
+           "one_device_budget", "slot_budget", "coalesced_chunks", "cut_pieces",
+           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER"]
+
+#: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
+#: with ``"auto"``).
+STRATEGIES = ("one-device", "network", "out-of-core")
+#: An input of more chunks than this per slot is coalesced before the network.
+COALESCE_PER_SLOT = 8
+#: CPU memory budgets are this fraction of a worker's memory limit (or of this
+#: machine's memory): Dask spills from 60% of it, and the process's own memory (the
+#: libraries, numba's compiler) takes a good part of the rest.
+CPU_BUDGET_DIVISOR = 4
+#: Pairs of the network in flight per worker: one merging while the next one's crossing
+#: part travels (per core on the local schedulers).
+PAIRS_PER_WORKER = 2
+
+
+class SortOptions(NamedTuple):
+    """What the caller asks for, configuration included (read by ``distsort.api``).
+
+    ``value_bytes``: bytes of a value riding with each key (8 for argsort's
+    positions, 0 for keys alone).  The rest are the
+    Dask config values ``distsort.strategy``, ``distsort.exchange``,
+    ``distsort.placement``, ``distsort.group``, ``distsort.out-of-core-engine`` and
+    ``distsort.device-memory-limit`` (bytes, None: unset).
+    """
+
+    gpu: bool = False
+    value_bytes: int = 0
+    positions: bool = False
+    local: str = "auto"
+    strategy: str = "auto"
+    exchange: str = "auto"
+    placement: str = "auto"
+    group: str | int = "auto"
+    engine: str = "auto"
+    device_memory_limit: int | None = None
+
+
+class OutOfCore(NamedTuple):
+    """How an out-of-core sort runs: its ``engine`` (``"gpu"``, ``"cpu"``) and device
+    ``budget``, the runs' ``plan``, ``perm`` (chunks grouped by the worker holding
+    them, or None), ``stage`` (CuPy chunks taken off the GPU first by tasks of their
+    own) and ``held`` (persisted chunks read where they are held: ``distsort.held``)."""
+
+    engine: str
+    budget: int
+    plan: OutOfCorePlan
+    perm: tuple | None
+    stage: bool
+    held: bool
+
+
+class SortPlan(NamedTuple):
+    """A sort, decided.
+
+    ``chunks``: the regular chunking of the network's positions, which is the
+    output's.  ``pieces``: where the input is read as it is (one-device, coalesced
+    network), for each group of ``group`` consecutive positions the input chunks'
+    slices ``(chunk, start, stop)`` it gathers, in order; None where the input is
+    rechunked to ``chunks`` and position ``p`` takes input chunk ``perm[p]``.
+    ``window``: pairs of the network in flight; ``share``: GPU chunks shared through
+    CUDA IPC; ``local``: the local sort; ``out_of_core``: an :class:`OutOfCore`.
+    """
+
+    strategy: str
+    chunks: tuple
+    pieces: tuple | None
+    perm: tuple | None
+    group: int
+    window: int = 1
+    share: bool = False
+    local: str = "auto"
+    out_of_core: OutOfCore | None = None
+
+    @property
+    def rechunk(self) -> bool:
+        """Whether the input is rechunked to ``chunks`` first (else read as it is)."""
+        return self.pieces is None
+
+
+def _limit_of(limit, budgets):
+    """The smallest of ``budgets`` (None where not known), or ``limit`` where set."""
+    if limit:
+        return int(limit)
+    known = [b for b in budgets if b]
+    return min(known) if known else None
+
+
+def one_device_budget(view, options) -> int | None:
+    """Bytes the one device of a sort may hold, or None where there is not one device
+    (several workers, a scheduler that did not answer) or its memory is not known.
+
+    >>> from distsort.view import ClusterView
+    >>> one_device_budget(ClusterView.local(memory=16 * 2**30), SortOptions())
+    4294967296
+    >>> one_device_budget(ClusterView(workers=("a",), hosts=("h",), threads=(2,),
+    ...                               device_limits=(8 * 10**9,)), SortOptions(gpu=True))
+    8000000000
+    """
+    if options.gpu:
+        devices = view.device_limits if view.workers else (view.device,)
+    elif view.workers:
+        devices = tuple(m and m // CPU_BUDGET_DIVISOR for m in view.memory_limits)
+    else:
+        devices = (view.memory and view.memory // CPU_BUDGET_DIVISOR,)
+    if len(devices) != 1 or view.hosts == (None,):
+        return None
+    return _limit_of(options.device_memory_limit, devices)
+
+
+def slot_budget(view, options) -> int | None:
+    """Bytes one slot (a GPU, a CPU worker's thread) may hold, the smallest over the
+    workers; None where not known.
+
+    >>> from distsort.view import ClusterView
+    >>> v = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(2, 1),
+    ...                 memory_limits=(8000, 4000))
+    >>> slot_budget(v, SortOptions())  # a quarter of 8000 over 2 threads, of 4000 over 1
+    1000
+    """
+    if options.gpu:
+        devices = view.device_limits if view.workers else (view.device,)
+    elif view.workers:
+        devices = tuple(m and m // CPU_BUDGET_DIVISOR // max(1, t or 1)
+                        for m, t in zip(view.memory_limits, view.threads, strict=True))
+    else:
+        devices = (view.memory and view.memory // CPU_BUDGET_DIVISOR // max(1, view.cores),)
+    return _limit_of(options.device_memory_limit, devices)
+
+
+def _fits_one_device(n, itemsize, options, budget):
+    """Whether ``n`` elements, their sorted copy and the radix path's buffers fit."""
+    if budget is None:
+        return False
+    element = itemsize + options.value_bytes
+    need = 2 * n * element + radix_extra_bytes(n, itemsize, options.value_bytes,
+                                               increasing_values=options.positions)
+    return need <= _usable(budget, RESERVE)
+
+
+def coalesced_chunks(n: int, slots: int, element: int, budget: int | None) -> tuple:
+    """The regular chunking of a coalesced input: one chunk per slot, smaller where a
+    group sort of it (the chunk and ``GROUP_COPIES`` more) would not fit ``budget``.
+
+    >>> coalesced_chunks(10**6, 2, 8, None)
+    (500000, 500000)
+    >>> coalesced_chunks(10**6, 2, 8, 8 * 10**6)  # 3 chunk-sized copies in 8 MB
+    (333333, 333333, 333333, 1)
+    """
+    m = -(-n // max(1, slots))
+    if budget is not None:
+        m = min(m, budget // ((1 + GROUP_COPIES) * max(1, element)))
+    return regular_chunks(n, max(1, m))
+
+
+def cut_pieces(order, chunks, bounds) -> tuple:
+    """The slices ``(chunk, start, stop)`` of the input chunks (of sizes ``chunks``,
+    taken in the order ``order``) that make each range ``bounds`` (``(start, stop)``
+    element offsets into that sequence); empty slices are left out.
+
+    >>> cut_pieces((1, 0, 2), (3, 3, 3), ((0, 4), (4, 9)))
+    (((1, 0, 3), (0, 0, 1)), ((0, 1, 3), (2, 0, 3)))
+    """
+    out = []
+    k, at = 0, 0  # the k-th chunk of ``order`` starts at element ``at``
+    for start, stop in bounds:
+        mine = []
+        while k < len(order) and at < stop:
+            i = order[k]
+            lo, hi = max(start, at) - at, min(stop, at + chunks[i]) - at
+            if hi > lo:
+                mine.append((i, lo, hi))
+            if at + chunks[i] <= stop:
+                at += chunks[i]
+                k += 1
+            else:
+                break
+        out.append(tuple(mine))
+    return tuple(out)
+
+
+def _plan_out_of_core(chunks, itemsize, view, options):
+    """An :class:`OutOfCore` and its regular chunking where the data outgrow the
+    workers' device budgets, else None."""
+    gpu = options.gpu
+    engine = "gpu" if gpu else options.engine
+    reported = view.device_budgets if (engine != "cpu" and view.device_budgets) else (None,)
+    if engine == "auto":
+        engine = "gpu" if any(reported) else "cpu"
+    if options.device_memory_limit:
+        budgets = [int(options.device_memory_limit)] * max(1, len(view.hosts or [None]))
+    else:
+        budgets = list(reported)
+    element = itemsize + options.value_bytes
+    n = sum(chunks)
+    if not needs_out_of_core(n * element, budgets):
+        return None
+    budget = min(budgets)
+    regular = normalize_chunks(chunks)
+    if len(chunks) == 1 and element * n > budget * RUN_FRACTION:
+        # One chunk (a plain array) too large for a run: cut, two chunks to a run.
+        regular = regular_chunks(n, max(1, int(budget * RUN_FRACTION) // (2 * element)))
+    plan = plan_out_of_core(regular, element, budget)
+    many = len(view.hosts or []) > 1
+    owners = (view.owners if regular == tuple(chunks) and len(view.owners) == len(regular)
+              else (None,) * len(regular))
+    perm = group_by_owner(owners) if many else None
+    held = bool(gpu and view.placed and None not in owners
+                and (view.value_owners is None or None not in view.value_owners))
+    return OutOfCore(engine, budget, plan, perm, gpu, held), regular
+
+
+def _shares(exchange, hosts, gpu):
+    """Whether GPU chunks are shared through CUDA IPC (``distsort.locality``)."""
+    if not gpu or exchange != "auto":
+        return gpu and exchange == "ipc"
+    return bool(hosts) and len(hosts) > 1 and None not in hosts and len(set(hosts)) == 1
+
+
+def _network(chunks, itemsize, view, options, window):
+    """The network's plan: coalesced where the input has too many chunks (or one too
+    large for a slot), else on its own chunking made regular."""
+    gpu, element = options.gpu, itemsize + options.value_bytes
+    slots, budget = view.slots(gpu), slot_budget(view, options)
+    n, regular = sum(chunks), normalize_chunks(chunks)
+    fixed = options.group
+    grouped = view.workers or gpu  # the local schedulers' CPU cores run pairs at once
+    share = _shares(options.exchange, view.hosts, gpu)
+    owners = (list(view.owners) if options.placement == "auto"
+              and len(view.owners) == len(chunks) else [None] * len(chunks))
+    # One chunk (a plain array) larger than a group sort fits is cut; many small ones
+    # are coalesced.
+    too_large = len(chunks) == 1 and budget is not None and (
+        (1 + GROUP_COPIES) * n * element > budget)
+    if too_large or len(regular) > slots * COALESCE_PER_SLOT:
+        out = coalesced_chunks(n, slots, element, budget)
+        group = (int(fixed) if fixed != "auto" else
+                 group_size(len(out), slots, out[0] * element, budget) if grouped else 1)
+        order = placement(owners) if view.workers else tuple(range(len(chunks)))
+        ends = [min(n, b * out[0]) for b in range(len(out) + 1)]
+        per_position = cut_pieces(order, chunks, tuple(zip(ends[:-1], ends[1:], strict=True)))
+        if fixed == "auto" and view.workers:
+            group = local_group([owners[p[0][0]] if p else None for p in per_position], group)
+        pieces = tuple(sum(per_position[lo:hi], ()) for lo, hi in group_bounds(len(out), group))
+        return SortPlan("network", out, pieces, None, group, window, share, options.local)
+    c = len(regular)
+    if fixed != "auto":
+        group = int(fixed)
+    elif grouped and c > 1 and view.hosts != (None,):
+        group = group_size(c, slots, regular[0] * element, budget)
+    else:
+        group = 1
+    if not view.workers or c == 1:
+        return SortPlan("network", regular, None, tuple(range(c)), group, window, share,
+                        options.local)
+    if regular != tuple(chunks):  # rechunked: the new chunks are held nowhere yet
+        owners = [None] * c
+    align = max(group, floor_pow2(c // len(view.workers)))  # whole blocks of a worker's
+    perm = placement(owners, align, short_last=regular[-1] < regular[0])
+    if fixed == "auto":  # a group sort should move no chunk between workers
+        group = local_group([owners[i] for i in perm], group)
+    return SortPlan("network", regular, None, perm, group, window, share, options.local)
+
+
+def plan_sort(chunks, itemsize: int, view, options: SortOptions | None = None) -> SortPlan:
+    """The :class:`SortPlan` of a 1-D sort of an input chunked as ``chunks`` (any
+    chunking), keys of ``itemsize`` bytes, on ``view`` (``distsort.view``).
+
+    >>> import dataclasses
+    >>> from distsort.view import ClusterView
+    >>> two = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(1, 1),
+    ...                   memory_limits=(2**30, 2**30), owners=("a", "b") * 4)
+    >>> p = plan_sort((100,) * 8, 8, two)
+    >>> p.strategy, p.perm, p.group
+    ('network', (0, 2, 4, 6, 1, 3, 5, 7), 4)
+    >>> p = plan_sort((10,) * 1000, 8, dataclasses.replace(two, owners=(None,) * 1000))
+    >>> p.strategy, p.chunks, p.group, len(p.pieces[0])
+    ('network', (5000, 5000), 1, 500)
+    """
+    chunks = tuple(int(c) for c in chunks)
+    options = SortOptions() if options is None else options
+    if options.strategy not in ("auto",) + STRATEGIES:
+        raise ValueError(f"distsort.strategy must be one of {('auto',) + STRATEGIES}, "
+                         f"got {options.strategy!r}")
+    workers = len(view.hosts) if view.distributed else view.cores
+    window = PAIRS_PER_WORKER * max(1, workers)
+    ooc = _plan_out_of_core(chunks, itemsize, view, options)
+    if ooc is not None:
+        ooc, regular = ooc
+        return SortPlan("out-of-core", regular, None, None, 1, window, False, options.local,
+                        ooc)
+    n = sum(chunks)
+    one = options.strategy == "one-device" or (
+        options.strategy == "auto"
+        and _fits_one_device(n, itemsize, options, one_device_budget(view, options)))
+    if one:
+        out = normalize_chunks(chunks)
+        if len(out) > view.slots(options.gpu) * COALESCE_PER_SLOT:  # tiny chunks out too
+            out = coalesced_chunks(n, view.slots(options.gpu), itemsize + options.value_bytes,
+                                   None)
+        pieces = (tuple((i, 0, c) for i, c in enumerate(chunks) if c) or ((0, 0, 0),),)
+        return SortPlan("one-device", out, pieces, None, len(out), window, False,
+                        options.local)
+    return _network(chunks, itemsize, view, options, window)
+

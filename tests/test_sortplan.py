@@ -1,0 +1,171 @@
+"""``distsort.sortplan.plan_sort`` on tuples, for every strategy (as Dask tests
+``plan_rechunk``): no cluster, no data."""
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from distsort.placement import group_bounds
+from distsort.sortplan import (COALESCE_PER_SLOT, SortOptions, coalesced_chunks, cut_pieces,
+                               one_device_budget, plan_sort, slot_budget)
+from distsort.plan import is_regular
+from distsort.view import ClusterView
+
+GiB = 2**30
+
+
+def local(chunks, cores=2, memory=16 * GiB, device=None):
+    return ClusterView.local(cores=cores, memory=memory, device=device, chunks=len(chunks))
+
+
+def workers(count, owners, threads=1, memory=4 * GiB, device=None, budget=None):
+    names = tuple(f"w{i}" for i in range(count))
+    return ClusterView(workers=names, hosts=("h",) * count, threads=(threads,) * count,
+                       memory_limits=(memory,) * count, device_limits=(device,) * count,
+                       device_budgets=(budget,) * count, owners=tuple(owners))
+
+
+def covered(plan, chunks):
+    """Every input element, read once by the plan's pieces, in the pieces' order."""
+    seen = [(i, e) for group in plan.pieces for i, a, b in group for e in range(a, b)]
+    assert sorted(seen) == [(i, e) for i, c in enumerate(chunks) for e in range(c)]
+    sizes = [sum(b - a for _, a, b in group) for group in plan.pieces]
+    bounds = group_bounds(len(plan.chunks), plan.group) if plan.strategy == "network" \
+        else ((0, len(plan.chunks)),)
+    assert sizes == [sum(plan.chunks[lo:hi]) for lo, hi in bounds]
+
+
+# ---------------------------------------------------------------- one device
+@pytest.mark.parametrize("chunks", [(1000,), (300, 300, 300, 100), (0, 5, 0, 7), (0,)])
+def test_one_device_when_everything_fits(chunks):
+    p = plan_sort(chunks, 8, local(chunks))
+    assert p.strategy == "one-device" and p.perm is None and p.out_of_core is None
+    assert is_regular(p.chunks) and sum(p.chunks) == sum(chunks)
+    covered(p, chunks)
+
+
+def test_one_device_keeps_the_inputs_regular_chunking_but_coalesces_tiny_chunks():
+    assert plan_sort((250,) * 4, 4, local((1,) * 4)).chunks == (250,) * 4
+    tiny = (10,) * 10_000  # 2 cores: more than 16 chunks are coalesced, one per core
+    p = plan_sort(tiny, 8, local(tiny))
+    assert p.strategy == "one-device" and p.chunks == (50_000, 50_000)
+    covered(p, tiny)
+
+
+def test_one_device_needs_room_for_the_radix_buffers():
+    n = 10**6
+    need = 2 * n * 4 + 3 * n * 4  # the gathered and sorted copies, the radix buffers
+    fits = local((n,), memory=int(need / 0.95) * 4 + 64)  # a quarter of memory is the budget
+    assert plan_sort((n,), 4, fits).strategy == "one-device"
+    short = local((n,), memory=need * 3)
+    assert plan_sort((n,), 4, short).strategy == "network"
+    # argsort: int64 positions and the permutation's buffers
+    assert plan_sort((n,), 4, fits, SortOptions(value_bytes=8, positions=True)).strategy \
+        == "network"
+
+
+def test_one_device_on_one_gpu_worker_but_not_on_two():
+    owners = ("w0",) * 8
+    one = workers(1, owners, device=80 * 10**9)
+    p = plan_sort((2**24,) * 8, 4, one, SortOptions(gpu=True))
+    assert p.strategy == "one-device" and len(p.pieces) == 1
+    two = workers(2, ("w0", "w1") * 4, device=80 * 10**9)
+    assert plan_sort((2**24,) * 8, 4, two, SortOptions(gpu=True)).strategy == "network"
+    # A GPU whose memory is not known: never sorted as one.
+    assert plan_sort((100,) * 8, 4, local((100,) * 8), SortOptions(gpu=True)).strategy \
+        == "network"
+
+
+def test_budgets():
+    v = workers(2, (), threads=4, memory=16 * GiB, device=8 * GiB)
+    assert one_device_budget(v, SortOptions()) is None  # two workers
+    assert slot_budget(v, SortOptions()) == GiB  # a quarter over 4 threads
+    assert slot_budget(v, SortOptions(gpu=True)) == 8 * GiB
+    assert slot_budget(v, SortOptions(gpu=True, device_memory_limit=10**6)) == 10**6
+    assert one_device_budget(dataclasses.replace(v, workers=("a",), hosts=(None,)),
+                             SortOptions()) is None  # the scheduler did not answer
+
+
+# ---------------------------------------------------------------- network
+def test_network_follows_the_owners_and_groups_within_a_worker():
+    owners = ("w0", "w1") * 4
+    p = plan_sort((100,) * 8, 8, workers(2, owners))
+    assert (p.strategy, p.pieces, p.perm, p.group) == ("network", None,
+                                                        (0, 2, 4, 6, 1, 3, 5, 7), 4)
+    assert p.window == 4 and p.rechunk
+    p = plan_sort((100,) * 8, 8, workers(2, owners), SortOptions(group=1, placement="identity"))
+    assert (p.perm, p.group) == (tuple(range(8)), 1)
+
+
+def test_network_of_a_ragged_input_is_rechunked_with_no_owners():
+    p = plan_sort((5, 1, 7, 3), 4, workers(2, ("w0", "w1", "w0", "w1")))
+    assert p.chunks == (4, 4, 4, 4) and p.perm == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("count", [40, 100, 1000, 10_000])
+def test_many_chunks_are_coalesced_by_owner(count):
+    rng = np.random.default_rng(count)
+    chunks = tuple(int(c) for c in rng.integers(0, 20, size=count))
+    owners = tuple(rng.choice(["w0", "w1", None], size=count))
+    view = workers(2, owners)
+    p = plan_sort(chunks, 8, view)
+    assert p.strategy == "network" and not p.rechunk
+    assert len(p.chunks) <= 2 * COALESCE_PER_SLOT  # positions follow the slots, not the input
+    covered(p, chunks)
+    # The chunks of one worker are read together: owners appear in runs.
+    read = [owners[i] for group in p.pieces for i, _, _ in group]
+    assert len([k for k, _ in itertools.groupby(read)]) <= 3
+
+
+def test_a_single_chunk_too_large_for_a_slot_is_cut():
+    n = 10**6
+    gpu = SortOptions(gpu=True)
+    p = plan_sort((n,), 4, local((n,), device=3 * 4 * n // 4), gpu)  # a quarter of it fits
+    assert p.strategy == "network" and len(p.chunks) >= 4 and p.group >= 1
+    covered(p, (n,))
+    big = local((n,), device=10 * 4 * n)  # fits three times: one chunk, not cut
+    assert plan_sort((n,), 4, big, SortOptions(gpu=True, strategy="network")).chunks == (n,)
+
+
+def test_coalesced_chunks_and_cut_pieces():
+    assert coalesced_chunks(10, 4, 1, None) == (3, 3, 3, 1)
+    assert coalesced_chunks(0, 4, 1, None) == (0,)
+    assert cut_pieces((0,), (5,), ((0, 2), (2, 5))) == (((0, 0, 2),), ((0, 2, 5),))
+    assert cut_pieces((2, 0, 1), (1, 0, 4), ((0, 5),)) == (((2, 0, 4), (0, 0, 1)),)
+
+
+# ---------------------------------------------------------------- out of core
+def test_out_of_core_past_the_device_budgets():
+    chunks = (2**28,) * 16
+    owners = ("w0", "w1") * 8
+    p = plan_sort(chunks, 4, workers(2, owners, device=8 * 10**9, budget=2 * 10**9),
+                  SortOptions(gpu=True))
+    assert p.strategy == "out-of-core" and p.pieces is None and p.rechunk
+    ooc = p.out_of_core
+    assert ooc.engine == "gpu" and ooc.budget == 2 * 10**9 and ooc.stage
+    assert ooc.perm[:8] == (0, 2, 4, 6, 8, 10, 12, 14)
+    assert ooc.plan.run_chunks == 1 and not ooc.held  # the plugin is not registered
+    placed = dataclasses.replace(workers(2, owners, budget=2 * 10**9), placed=True)
+    assert plan_sort(chunks, 4, placed, SortOptions(gpu=True)).out_of_core.held
+
+
+def test_out_of_core_engine_and_config_budget():
+    chunks = (1000,) * 10
+    view = local(chunks)
+    assert plan_sort(chunks, 4, view).strategy == "one-device"
+    p = plan_sort(chunks, 4, view, SortOptions(device_memory_limit=10_000))
+    assert (p.strategy, p.out_of_core.engine, p.out_of_core.perm) == ("out-of-core", "cpu", None)
+    one = (10**6,)  # one chunk larger than a run: cut, two chunks to a run
+    p = plan_sort(one, 4, local(one), SortOptions(device_memory_limit=10**6))
+    assert p.strategy == "out-of-core" and len(p.chunks) > 1 and p.out_of_core.plan.run_chunks == 2
+
+
+def test_strategy_setting():
+    chunks = (100,) * 4
+    assert plan_sort(chunks, 8, local(chunks), SortOptions(strategy="network")).strategy \
+        == "network"
+    assert plan_sort(chunks, 8, local(chunks, memory=1),
+                     SortOptions(strategy="one-device")).strategy == "one-device"
+    with pytest.raises(ValueError, match="distsort.strategy"):
+        plan_sort(chunks, 8, local(chunks), SortOptions(strategy="fast"))
