@@ -23,6 +23,7 @@ from dask.base import tokenize
 from . import api
 from .backends import Order, array_module_name
 from .gather import gather
+from .inputs import numpy_keywords
 from .order import TIME_KINDS, encode, time_codes
 from .xp import namespace as _namespace
 
@@ -157,6 +158,7 @@ def _validated(arrays, what, shape=None, chunks=None):
     return out, shape
 
 
+@numpy_keywords
 def lexsort(keys, *, verify=False, local="auto"):
     """Indices that sort 1-D arrays lexicographically, as int64: ``numpy.lexsort``.
 
@@ -238,6 +240,7 @@ def sort_table(keys, values, *, descending=False, verify=False, local="auto"):
     return out_keys, _columns_like(names, out_values)
 
 
+@numpy_keywords
 def sort_by_key(keys, values, *, descending=False, stable=None, verify=False,
                 local="auto"):
     """``distsort.sort_by_key``: :func:`distsort.api.sort_by_key` for one key array and

@@ -10,7 +10,7 @@ through :func:`sort_owned`, which picks the path by :func:`choose_local`:
     before ``+0.0``, argsort stable, ties of ``sort_by_key`` broken by the value.
     It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
 ``"bitonic"``
-    The in-place kernels (``distsort.backends.cupy.sort_inplace``): no extra memory.
+    The in-place kernels (``distsort.backends.launcher.sort_inplace``): no extra memory.
 ``"auto"``
     Radix where the worker's device budget (:func:`device_budget`: dask-cuda's
     ``device_memory_limit`` less what the worker holds, or the free device memory)

@@ -128,9 +128,10 @@ def sort_slots(cluster):
     0: one)."""
     if cluster.client is None:
         return 1 if cluster.gpu else max(1, cluster.threads)
-    from ..locality import _workers, worker_slots
-    workers = _workers(cluster.client)
-    return worker_slots(cluster.gpu, workers) if workers else 1
+    from ..view import ClusterView
+    workers = cluster.client.scheduler_info(n_workers=-1)["workers"]
+    threads = tuple(w.get("nthreads", 1) for w in workers.values())
+    return ClusterView(workers=tuple(workers), threads=threads).slots(cluster.gpu)
 
 
 def chunk_elements(args, cluster, itemsize, per_element, n=None):
