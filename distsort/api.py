@@ -19,6 +19,8 @@ from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
 from .graph import (SortGraph, finish_layer, graph_over, out_of_core_layers,
                     run_output_layer, sort_layers)
+from .backends.hostruns import pick
+from .outofcore_graph import kway_sort_layers, pick_layer
 from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
 from .plan import normalize_chunks
 from .verify import check_lanes, verified
@@ -159,6 +161,10 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     if ooc is None:
         sorted_keys = sort_layers(graph, keys.name, vname, chunks, backend, order, positions,
                                   window, perm, group, local)
+    elif ooc.merge == "kway":
+        sorted_keys = kway_sort_layers(graph, keys.name, vname, chunks, backend, order,
+                                       positions, ooc.plan.run_chunks, ooc.stage, ooc.held,
+                                       like_gpu=gpu)
     else:
         sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
                                          positions, ooc.plan.run_chunks, stage=ooc.stage,
@@ -168,6 +174,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     def output(name, part, func, args, meta):
         if ooc is None:
             finish_layer(graph, name, sorted_keys, func, *args)
+        elif ooc.merge == "kway":
+            pick_layer(graph, name, sorted_keys, pick, part)
         else:
             run_output_layer(graph, name, sorted_keys, chunks, ooc.plan.run_chunks,
                              backend.output, part, gpu)
@@ -199,6 +207,7 @@ class OutOfCore(NamedTuple):
     perm: tuple | None  # chunks ordered by the worker holding them (group_by_owner)
     stage: bool  # CuPy chunks: taken off the GPU first, by tasks of their own
     held: bool  # ... reading persisted chunks where they are held (distsort.held)
+    merge: str = "network"  # between the runs: "kway" or "network" (kway.choose_merge)
 
 
 def _out_of_core(keys, values, chunks, positions, hosts, placed=False):
@@ -216,7 +225,9 @@ def _out_of_core(keys, values, chunks, positions, hosts, placed=False):
     from . import memory
     from .backends.hostruns import HostRuns
     from .locality import _current_client, chunk_owners
-    from .outofcore import group_by_owner, needs_out_of_core, plan_out_of_core
+    from .kway import choose_merge
+    from .outofcore import (bytes_moved, group_by_owner, needs_out_of_core,
+                            plan_out_of_core, run_lengths)
 
     gpu = array_module_name(keys._meta) == "cupy"
     engine = "gpu" if gpu else dask.config.get("distsort.out-of-core-engine", "auto")
@@ -236,7 +247,10 @@ def _out_of_core(keys, values, chunks, positions, hosts, placed=False):
     perm = group_by_owner(owners) if many else None
     held = gpu and placed and None not in owners and (
         values is None or None not in chunk_owners(values.__dask_keys__()))
-    return OutOfCore(HostRuns(engine, plan.segment, budget), plan, perm, gpu, held)
+    lengths = run_lengths(chunks, plan.run_chunks)
+    merge = choose_merge(lengths, itemsize, budget, bytes_moved(plan, lengths, itemsize),
+                         workers=len(hosts or [None]))
+    return OutOfCore(HostRuns(engine, plan.segment, budget), plan, perm, gpu, held, merge)
 
 
 def _check_local(local):

@@ -1,0 +1,52 @@
+"""Graph layers of the k-way out-of-core merge (``distsort.kway``).
+
+The runs come from ``distsort.graph.run_layers``; then one task per output chunk
+merges that chunk's slice of every run (``HostRuns.merge_chunk``), and the output
+arrays take the keys and the values of those tasks.  Builders take names and chunks
+and touch no data.
+
+>>> from distsort.backends import Order
+>>> from distsort.backends.hostruns import HostRuns
+>>> from distsort.graph import SortGraph
+>>> g = SortGraph("abc")
+>>> merged = kway_layers(g, [("distsort-run-abc", 0), ("distsort-run-abc", 1)],
+...                      (4, 4, 2), HostRuns(), Order(), like_gpu=False)
+>>> merged
+[('distsort-kway-abc', 0), ('distsort-kway-abc', 1), ('distsort-kway-abc', 2)]
+>>> g.layers["distsort-kway-abc"][("distsort-kway-abc", 2)][1:3]
+(8, 10)
+"""
+from __future__ import annotations
+
+import itertools
+
+__all__ = ["kway_sort_layers", "kway_layers", "pick_layer"]
+
+
+def kway_sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
+                     run_chunks, stage, held, like_gpu):
+    """Runs of ``run_chunks`` chunks (``distsort.graph.run_layers``, arguments as
+    there), then :func:`kway_layers`; returns the keys of the merged output chunks."""
+    from .graph import run_layers
+    runs, _ = run_layers(graph, keys_name, values_name, chunks, backend, order, positions,
+                         run_chunks, stage, held=held)
+    return kway_layers(graph, runs, chunks, backend, order, like_gpu)
+
+
+def kway_layers(graph, runs, chunks, backend, order, like_gpu):
+    """One task per output chunk of ``chunks``: its elements of the merge of the
+    ``runs`` (keys of earlier layers); returns the tasks' keys."""
+    name = "distsort-kway-" + graph.token
+    ends = list(itertools.accumulate(chunks, initial=0))
+    tasks = {(name, j): (backend.merge_chunk, ends[j], ends[j + 1], order, like_gpu, list(runs))
+             for j in range(len(chunks))}
+    graph.add("kway", tasks, set(graph.layers))
+    return list(tasks)
+
+
+def pick_layer(graph, out_name, merged, func, part):
+    """The output array's layer: ``(out_name, j) = func(merged[j], part)`` (the keys or
+    the values of each merged chunk)."""
+    graph.dependencies[out_name] = set(graph.layers)
+    graph.layers[out_name] = {(out_name, j): (func, k, part) for j, k in enumerate(merged)}
+    return out_name
