@@ -60,9 +60,11 @@ def co_ranks(lengths, rank, before):
     """
     lo, hi = [0] * len(lengths), [int(n) for n in lengths]
     rank = max(0, min(int(rank), sum(hi)))
+    step = 0
     while sum(lo) < rank < sum(hi):
         i = max(range(len(lo)), key=lambda j: hi[j] - lo[j])
-        p = (lo[i] + hi[i]) // 2
+        p = _pivot(lo[i], hi[i], rank - sum(lo), sum(hi) - sum(lo), step)
+        step += 1
         counts = before(i, p, lo, hi)
         if sum(counts) < rank:  # element p of run i is among the first ``rank``
             lo = [max(a, int(c)) for a, c in zip(lo, counts, strict=True)]
@@ -71,6 +73,19 @@ def co_ranks(lengths, rank, before):
             hi = [min(b, int(c)) for b, c in zip(hi, counts, strict=True)]
             hi[i] = p
     return tuple(lo if sum(lo) == rank else hi)
+
+
+def _pivot(lo, hi, need, width, step):
+    """A position in ``[lo, hi)``: where the rank sought would fall if the runs were
+    alike (``need`` of the ``width`` elements of all windows), on even steps; the
+    middle on odd ones, so that the widest window at least halves every other step.
+
+    >>> _pivot(0, 100, 10, 400, 0), _pivot(0, 100, 10, 400, 1)
+    (2, 50)
+    """
+    if step % 2:
+        return (lo + hi) // 2
+    return min(hi - 1, lo + (hi - lo) * need // width)
 
 
 def searcher(runs):

@@ -190,9 +190,47 @@ def test_property_kway_equals_the_network(n, chunk, runs_of, dtype, descending, 
     ops = [lambda: distsort.sort(xd, descending=descending),
            lambda: distsort.argsort(xd, descending=descending)]
     for op, itemsize in zip(ops, (x.dtype.itemsize, x.dtype.itemsize + 8), strict=True):
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(kway, "choose_merge", lambda *a, **k: "kway")
-            got, _ = _run(op, chunk, itemsize, runs_of)
-        want, used = _run(op, chunk, itemsize, runs_of)
-        assert not used
+        outs = []
+        for merge in ("kway", "network"):
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(kway, "choose_merge", lambda *a, merge=merge, **k: merge)
+                out, used = _run(op, chunk, itemsize, runs_of)
+            assert used == (merge == "kway" and any(
+                n.startswith("distsort-run-") for n in out.dask.layers))
+            outs.append(out)
+        got, want = outs
         _assert_equal_bits(got.compute(scheduler="sync"), want.compute(scheduler="sync"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "uint64", "int16", "float64"])
+@pytest.mark.parametrize("host_input", [False, True])
+def test_gpu_engine_kway_equals_the_in_memory_path(kway_always, dtype, host_input):
+    """The GPU engine's k-way merge (CuPy chunks, or NumPy chunks sorted on the GPU)
+    against NumPy and the in-memory GPU path, bit for bit."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(11)
+    n, chunk = 300_001, 20_000
+    x = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(0, 2**31, n).astype(np.uint32)
+    xp = np if host_input else cupy
+    xd = da.from_array(xp.asarray(x), chunks=chunk, asarray=False)
+    vd = da.from_array(xp.asarray(values), chunks=chunk, asarray=False)
+    config = {"distsort.device-memory-limit": _budget(chunk, 12, 4),
+              "distsort.out-of-core-engine": "gpu"}
+    with dask.config.set(config):
+        outs = [distsort.sort(xd), distsort.sort(xd, descending=True),
+                distsort.argsort(xd, descending=True), *distsort.sort_by_key(xd, vd)]
+        assert all(any(k.startswith("distsort-kway-") for k in o.dask.layers) for o in outs)
+        got = dask.compute(*outs, scheduler="sync")
+    with dask.config.set({"distsort.device-memory-limit": None}):
+        want = dask.compute(distsort.sort(xd), distsort.sort(xd, descending=True),
+                            distsort.argsort(xd, descending=True),
+                            *distsort.sort_by_key(xd, vd), scheduler="sync")
+    host = (lambda a: a) if host_input else (lambda a: a.get())
+    got, want = [host(g) for g in got], [host(w) for w in want]
+    assert_sorted_like_numpy(got[0], x)
+    assert_sorted_like_numpy(got[1], x, descending=True)
+    _assert_equal_bits(got[2], stable_argsort(x, descending=True))
+    for g, w in zip(got, want, strict=True):
+        _assert_equal_bits(g, w)

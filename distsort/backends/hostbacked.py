@@ -62,10 +62,11 @@ class HostCopy(cupy.cuda.UnownedMemory):
     fingerprint = None
 
 
-def host_backed(host):
+def host_backed(host, device=None):
     """The NumPy array ``host`` (contiguous; page-locked for speed) on the GPU: a plain
-    CuPy array whose memory remembers ``host`` (module doc)."""
-    device = cupy.asarray(host)
+    CuPy array whose memory remembers ``host`` (module doc).  ``device``: a CuPy array
+    already equal to ``host`` (a k-way merge leaves its output in both), else a copy."""
+    device = cupy.asarray(host) if device is None else device
     memory = HostCopy(device.data.ptr, device.nbytes, device)
     memory.host, memory.fingerprint = host, fingerprint(device)
     return cupy.ndarray(device.shape, device.dtype, cupy.cuda.MemoryPointer(memory, 0))

@@ -23,6 +23,7 @@ that every engine gives the same runs bit for bit.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -250,9 +251,13 @@ class HostRuns:
                                       stop - start, like_gpu, self.budget)
         before = run_searcher(runs, order)
         lengths = [length(r) for r in runs]
+        began = time.perf_counter()
         cuts = [co_ranks(lengths, start + b, before)
                 for b in segment_bounds((stop - start,), segment)[0]]
-        return engine.merge_segments(runs, cuts, order, like_gpu, self.budget)
+        engine.record("kway_coranks", time.perf_counter() - began)
+        out = engine.merge_segments(runs, cuts, order, like_gpu, self.budget)
+        engine.record("kway_tasks", time.perf_counter() - began)
+        return out
 
     # -- output chunks
     def output(self, run, start, stop, part, like_gpu):
