@@ -21,6 +21,8 @@ the chunk, spilled or not, and keeps its pinned block in use.
 """
 from __future__ import annotations
 
+import time
+
 import cupy
 import numpy as np
 from distributed.protocol import dask_serialize
@@ -85,6 +87,17 @@ def host_copy(x):
     return host
 
 
+def _why_copied(x):
+    """Why :func:`host_copy` found no host copy of ``x`` (a phase name's suffix)."""
+    memory = getattr(getattr(x, "data", None), "mem", None)
+    if not isinstance(memory, HostCopy):
+        return "plain"
+    host = memory.host
+    if x.data.ptr != memory.ptr or x.shape != host.shape or x.dtype != host.dtype:
+        return "view"
+    return "noncontiguous" if not x.flags.c_contiguous else "changed"
+
+
 def _install():
     """Make distributed's "dask" serialization of CuPy arrays hand over the host copy of
     :func:`host_backed` arrays; every other array goes to CuPy's own serializer."""
@@ -93,9 +106,16 @@ def _install():
         return
 
     def serialize(x):
+        from .stream_gpu import record
+        began = time.perf_counter()
         host = host_copy(x)
         if host is None:
-            return cupy_serialize(x)
+            out = cupy_serialize(x)
+            record("spill_copied", time.perf_counter() - began)
+            record("spill_copied_bytes", x.nbytes)
+            record(f"spill_copied_{_why_copied(x)}", 1)
+            return out
+        record("spill_free", time.perf_counter() - began)
         header = x.__cuda_array_interface__.copy()  # as CuPy's serializer makes it
         header["strides"] = tuple(x.strides)
         return header, [memoryview(host.reshape(-1).view(np.uint8))]
