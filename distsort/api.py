@@ -161,10 +161,11 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     if ooc is None:
         sorted_keys = sort_layers(graph, keys.name, vname, chunks, backend, order, positions,
                                   window, perm, group, local)
-    elif ooc.merge == "kway":
+    elif ooc.merge == "kway":  # keys alone: the merged chunks are the output's
         sorted_keys = kway_sort_layers(graph, keys.name, vname, chunks, backend, order,
                                        positions, ooc.plan.run_chunks, ooc.stage, ooc.held,
-                                       like_gpu=gpu)
+                                       like_gpu=gpu,
+                                       name=None if order.keyed else "distsort-sort-" + token)
     else:
         sorted_keys = out_of_core_layers(graph, keys.name, vname, chunks, backend, order,
                                          positions, ooc.plan.run_chunks, stage=ooc.stage,
@@ -175,7 +176,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         if ooc is None:
             finish_layer(graph, name, sorted_keys, func, *args)
         elif ooc.merge == "kway":
-            pick_layer(graph, name, sorted_keys, pick, part)
+            if name not in graph.layers:  # keys alone: the merge's own layer
+                pick_layer(graph, name, sorted_keys, pick, part)
         else:
             run_output_layer(graph, name, sorted_keys, chunks, ooc.plan.run_chunks,
                              backend.output, part, gpu)

@@ -24,23 +24,29 @@ __all__ = ["kway_sort_layers", "kway_layers", "pick_layer"]
 
 
 def kway_sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
-                     run_chunks, stage, held, like_gpu):
+                     run_chunks, stage, held, like_gpu, name=None):
     """Runs of ``run_chunks`` chunks (``distsort.graph.run_layers``, arguments as
     there), then :func:`kway_layers`; returns the keys of the merged output chunks."""
     from .graph import run_layers
     runs, _ = run_layers(graph, keys_name, values_name, chunks, backend, order, positions,
                          run_chunks, stage, held=held)
-    return kway_layers(graph, runs, chunks, backend, order, like_gpu)
+    return kway_layers(graph, runs, chunks, backend, order, like_gpu, name)
 
 
-def kway_layers(graph, runs, chunks, backend, order, like_gpu):
+def kway_layers(graph, runs, chunks, backend, order, like_gpu, name=None):
     """One task per output chunk of ``chunks``: its elements of the merge of the
-    ``runs`` (keys of earlier layers); returns the tasks' keys."""
-    name = "distsort-kway-" + graph.token
+    ``runs`` (keys of earlier layers); returns the tasks' keys.
+
+    ``name``: the layer is the output array's own (keys alone).  A separate layer that
+    picked the keys would read each merged chunk after it: where dask-cuda had spilled
+    the chunk by then, it would copy it back to the device as a plain array, which it
+    could only spill again through a pageable copy."""
+    name = name or "distsort-kway-" + graph.token
     ends = list(itertools.accumulate(chunks, initial=0))
     tasks = {(name, j): (backend.merge_chunk, ends[j], ends[j + 1], order, like_gpu, list(runs))
              for j in range(len(chunks))}
-    graph.add("kway", tasks, set(graph.layers))
+    graph.dependencies[name] = set(graph.layers)
+    graph.layers[name] = tasks
     return list(tasks)
 
 
