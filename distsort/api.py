@@ -250,8 +250,9 @@ def _out_of_core(keys, values, chunks, positions, hosts, placed=False):
     held = gpu and placed and None not in owners and (
         values is None or None not in chunk_owners(values.__dask_keys__()))
     lengths = run_lengths(chunks, plan.run_chunks)
+    picked = sum(chunks) * itemsize if gpu and (values is not None or positions) else 0
     merge = choose_merge(lengths, itemsize, budget, bytes_moved(plan, lengths, itemsize),
-                         workers=len(hosts or [None]))
+                         workers=len(hosts or [None]), picked_bytes=picked)
     return OutOfCore(HostRuns(engine, plan.segment, budget), plan, perm, gpu, held, merge)
 
 

@@ -119,6 +119,12 @@ def test_cost_model_prefers_one_pass_and_keeps_the_network_for_tiny_budgets():
     assert choice((64,) * 16, 4, 1000) == "network"  # slices of a few elements
     assert choice((2**28,) * 16, 4, 4 * 10**9, workers=2) == "network"
     assert choice((10,) * 4, 4, 10**6) == "network"  # one run: nothing to merge
+    # keyed CuPy output picked from the merged chunks on the device: pageable copies
+    p = plan_out_of_core((2**27,) * 16, 8, 4 * 10**9)
+    lengths = run_lengths((2**27,) * 16, p.run_chunks)
+    network = bytes_moved(p, lengths, 8)
+    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=2**34) == "network"
+    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=0) == "kway"
 
 
 # ---------------------------------------------------------------- whole sorts
