@@ -10,6 +10,9 @@ graph runs across workers.
 >>> bool((s[1:] >= s[:-1]).all().compute())
 True
 """
+# The config defaults load now: loaded first inside a ``dask.config.set`` block, they
+# would leave Dask's config with it (the block restores a config without "distsort").
+from . import config  # noqa: F401
 from .verify import VerificationError
 
 __version__ = "0.1.0"

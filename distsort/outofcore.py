@@ -30,12 +30,12 @@ merge moves every byte once each way to form the runs and once each way to merge
     floor = 2 * N / min(h2d, d2h)       (+ N / d2h to take CuPy input off the GPU)
 
 16 GiB of float32 with a 4 GB budget: runs of 3 chunks of 1 GiB, 6 runs, 32 GiB each
-way (``kway.kway_bytes_moved``), 0.68 s at the 50.5 GB/s each way measured on an H200
-host with both directions busy (1.02 s for CuPy input, 48 GiB device to host).  The
-network between the same runs moves ``(1 + r) * N`` with ``r = 6`` rounds of 2 or 3
-compare-splits: 98 GiB each way (``bytes_moved``), about 2.1 s.
+way (``kway.kway_bytes_moved``; 48 GiB device to host for CuPy input).  The network
+between the same runs moves ``(1 + r) * N`` with ``r = 6`` rounds of 2 or 3
+compare-splits: 98 GiB each way (``bytes_moved``).  Both at the measured bandwidth:
+``docs/out_of_core.md``.
 Not counted in the floor: CuPy input that dask-cuda has spilled to host memory is read
-there, as pageable memory (``distsort.held``: about 6-9 GB/s, 1.8-2.7 s for 16 GiB), and
+there, as pageable memory (``distsort.held``), and
 what it still holds on the device is spilled first; the CuPy output chunks, which it
 spills again, spill to their pinned host copies without a copy
 (``distsort.backends.hostbacked``).

@@ -1,7 +1,7 @@
 """Graph layers of the k-way out-of-core merge (``distsort.kway``).
 
 The runs come from ``distsort.graph.run_layers``; then one task per output chunk
-merges that chunk's slice of every run (``HostRuns.merge_chunk``), and the output
+merges that chunk's slice of every run (:func:`merge_chunk`), and the output
 arrays take the keys and the values of those tasks.  Builders take names and chunks
 and touch no data.
 
@@ -13,14 +13,33 @@ and touch no data.
 ...                      (4, 4, 2), HostRuns(), Order(), like_gpu=False)
 >>> merged
 [('distsort-kway-abc', 0), ('distsort-kway-abc', 1), ('distsort-kway-abc', 2)]
->>> g.layers["distsort-kway-abc"][("distsort-kway-abc", 2)][1:3]
+>>> g.layers["distsort-kway-abc"][("distsort-kway-abc", 2)][2:4]
 (8, 10)
 """
 from __future__ import annotations
 
 import itertools
+import time
 
-__all__ = ["kway_sort_layers", "kway_layers", "pick_layer"]
+__all__ = ["kway_sort_layers", "kway_layers", "pick_layer", "merge_chunk"]
+
+
+def merge_chunk(backend, start, stop, order, like_gpu, runs):
+    """A k-way task: output elements ``start:stop`` of the merge of all ``runs``
+    (``distsort.backends.hostruns`` runs of ``backend``), from their co-ranks at the
+    ends of segments the device holds; on the GPU when ``like_gpu``."""
+    from .backends.hostruns import length, run_searcher
+    from .kway import KWAY_FRACTION, co_ranks, segment_bounds
+    segment = backend.kway_segment(runs[0], stop - start, like_gpu, KWAY_FRACTION)
+    before = run_searcher(runs, order)
+    lengths = [length(r) for r in runs]
+    began = time.perf_counter()
+    cuts = [co_ranks(lengths, start + b, before)
+            for b in segment_bounds((stop - start,), segment)[0]]
+    backend.record("kway_coranks", time.perf_counter() - began)
+    out = backend.merge_segments(runs, cuts, order, like_gpu)
+    backend.record("kway_tasks", time.perf_counter() - began)
+    return out
 
 
 def kway_sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
@@ -43,7 +62,7 @@ def kway_layers(graph, runs, chunks, backend, order, like_gpu, name=None):
     could only spill again through a pageable copy."""
     name = name or "distsort-kway-" + graph.token
     ends = list(itertools.accumulate(chunks, initial=0))
-    tasks = {(name, j): (backend.merge_chunk, ends[j], ends[j + 1], order, like_gpu, list(runs))
+    tasks = {(name, j): (merge_chunk, backend, ends[j], ends[j + 1], order, like_gpu, list(runs))
              for j in range(len(chunks))}
     graph.dependencies[name] = set(graph.layers)
     graph.layers[name] = tasks

@@ -22,6 +22,7 @@ the chunk, spilled or not, and keeps its pinned block in use.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 
 import cupy
 import numpy as np
@@ -40,6 +41,12 @@ _FINGERPRINT = cupy.ElementwiseKernel(
     part = acc;
     """,
     "distsort_fingerprint")
+
+#: Seconds and counts of this process's spills of CuPy arrays: ``spill_free`` (handed
+#: over the host copy), ``spill_copied`` and ``spill_copied_bytes`` (CuPy's
+#: serializer), ``spill_copied_<why>`` (:func:`_why_copied`); reported with
+#: ``stream_gpu.phase_seconds``.
+SPILLS: dict = defaultdict(float)
 
 #: Threads of the fingerprint's grid-stride loop (partial sums summed once more).
 _LANES = 1 << 16
@@ -106,16 +113,15 @@ def _install():
         return
 
     def serialize(x):
-        from .stream_gpu import record
         began = time.perf_counter()
         host = host_copy(x)
         if host is None:
             out = cupy_serialize(x)
-            record("spill_copied", time.perf_counter() - began)
-            record("spill_copied_bytes", x.nbytes)
-            record(f"spill_copied_{_why_copied(x)}", 1)
+            SPILLS["spill_copied"] += time.perf_counter() - began
+            SPILLS["spill_copied_bytes"] += x.nbytes
+            SPILLS[f"spill_copied_{_why_copied(x)}"] += 1
             return out
-        record("spill_free", time.perf_counter() - began)
+        SPILLS["spill_free"] += time.perf_counter() - began
         header = x.__cuda_array_interface__.copy()  # as CuPy's serializer makes it
         header["strides"] = tuple(x.strides)
         return header, [memoryview(host.reshape(-1).view(np.uint8))]

@@ -13,8 +13,9 @@ stream through an *engine* in segments (``distsort.outofcore``):
   runs).
 
 Where ``distsort.kway.choose_merge`` says so, the runs are merged instead in one k-way
-pass: each output chunk is made by :meth:`HostRuns.merge_chunk` from its slice of
-every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher`.
+pass: each output chunk is made (``distsort.outofcore_graph.merge_chunk``) from its
+slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher`, and
+merged by :meth:`HostRuns.merge_segments`.
 
 Order: the keys' ``total`` codes (``distsort.order``), or ``order_codes`` of
 ``(keys, values)`` (NumPy backend's keyed order): the order the GPU kernels use, so
@@ -23,7 +24,6 @@ that every engine gives the same runs bit for bit.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -239,25 +239,23 @@ class HostRuns:
         cuts = segments(x, y, self.segment, order)
         return self._engine().merge(x, y, cuts, order, self.budget)
 
-    # -- the k-way merge (distsort.kway)
-    def merge_chunk(self, start, stop, order, like_gpu, runs):
-        """Output elements ``start:stop`` of the merge of all ``runs``: their co-ranks at
-        the ends of segments the device holds (``kway.segment_bounds``), each
-        segment's slices merged by the engine; on the GPU when ``like_gpu``."""
-        from ..kway import co_ranks, segment_bounds
-        engine = self._engine()
-        keys, values = parts(runs[0])
-        segment = engine.kway_segment(keys.dtype, None if values is None else values.dtype,
-                                      stop - start, like_gpu, self.budget)
-        before = run_searcher(runs, order)
-        lengths = [length(r) for r in runs]
-        began = time.perf_counter()
-        cuts = [co_ranks(lengths, start + b, before)
-                for b in segment_bounds((stop - start,), segment)[0]]
-        engine.record("kway_coranks", time.perf_counter() - began)
-        out = engine.merge_segments(runs, cuts, order, like_gpu, self.budget)
-        engine.record("kway_tasks", time.perf_counter() - began)
-        return out
+    # -- the k-way merge (distsort.kway, distsort.outofcore_graph.merge_chunk)
+    def kway_segment(self, run, chunk, like_gpu, fraction):
+        """Elements per segment of a k-way merge of runs like ``run`` into an output
+        chunk of ``chunk`` elements, within ``fraction`` of the budget."""
+        keys, values = parts(run)
+        return self._engine().kway_segment(keys.dtype, None if values is None else
+                                           values.dtype, chunk, like_gpu,
+                                           self.budget, fraction)
+
+    def merge_segments(self, runs, cuts, order, like_gpu):
+        """One output chunk: each segment's slices of ``runs`` between consecutive
+        co-ranks of ``cuts``, merged by the engine (on the GPU when ``like_gpu``)."""
+        return self._engine().merge_segments(runs, cuts, order, like_gpu, self.budget)
+
+    def record(self, phase, seconds):
+        """Count ``seconds`` in the engine's ``phase`` (timed on the GPU engine)."""
+        self._engine().record(phase, seconds)
 
     # -- output chunks
     def output(self, run, start, stop, part, like_gpu):

@@ -57,7 +57,7 @@ def output(piece, like_gpu, budget):
     return piece
 
 
-def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget):
+def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     """Elements per segment of a k-way merge: the whole output chunk (NumPy merges in
     host memory; segments only bound the device's share)."""
     return max(1, chunk)

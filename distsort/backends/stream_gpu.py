@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -53,10 +54,14 @@ def record(name, seconds):
 
 def phase_seconds(reset=False):
     """Seconds spent so far in each phase (pinning, making room, copies and kernels) by
-    this process's out-of-core tasks; ``reset`` starts the count again."""
+    this process's out-of-core tasks, and its spills (``hostbacked.SPILLS``); ``reset``
+    starts the count again."""
     out = dict(_SECONDS)
+    spills = getattr(sys.modules.get(__package__ + ".hostbacked"), "SPILLS", {})
+    out.update(spills)
     if reset:
         _SECONDS.clear()
+        spills.clear()
     return out
 
 
@@ -211,15 +216,15 @@ def _merge(x, y, cuts, order, budget):
     return make_run(ok, ov)
 
 
-def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget):
+def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     """Elements per segment of a k-way merge: two segments in flight, each its slices
     and the radix sort's buffers (``cupy_local.radix_extra_bytes``), beside the output
-    chunk itself when it stays on the device (``like_gpu``)."""
-    from ..kway import KWAY_FRACTION
+    chunk itself when it stays on the device (``like_gpu``), in ``fraction`` of the
+    budget."""
     from .cupy_local import radix_extra_bytes
     ks = np.dtype(keys_dtype).itemsize
     vs = 0 if values_dtype is None else np.dtype(values_dtype).itemsize
-    room = (budget or cupy.cuda.Device().mem_info[0]) * KWAY_FRACTION
+    room = (budget or cupy.cuda.Device().mem_info[0]) * fraction
     room -= chunk * (ks + vs) if like_gpu else 0
     per = ks + vs + radix_extra_bytes(1, ks, vs)
     return max(1, min(chunk, int(room // (2 * per))))
