@@ -155,7 +155,7 @@ def _assert_equal_bits(got, want):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n,chunk,runs_of", [(1000, 64, 3), (777, 50, 2), (10, 3, 1)])
+@pytest.mark.parametrize("n,chunk,runs_of", [(777, 50, 3), (10, 3, 1)])
 def test_kway_sorts_equal_numpy_bit_for_bit(kway_always, dtype, n, chunk, runs_of):
     """Out of core through the k-way merge: sorts equal NumPy's (and the in-memory
     path's bit patterns), argsort and stable sort_by_key NumPy's stable order."""
