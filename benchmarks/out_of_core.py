@@ -9,8 +9,9 @@ on the workers in the same run, times the bytes the chosen merge copies each way
 (``kway.kway_bytes_moved`` for the k-way merge, ``outofcore.bytes_moved`` for the
 network between runs, plus taking CuPy input off the GPU and, after the network,
 putting the output back).  ``phases``: the worker's seconds per phase and its spills
-(``distsort.backends.stream_gpu.phase_seconds``).  Every output is checked on the workers (``distsort.verify``: sorted within and
-across chunks, the count, and order-free 64-bit checksums of the keys and pairs).
+(``distsort.backends.stream_gpu.phase_seconds``).  Every output is checked on the
+workers (``distsort.verify``: sorted within and across chunks, the count, and
+order-free 64-bit checksums of the keys and pairs).
 
     python benchmarks/out_of_core.py --gpus 1 --size 16GiB --chunks 16 --budget 4GB
     python benchmarks/out_of_core.py --gpus 2 --size 32GiB --chunks 32 --budget 4GB
