@@ -71,9 +71,8 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
     n = sum(cuts[-1]) - sum(cuts[0])
     ok = np.empty(n, keys.dtype)
     ov = None if values is None else np.empty(n, values.dtype)
-    o = 0
+    o, pieces = 0, [parts(r) for r in runs]
     for c0, c1 in itertools.pairwise(cuts):
-        pieces = [parts(r) for r in runs]
         k = np.concatenate([p[0][a:b] for p, a, b in zip(pieces, c0, c1, strict=True)])
         v = None if ov is None else np.concatenate(
             [p[1][a:b] for p, a, b in zip(pieces, c0, c1, strict=True)])
