@@ -19,6 +19,7 @@ from .backends import Order, array_module_name, get_backend
 from .gather import gather
 from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
 from .inputs import as_dask, check_flag, native_order, numpy_keywords
+from .outofcore_graph import kway_sort_layers, pick_layer
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .sortplan import SortOptions, plan_sort
 from .verify import check_lanes, verified
@@ -200,8 +201,14 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None
     graph = SortGraph(tokenize(keys.name, vname, order, positions, plan))
-    sorted_keys = plan_layers(graph, plan, keys.name, vname, keys.chunks[0], backend, order,
-                              positions)
+    if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
+        sorted_keys = kway_sort_layers(
+            graph, keys.name, vname, plan.chunks, backend, order, positions,
+            ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
+            name=None if order.keyed else "distsort-sort-" + graph.token)
+    else:
+        sorted_keys = plan_layers(graph, plan, keys.name, vname, keys.chunks[0], backend,
+                                  order, positions)
     sources = [keys] + ([values] if values is not None else [])
     chunks = plan.chunks
 
@@ -211,6 +218,10 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         out = graph.output()
         if ooc is None:
             finish_layer(out, name, sorted_keys, func, *args)
+        elif ooc.merge == "kway":
+            if name not in out.layers:  # keys alone: the merge's own layer
+                from .backends.hostruns import pick
+                pick_layer(out, name, sorted_keys, pick, part)
         else:
             run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
                              backend.output, part, gpu)

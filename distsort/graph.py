@@ -520,8 +520,17 @@ def _output_layer(graph, out_name, tasks):
 
 def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, positions,
                        run_chunks, stage, window=None, perm=None, held=False):
-    """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one), then
-    the network between runs; returns the keys of the sorted runs.
+    """Runs of ``run_chunks`` chunks each (:func:`run_layers`), then the network between
+    runs; returns the keys of the sorted runs."""
+    runs, lengths = run_layers(graph, keys_name, values_name, chunks, backend, order,
+                               positions, run_chunks, stage, perm, held)
+    return network_layers(graph, runs, lengths, backend, order, window)
+
+
+def run_layers(graph, keys_name, values_name, chunks, backend, order, positions,
+               run_chunks, stage, perm=None, held=False):
+    """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one);
+    returns the runs' keys and their lengths.
 
     ``backend`` is a ``distsort.backends.hostruns.HostRuns``.  With ``stage``, every
     input chunk is first copied to host memory by a task of its own (``backend.stage``,
@@ -558,8 +567,7 @@ def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, po
         # by position: the last (maybe short) chunk stays last (group_by_owner)
     graph.add("run", tasks, set(graph.layers) | deps)
     runs = [("distsort-run-" + graph.token, r) for r in range(len(tasks))]
-    lengths = run_lengths([chunks[i] for i in perm], run_chunks)
-    return network_layers(graph, runs, lengths, backend, order, window)
+    return runs, run_lengths([chunks[i] for i in perm], run_chunks)
 
 
 def run_output_layer(graph, out_name, sorted_runs, chunks, run_chunks, func, *args):
