@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import distsort
-from distsort import kway
+from distsort import sortplan
 from distsort.backends import Order
 from distsort.backends import hostruns
 from distsort.kway import choose_merge, co_ranks, searcher, segment_bounds
@@ -136,7 +136,7 @@ def _budget(chunk, itemsize, runs_of=3):
 def kway_always(monkeypatch):
     """The k-way merge wherever there is more than one run (the cost model keeps the
     network for budgets this tiny)."""
-    monkeypatch.setattr(kway, "choose_merge",
+    monkeypatch.setattr(sortplan, "choose_merge",
                         lambda lengths, *a, **k: "kway" if len(lengths) > 1 else "network")
 
 
@@ -201,7 +201,7 @@ def test_property_kway_equals_the_network(n, chunk, runs_of, dtype, descending, 
         outs = []
         for merge in ("kway", "network"):
             with pytest.MonkeyPatch.context() as m:
-                m.setattr(kway, "choose_merge", lambda *a, merge=merge, **k: merge)
+                m.setattr(sortplan, "choose_merge", lambda *a, merge=merge, **k: merge)
                 out, used = _run(op, chunk, itemsize, runs_of)
             assert used == (merge == "kway" and any(
                 n.startswith("distsort-run-") for n in out.dask.layers))
