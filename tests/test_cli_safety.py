@@ -323,3 +323,14 @@ run()
     _, err = proc.communicate(timeout=120)
     assert time.monotonic() - t0 < 5 and proc.returncode == 130, err
     assert not Path("o.npy").exists() and leftovers(".") == []
+
+
+def test_local_workers_keep_their_warnings_out_of_the_output():
+    """Worker processes log "memory use is high" warnings to the command's stderr: a
+    local cluster's workers log errors only."""
+    import logging
+
+    from distsort.cli.args import build_parser
+    from distsort.cli.connection import _local_options
+    args = build_parser().parse_args(["sort", "in.npy", "o.npy", "--workers", "2"])
+    assert _local_options(args, gpu=False)["silence_logs"] == logging.ERROR

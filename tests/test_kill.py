@@ -25,6 +25,9 @@ from distsort import cli
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = int(os.environ.get("DISTSORT_KILLS", "30"))
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+#: What Python prints when SIGINT comes while it starts, before it runs any code of
+#: the command (it exits 1).
+STARTUP = "Fatal Python error: init_import_site"
 COUNTS = {"interrupts": 0, "exit_ok": 0, "exit_interrupted": 0, "killed": 0,
           "output_absent": 0, "output_old": 0, "output_new": 0, "output_partial": 0,
           "partial_outputs": 0, "mixed_pairs": 0, "inputs_changed": 0,
@@ -65,11 +68,13 @@ def judge(code, err, seen, sig):
         right = (seen[0] == "new") == ("interrupted after the output was published" in err)
     elif code == -signal.SIGKILL:
         right = sig == signal.SIGKILL
+    elif STARTUP in err:  # Python's own start (its site module): nothing of distsort ran
+        right = code == 1 and seen[0] != "new"
     else:  # killed by SIGINT/SIGTERM while the interpreter started: nothing written
         right = code == -sig and seen[0] != "new"
     if not right:
         problems.append("wrong_exit_codes")
-    if "Traceback" in err:
+    if "Traceback" in err or ("Fatal Python error" in err and STARTUP not in err):
         problems.append("tracebacks")
     return problems
 
@@ -98,7 +103,9 @@ def trial(tmp_path, rng, duration):
     news = expected(tmp_path, argv, outputs)
 
     sig = SIGNALS[int(rng.integers(len(SIGNALS)))]
-    delay = float(rng.uniform(0, duration))
+    # Half the interrupts anywhere in the run, half around its end (the publication).
+    delay = float(rng.uniform(0, duration) if rng.integers(2) else
+                  rng.uniform(0.75 * duration, 1.25 * duration))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
                              *argv], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
@@ -122,13 +129,15 @@ def test_interrupts_at_random_points(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     seed = int(os.environ.get("DISTSORT_KILL_SEED", "0")) or None
     rng = np.random.default_rng(seed)
-    np.save(tmp_path / "in.npy", np.zeros(1))
+    for name in ("in.npy", "v.npy"):
+        np.save(tmp_path / name, rng.integers(0, 50, 60_000))
     t0 = time.perf_counter()  # an uninterrupted run's length: the interrupts fall within it
     subprocess.run([sys.executable, "-c", "from distsort.launch import run; run()", "sort",
-                    "in.npy", "o.npy", "--no-progress", "--overwrite"], cwd=tmp_path,
+                    "in.npy", "o.npy", "--no-progress", "--overwrite", "--verify",
+                    "--values", "v.npy", "--values-output", "ov.npy"], cwd=tmp_path,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
                    check=True)
-    duration = (time.perf_counter() - t0) * 1.3
+    duration = time.perf_counter() - t0
     found = []
     for _ in range(KILLS):
         code, output, problems, detail = trial(tmp_path, rng, duration)
