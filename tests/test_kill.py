@@ -28,7 +28,15 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 #: What Python prints when SIGINT comes while it starts, before it runs any code of
 #: the command (it exits 1).
 STARTUP = "Fatal Python error: init_import_site"
+
+
+def starting(err):
+    """A SIGINT that came before distsort's first line (``distsort.launch.run``): while
+    Python started, or imported the module that holds that line; Python's traceback."""
+    return STARTUP in err or (err.rstrip().endswith("KeyboardInterrupt")
+                              and "in run\n" not in err)
 COUNTS = {"interrupts": 0, "exit_ok": 0, "exit_interrupted": 0, "killed": 0,
+          "before_first_line": 0,
           "output_absent": 0, "output_old": 0, "output_new": 0, "output_partial": 0,
           "partial_outputs": 0, "mixed_pairs": 0, "inputs_changed": 0,
           "wrong_exit_codes": 0, "tracebacks": 0, "failed_reruns": 0}
@@ -68,13 +76,13 @@ def judge(code, err, seen, sig):
         right = (seen[0] == "new") == ("interrupted after the output was published" in err)
     elif code == -signal.SIGKILL:
         right = sig == signal.SIGKILL
-    elif STARTUP in err:  # Python's own start (its site module): nothing of distsort ran
-        right = code == 1 and seen[0] != "new"
+    elif starting(err):  # before distsort's first line: nothing written
+        right = code in (1, -sig) and seen[0] != "new"
     else:  # killed by SIGINT/SIGTERM while the interpreter started: nothing written
         right = code == -sig and seen[0] != "new"
     if not right:
         problems.append("wrong_exit_codes")
-    if "Traceback" in err or ("Fatal Python error" in err and STARTUP not in err):
+    if "Traceback" in err and not starting(err):
         problems.append("tracebacks")
     return problems
 
@@ -144,6 +152,7 @@ def test_interrupts_at_random_points(tmp_path, monkeypatch, capsys):
         capsys.readouterr()  # the re-runs' summaries
         COUNTS["interrupts"] += 1
         COUNTS[{0: "exit_ok", cli.INTERRUPTED: "exit_interrupted"}.get(code, "killed")] += 1
+        COUNTS["before_first_line"] += starting(detail)
         COUNTS[f"output_{output}"] += 1
         for p in problems:
             COUNTS[p] += 1
