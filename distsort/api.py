@@ -342,8 +342,8 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     Returns
     -------
     dask.array.Array
-        Lazy, with the same dtype (in native byte order) and length and chunks of the same backend.
-        A 1-D result has a regular chunking (equal chunks, the last possibly
+        Lazy, with the same dtype (in native byte order) and length and chunks
+        of the same backend.  A 1-D result has a regular chunking (equal chunks, the last possibly
         shorter), whatever the input's was.
 
     Notes

@@ -3,10 +3,12 @@ the command's modules are imported (about a second), so that a signal that comes
 then ends the command at once, with exit status 130 and one line, no traceback.
 
 Nothing is written before :func:`distsort.cli.command.main` runs; from there on the
-command handles signals itself (its outputs, their temporaries).
+command handles signals itself (its outputs, their temporaries).  ``_signal`` (the
+built-in module under ``signal``) is installed without building ``signal``'s enums,
+which under load took long enough for a Ctrl-C to land there.
 """
+import _signal
 import os
-import signal
 
 #: The command's status for an interrupt (``distsort.cli.errors.INTERRUPTED``).
 INTERRUPTED = 130
@@ -20,7 +22,7 @@ def _stop(signum, frame):
 def run():
     """Handle SIGINT and SIGTERM, import the command and run it (which takes them
     over once its arguments are parsed)."""
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _stop)
+    _signal.signal(_signal.SIGINT, _stop)
+    _signal.signal(_signal.SIGTERM, _stop)
     from .cli.command import run as command
     return command()

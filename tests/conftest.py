@@ -46,6 +46,7 @@ def cluster_client():
 SLOW = {
     "test_kernels_emulated.py": None,  # each test runs the kernels' C++ emulation
     "test_fuzz.py": None,              # property tests with many examples
+    "test_kill.py": None,              # the command started and interrupted, many times
     "test_cli.py": {"test_out_of_core_small", "test_signal_subprocess",
                     "test_local_cluster_default_chunks"},
     "test_faults.py": {"test_worker_killed_mid_sort_gives_the_right_result_or_a_clear_error"},

@@ -25,7 +25,18 @@ from distsort import cli
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = int(os.environ.get("DISTSORT_KILLS", "30"))
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+#: What Python prints when SIGINT comes while it starts, before it runs any code of
+#: the command (it exits 1).
+STARTUP = "Fatal Python error: init_import_site"
+
+
+def starting(err):
+    """A SIGINT that came before distsort's first line (``distsort.launch.run``): while
+    Python started, or imported the module that holds that line; Python's traceback."""
+    return STARTUP in err or (err.rstrip().endswith("KeyboardInterrupt")
+                              and "in run\n" not in err)
 COUNTS = {"interrupts": 0, "exit_ok": 0, "exit_interrupted": 0, "killed": 0,
+          "before_first_line": 0, "finished_first": 0,
           "output_absent": 0, "output_old": 0, "output_new": 0, "output_partial": 0,
           "partial_outputs": 0, "mixed_pairs": 0, "inputs_changed": 0,
           "wrong_exit_codes": 0, "tracebacks": 0, "failed_reruns": 0}
@@ -65,18 +76,21 @@ def judge(code, err, seen, sig):
         right = (seen[0] == "new") == ("interrupted after the output was published" in err)
     elif code == -signal.SIGKILL:
         right = sig == signal.SIGKILL
+    elif starting(err):  # before distsort's first line: nothing written
+        right = code in (1, -sig) and seen[0] != "new"
     else:  # killed by SIGINT/SIGTERM while the interpreter started: nothing written
         right = code == -sig and seen[0] != "new"
     if not right:
         problems.append("wrong_exit_codes")
-    if "Traceback" in err:
+    if "Traceback" in err and not starting(err):
         problems.append("tracebacks")
     return problems
 
 
 def trial(tmp_path, rng, duration):
     """One interrupted run, its checks and a re-run: ``(exit status, OUTPUT's state,
-    problems)``."""
+    problems, what happened)``; ``(None, seconds)`` where the run ended before the
+    signal."""
     n = int(rng.integers(1, 60_000))
     keys = rng.standard_normal(n).astype(rng.choice(["f8", "f4", "i4"]))
     np.save(tmp_path / "in.npy", keys)
@@ -98,12 +112,18 @@ def trial(tmp_path, rng, duration):
     news = expected(tmp_path, argv, outputs)
 
     sig = SIGNALS[int(rng.integers(len(SIGNALS)))]
-    delay = float(rng.uniform(0, duration))
+    # Half the interrupts anywhere in the run, half around its end (the publication).
+    delay = float(rng.uniform(0, duration) if rng.integers(2) else
+                  rng.uniform(0.75 * duration, 1.25 * duration))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
                              *argv], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
+    t0 = time.perf_counter()
     time.sleep(delay)
+    if proc.poll() is not None:  # done before the signal: no interrupt, tried again
+        proc.communicate()
+        return None, time.perf_counter() - t0
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     seen = [state(tmp_path / p, o, w) for p, o, w in zip(outputs, olds, news, strict=True)]
@@ -122,23 +142,31 @@ def test_interrupts_at_random_points(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     seed = int(os.environ.get("DISTSORT_KILL_SEED", "0")) or None
     rng = np.random.default_rng(seed)
-    np.save(tmp_path / "in.npy", np.zeros(1))
+    for name in ("in.npy", "v.npy"):
+        np.save(tmp_path / name, rng.integers(0, 50, 60_000))
     t0 = time.perf_counter()  # an uninterrupted run's length: the interrupts fall within it
     subprocess.run([sys.executable, "-c", "from distsort.launch import run; run()", "sort",
-                    "in.npy", "o.npy", "--no-progress", "--overwrite"], cwd=tmp_path,
+                    "in.npy", "o.npy", "--no-progress", "--overwrite", "--verify",
+                    "--values", "v.npy", "--values-output", "ov.npy"], cwd=tmp_path,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
                    check=True)
-    duration = (time.perf_counter() - t0) * 1.3
-    found = []
-    for _ in range(KILLS):
-        code, output, problems, detail = trial(tmp_path, rng, duration)
+    duration = time.perf_counter() - t0
+    found, runs = [], [duration]
+    while COUNTS["interrupts"] < KILLS and COUNTS["finished_first"] < 3 * KILLS:
+        result = trial(tmp_path, rng, float(np.median(runs[-9:])))
+        if result[0] is None:  # the machine is quicker now: a shorter window
+            COUNTS["finished_first"] += 1
+            runs.append(result[1])
+            continue
+        code, output, problems, detail = result
         capsys.readouterr()  # the re-runs' summaries
         COUNTS["interrupts"] += 1
         COUNTS[{0: "exit_ok", cli.INTERRUPTED: "exit_interrupted"}.get(code, "killed")] += 1
+        COUNTS["before_first_line"] += starting(detail)
         COUNTS[f"output_{output}"] += 1
         for p in problems:
             COUNTS[p] += 1
         found += [f"{problems}: {detail}"] if problems else []
     with capsys.disabled():
         print("\n" + "\n".join([*found, str(COUNTS)]))
-    assert not found, COUNTS
+    assert not found and COUNTS["interrupts"] == KILLS, COUNTS

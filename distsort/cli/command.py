@@ -51,6 +51,8 @@ def run():
     ``atexit`` handlers still run and the standard streams are flushed.
     """
     status = main(command_line=True)
+    for s in (signal.SIGINT, signal.SIGTERM):  # the status is decided: exit with it
+        signal.signal(s, signal.SIG_IGN)
     _abandon_local_pools()
     atexit._run_exitfuncs()  # noqa: SLF001  (what a normal exit runs first)
     for stream in (sys.stdout, sys.stderr):

@@ -2,6 +2,7 @@
 present), and moving chunks between host and GPU memory."""
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -30,8 +31,9 @@ def _worker_has_gpu():
 
 
 def _local_options(args, gpu):
-    """``connect``'s keywords for a local cluster, from the command's options."""
-    kw = {}
+    """``connect``'s keywords for a local cluster, from the command's options.  The
+    workers' warnings (memory use, ...) stay out of the command's output; errors not."""
+    kw = {"silence_logs": logging.ERROR}
     if gpu and getattr(args, "device_memory_limit", None):
         kw["device_memory_limit"] = args.device_memory_limit
     if getattr(args, "workers", None):
