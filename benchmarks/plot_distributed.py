@@ -1,6 +1,6 @@
 """Plot and combine the rows of ``distributed_sort.py`` runs (JSON files).
 
-    python benchmarks/plot_distributed.py results/a.json results/b.json --out results/x.png
+    python benchmarks/plot_distributed.py a.json b.json --out x.png
 
 Left: wall time of every (dtype, bytes) case on 2 GPUs, beside its floor, the same
 sort of half the bytes on 1 GPU (weak scaling), and rechunk + ``cupy.sort`` where it

@@ -18,7 +18,7 @@ sample sort beside it: local sort, one round for the splitters, one all-to-all
 received, either as Dask tasks (``P^2`` pieces through the scheduler) or through a
 collective all-to-all (one task per GPU).
 
-Fitted to: the two-H200 rows of ``results/distributed_sort_2xH200_2026-11-22_run10.json``
+Fitted to: the two-H200 rows of ``benchmarks/results/distributed_sort_2xH200_2026-11-22.json``
 (local sort rate, merge rate, per-round latency, with the measured
 cudaMemcpyPeer bandwidth), the local radix rate of issue 22 (2^28 float32, 7.0 ms),
 and CPU runs made here with 2..8 worker processes on loopback (``--measure-cpu``):
@@ -40,12 +40,12 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-GPU_RUNS = RESULTS / "distributed_sort_2xH200_2026-11-22_run10.json"
+GPU_RUNS = RESULTS / "distributed_sort_2xH200_2026-11-22.json"
 sys.path.insert(0, str(HERE.parent))
 
 from distsort.plan import plan_network  # noqa: E402
 
-#: Measured (DESIGN.md, README): cudaMemcpyPeer between the two H200s, one way.
+#: Measured: cudaMemcpyPeer between the two H200s, one way, peer access on (docs/performance.md).
 NVLINK_GBS = 396.0
 #: Assumed: one 400 Gb/s InfiniBand NIC per GPU, about 45 GB/s of payload.
 IB_GBS = 45.0

@@ -150,20 +150,19 @@ def _module(meta):
 
 def _options(gpu, value_bytes, positions, local):
     """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
-    Dask config values ``distsort.*`` read once here."""
-    import dask
+    ``distsort.*`` config values (``distsort.config``) read once here."""
     from dask.utils import parse_bytes
 
+    from . import config
     from .locality import EXCHANGES, PLACEMENTS
-    get = dask.config.get
-    limit = get("distsort.device-memory-limit", None)
+    limit = config.get("device-memory-limit")
     limit = None if limit in (None, 0, "0") else (
         parse_bytes(limit) if isinstance(limit, str) else int(limit))
     options = SortOptions(
         gpu=gpu, value_bytes=value_bytes, positions=positions, local=local,
-        strategy=get("distsort.strategy", "auto"), exchange=get("distsort.exchange", "auto"),
-        placement=get("distsort.placement", "auto"), group=get("distsort.group", "auto"),
-        engine=get("distsort.out-of-core-engine", "auto"), device_memory_limit=limit)
+        strategy=config.get("strategy"), exchange=config.get("exchange"),
+        placement=config.get("placement"), group=config.get("group"),
+        engine=config.get("out-of-core-engine"), device_memory_limit=limit)
     for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
                                 ("placement", options.placement, PLACEMENTS)):
         if value not in allowed:

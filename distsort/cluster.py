@@ -26,8 +26,16 @@ import importlib.util
 import os
 import sys
 import warnings
+from typing import TYPE_CHECKING, Any
 
 from .graph import task_kind
+
+if TYPE_CHECKING:  # distributed and dask-cuda load only when a cluster is asked for
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client, LocalCluster, Worker
+
+#: A size: bytes, a string such as ``"40GB"``, or a fraction of the memory at hand.
+Size = float | int | str
 
 __all__ = ["local_cuda_cluster", "local_cpu_cluster", "connect", "gpu_available",
            "bytes_sent_by_kind", "diff_sent",
@@ -63,14 +71,16 @@ def ucx_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("distributed_ucxx", "rmm"))
 
 
-def _dashboard_address(kw):
+def _dashboard_address(kw: dict[str, Any]) -> str:
     # A random port: jobs sharing a host must not fight over 8787 (distributed
     # serves its HTTP routes there even when the dashboard itself is off).
     return kw.get("dashboard_address", ":0")
 
 
-def local_cuda_cluster(n_workers=None, device_memory_limit=DEVICE_MEMORY_FRACTION,
-                       protocol=None, rmm_pool_size=None, **kw):
+def local_cuda_cluster(n_workers: int | None = None,
+                       device_memory_limit: Size = DEVICE_MEMORY_FRACTION,
+                       protocol: str | None = None, rmm_pool_size: Size | None = None,
+                       **kw: Any) -> LocalCUDACluster:
     """A ``dask_cuda.LocalCUDACluster``: one worker process per GPU of this host.
 
     Parameters
@@ -123,7 +133,8 @@ def local_cuda_cluster(n_workers=None, device_memory_limit=DEVICE_MEMORY_FRACTIO
                             protocol=protocol, rmm_pool_size=rmm_pool_size, **kw)
 
 
-def local_cpu_cluster(n_workers=None, memory_limit="auto", threads_per_worker=1, **kw):
+def local_cpu_cluster(n_workers: int | None = None, memory_limit: int | str = "auto",
+                      threads_per_worker: int = 1, **kw: Any) -> LocalCluster:
     """A ``distributed.LocalCluster`` of worker processes on this host.
 
     Workers spill chunks to disk (``local_directory``, default the temporary
@@ -163,7 +174,7 @@ def local_cpu_cluster(n_workers=None, memory_limit="auto", threads_per_worker=1,
                         memory_limit=memory_limit, processes=True, **kw)
 
 
-def _owning_client_class():
+def _owning_client_class() -> type[Client]:
     from distributed import Client
 
     class OwningClient(Client):
@@ -180,7 +191,9 @@ def _owning_client_class():
     return OwningClient
 
 
-def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw):
+def connect(scheduler_address: str | None = None,
+            scheduler_file: str | os.PathLike[str] | None = None, gpu: bool | None = None,
+            **cluster_kw: Any) -> Client:
     """A ``distributed.Client``: to a scheduler, or to a new local cluster.
 
     Parameters
@@ -234,7 +247,7 @@ def connect(scheduler_address=None, scheduler_file=None, gpu=None, **cluster_kw)
     return client
 
 
-def ipc_read_stats(dask_worker=None) -> dict:
+def ipc_read_stats(dask_worker: Worker | None = None) -> dict[str, int | float]:
     """What this process's merges copied from other GPU workers' memory through CUDA
     IPC (``distsort.backends.cuda_ipc.read_stats``), ``{}`` where none ran; never
     imports CuPy itself.  Run it on the workers: ``client.run(ipc_read_stats)``."""
@@ -242,7 +255,7 @@ def ipc_read_stats(dask_worker=None) -> dict:
     return ipc.read_stats() if ipc is not None else {}
 
 
-def _sent_by_kind(dask_worker):
+def _sent_by_kind(dask_worker: Worker) -> dict[str, int]:
     sent = {}
     copied = ipc_read_stats().get("bytes", 0)
     if copied:
@@ -254,7 +267,7 @@ def _sent_by_kind(dask_worker):
     return sent
 
 
-def bytes_sent_by_kind(client) -> dict:
+def bytes_sent_by_kind(client: Client) -> dict[str, int]:
     """Bytes the workers have sent each other, by kind of task whose result travelled.
 
     From each worker's log of outgoing transfers (the recent ones that distributed
@@ -275,6 +288,6 @@ def bytes_sent_by_kind(client) -> dict:
     return total
 
 
-def diff_sent(before: dict, after: dict) -> dict:
+def diff_sent(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """What ``bytes_sent_by_kind`` grew by between two readings."""
     return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}

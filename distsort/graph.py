@@ -90,8 +90,7 @@ def task_name(kind, token, round_id=None):
     """The name of a distsort task (the first part of its key): ``distsort-<kind>``,
     which Dask's ``key_split`` keeps whole, then the round, if any, and the token.
 
-    >>> import numpy as np
-from dask.utils import key_split
+    >>> from dask.utils import key_split
     >>> task_name("low", "5f0e", 3)
     'distsort-low-r03-5f0e'
     >>> key_split((task_name("low", "5f0e", 3), 7)), key_split(task_name("prepare", "5f0e"))

@@ -147,10 +147,10 @@ def device_budgets(reported, workers=1):
     >>> device_budgets([8 * 10**9, None])
     [8000000000, None]
     """
-    import dask
     from dask.utils import parse_bytes
 
-    limit = dask.config.get("distsort.device-memory-limit", None)
+    from . import config
+    limit = config.get("device-memory-limit")
     if limit in (None, 0, "0"):
         return list(reported)
     limit = parse_bytes(limit) if isinstance(limit, str) else int(limit)

@@ -28,6 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .xp import namespace
+
+#: The old name, still imported by ``distsort.api``.
+_namespace = namespace
+
 #: dtypes the backends sort, by kind and item size.
 SUPPORTED_KINDS = "biuf"
 #: datetime64 ("M") and timedelta64 ("m"): sorted as the uint64 codes of ``time_codes``.
@@ -117,20 +122,12 @@ def _float_constants(dtype):
 _BLOCK = 1 << 16
 
 
-def _namespace(x):
-    """NumPy or CuPy, whichever ``x`` belongs to (the maps work on both)."""
-    if type(x).__module__.split(".")[0] == "cupy":
-        import cupy
-        return cupy
-    return np
-
-
 def encode(keys, *, canonical=False, descending=False):
     """Codes of ``keys`` (a new array of unsigned integers of the same width).
 
     Works on NumPy and CuPy arrays alike.
     """
-    xp = _namespace(keys)
+    xp = namespace(keys)
     keys = xp.asarray(keys)
     dtype = keys.dtype
     udt = code_dtype(dtype)
@@ -162,7 +159,7 @@ def decode(codes, dtype, *, descending=False, copy=True):
 
     With ``copy=False`` the codes are overwritten and returned as keys.
     """
-    xp = _namespace(codes)
+    xp = namespace(codes)
     dtype = np.dtype(dtype)
     udt = code_dtype(dtype)
     if descending:

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .order import _namespace, encode
+from .backends.numpy import COMPILED_FROM  # NumPy chunks this long are hashed compiled
+from .order import encode
+from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
            "chunk_summaries", "verified"]
@@ -147,11 +149,6 @@ def _hash_sums_py(kbits, vbits, start, mode):
 
 
 _HASH_SUMS = []
-#: NumPy chunks at least this long are hashed by the compiled kernel (where numba is
-#: installed): compiling it (or loading it from numba's cache) costs time and, in each
-#: worker process, memory (LLVM) that small chunks do not repay; a worker with a tight
-#: memory limit (a small out-of-core sort) sorts small chunks.
-COMPILED_FROM = 1 << 22
 
 
 def _hash_sums():

@@ -1,6 +1,6 @@
 """What a ``distributed`` scheduler shows of a sort: one task prefix per kind of task
 (what the dashboard's progress bars, its task stream and ``progress(multi=True)`` group
-by) and one task group per kind and round, as README's paragraph on the dashboard says."""
+by) and one task group per kind and round, as the paragraph of docs/dashboard.md says."""
 import re
 from pathlib import Path
 
@@ -17,25 +17,25 @@ from test_graph_shared import _shared_numpy
 
 distributed = pytest.importorskip("distributed")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "dashboard.md"
 CHUNKS = 8
 
 
-def readme_paragraph():
-    text = README.read_text()
+def page_paragraph():
+    text = PAGE.read_text()
     start = text.index("Every round of the network is a Dask layer")
     return " ".join(text[start:text.index("\n\n", start)].split())
 
 
-def readme_prefixes():
-    """The task prefixes README names: ``distsort-...`` in backquotes, without a token."""
-    return set(re.findall(r"`(distsort-[a-z-]*[a-z])`", readme_paragraph()))
+def page_prefixes():
+    """The task prefixes the page names: ``distsort-...`` in backquotes, without a token."""
+    return set(re.findall(r"`(distsort-[a-z-]*[a-z])`", page_paragraph()))
 
 
 @pytest.fixture(autouse=True)
 def full_network():
     """Every chunk sorted alone: groups of a worker's chunks sorted as one
-    (``distsort.group``) replace rounds, and README names their tasks apart."""
+    (``distsort.group``) replace rounds, and the page names their tasks apart."""
     with dask.config.set({"distsort.group": 1}):
         yield
 
@@ -64,7 +64,7 @@ def _sort_and_read_names(client, x, **kw):
     return set(prefixes), groups
 
 
-def test_prefixes_and_groups_are_readmes(client, monkeypatch):
+def test_prefixes_and_groups_are_the_pages(client, monkeypatch):
     rng = np.random.default_rng()
     x = rng.standard_normal(CHUNKS * 1000 - 37)
     _, groups = _sort_and_read_names(client, x)
@@ -76,10 +76,10 @@ def test_prefixes_and_groups_are_readmes(client, monkeypatch):
     prefixes, _ = client.run_on_scheduler(_scheduler_names)
     ours = {p for p in prefixes if p.startswith("distsort-")}
 
-    # One prefix per kind of task (not one "distsort" for all), exactly README's names.
+    # One prefix per kind of task (not one "distsort" for all), exactly the page's names.
     assert {f"distsort-{kind}" for kind in TASK_KINDS} <= ours
     assert {"distsort-share", "distsort-done"} <= shared
-    assert ours == readme_prefixes()
+    assert ours == page_prefixes()
 
     # One group per kind and round: tasks of a round are ("distsort-low-r03-<token>", i).
     rounds = len(plan_network(CHUNKS))
@@ -89,8 +89,8 @@ def test_prefixes_and_groups_are_readmes(client, monkeypatch):
             seen.setdefault(round_task_kind(g), set()).add(task_round(g))
     for kind in ("tail", "head"):
         assert seen[kind] == set(range(rounds)), kind
-    # Dask may fuse the last round's merges with the output's tasks (README says so).
+    # Dask may fuse the last round's merges with the output's tasks (the page says so).
     fused = any(re.match(r"distsort-(low|high)-distsort-sort-", g) for g in groups)
     for kind in ("low", "high"):
         assert seen[kind] == set(range(rounds - (1 if fused else 0))), kind
-    assert task_name("low", "<token>", 3) in readme_paragraph()
+    assert task_name("low", "<token>", 3) in page_paragraph()

@@ -11,7 +11,12 @@ other tasks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from types import ModuleType
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import numpy as np
+
+from ..xp import namespace
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,12 @@ class Order:
     keyed: bool = False
 
 
-Chunk = Any  # a backend's sorted piece of the array, opaque to the graph
+#: A backend's sorted piece of the array, opaque to the graph.
+Chunk: TypeAlias = Any
+#: A NumPy or CuPy ``ndarray`` (CuPy is optional, so not named in the annotations).
+Array: TypeAlias = Any
+#: Host NumPy order codes of sampled elements: one array, or a tuple for keyed chunks.
+Probe: TypeAlias = "np.ndarray | tuple[np.ndarray, ...]"
 
 
 @runtime_checkable
@@ -39,16 +49,17 @@ class Backend(Protocol):
     (True, False)
     """
 
-    def prepare(self, keys, values, order: Order, start: int | None = None) -> Chunk:
+    def prepare(self, keys: Array, values: Array | None, order: Order,
+                start: int | None = None) -> Chunk:
         """Copy one chunk of keys (and values, or positions ``start, start + 1, ...``
         when ``start`` is not None) and sort the copy."""
 
-    def probe(self, chunk: Chunk, stride: int, top: bool, order: Order):
+    def probe(self, chunk: Chunk, stride: int, top: bool, order: Order) -> Probe:
         """Every ``stride``-th element counted from the top (``m-1, m-1-stride, ...``) or
         from the bottom (``0, stride, ...``): a small sample for ``crossing_bound``, as
         host NumPy order codes (so every backend can share NumPy's ``crossing_bound``)."""
 
-    def crossing_bound(self, top_probe, bottom_probe, stride: int, limit: int,
+    def crossing_bound(self, top_probe: Probe, bottom_probe: Probe, stride: int, limit: int,
                        order: Order) -> int:
         """An upper bound ``kb <= limit`` on the crossing count of the two chunks the
         probes came from (the lower chunk's top probe, the higher chunk's bottom probe):
@@ -67,16 +78,19 @@ class Backend(Protocol):
     def merge_high(self, b: Chunk, a_tail: Chunk, order: Order) -> Chunk:
         """The ``len(b)`` largest elements, given ``a``'s last ``kb`` elements."""
 
-    def finish_keys(self, chunk: Chunk, order: Order, dtype, values_dtype=None):
+    def finish_keys(self, chunk: Chunk, order: Order, dtype: np.dtype,
+                    values_dtype: np.dtype | None = None) -> Array:
         """The keys of a sorted chunk, as the user's dtype (``values_dtype``: the
         values' dtype of a keyed sort, given where there are values)."""
 
-    def finish_values(self, chunk: Chunk, order: Order | None = None, keys_dtype=None,
-                      values_dtype=None):
+    def finish_values(self, chunk: Chunk, order: Order | None = None,
+                      keys_dtype: np.dtype | None = None,
+                      values_dtype: np.dtype | None = None) -> Array | None:
         """The values of a sorted chunk (the dtypes: the keys' and the user's values',
         None for positions)."""
 
-    def sort_blocks(self, keys, values, axis: int, order: Order, positions: bool = False):
+    def sort_blocks(self, keys: Array, values: Array | None, axis: int, order: Order,
+                    positions: bool = False) -> tuple[Array, Array | None]:
         """``(keys, values)``: each 1-D lane of an N-D block sorted along ``axis`` (the
         axis is in one chunk); ``positions`` asks for positions along the axis as the
         values."""
@@ -90,13 +104,13 @@ class SharingBackend(Backend, Protocol):
     """A backend whose chunks another worker reads in place (``cupy_ipc``: GPU workers
     of one host): the graph then needs no edges, heads or tails."""
 
-    def share(self, chunk: Chunk):
+    def share(self, chunk: Chunk) -> Any:
         """A handle to a whole chunk that another worker can read in place."""
 
-    def merge_low_shared(self, a: Chunk, b_share, order: Order) -> Chunk:
+    def merge_low_shared(self, a: Chunk, b_share: Any, order: Order) -> Chunk:
         """``merge_low`` reading the partner's crossing elements through its share."""
 
-    def merge_high_shared(self, b: Chunk, a_share, order: Order) -> Chunk:
+    def merge_high_shared(self, b: Chunk, a_share: Any, order: Order) -> Chunk:
         """``merge_high`` reading the partner's crossing elements through its share."""
 
 
@@ -120,20 +134,13 @@ def capabilities(backend) -> frozenset:
     return frozenset(getattr(backend, "CAPABILITIES", ()))
 
 
-def array_module_name(meta) -> str:
-    """``"cupy"`` for CuPy arrays, ``"numpy"`` for NumPy arrays; TypeError for others.
-
-    Subclasses (masked arrays, matrices) are refused: their extra state would be lost.
-    """
-    kind = type(meta)
-    module = kind.__module__.split(".")[0]
-    if kind.__name__ != "ndarray" or module not in ("numpy", "cupy"):
-        raise TypeError(f"distsort sorts NumPy or CuPy chunks, not {kind.__module__}."
-                        f"{kind.__name__}")
-    return module
+def array_module_name(meta: Array) -> str:
+    """``"cupy"`` for CuPy arrays, ``"numpy"`` for NumPy arrays; TypeError for others
+    (:func:`distsort.xp.namespace` with ``strict=True``)."""
+    return namespace(meta, strict=True).__name__
 
 
-def get_backend(meta, share=False):
+def get_backend(meta: Array, share: bool = False) -> ModuleType:
     """The backend module for arrays like ``meta``; ``share``: CuPy chunks are shared
     between workers through CUDA IPC (``cupy_ipc``; workers of one host only)."""
     if array_module_name(meta) == "cupy":

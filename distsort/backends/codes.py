@@ -3,9 +3,9 @@
 The NumPy backend sorts a keys-only chunk as the ``total`` codes of
 :mod:`distsort.order` with the sign bit flipped, viewed as signed integers
 (``distsort.backends.numpy._signed``).  In NumPy that is five to seven passes over the
-chunk, each with a temporary array (``encode`` 7 ns per float32 key on a 2-core VM,
-about as long as sorting the codes); here it is one pass that reads each key once and
-writes its code once (about 1 ns), and the same for the way back (``decode``).
+chunk, each with a temporary array, about as long as sorting the codes; here it is one
+pass that reads each key once and writes its code once, and the same for the way back
+(``decode``); the figures: ``docs/performance.md``.
 
 Every map is a fixed bit operation on the key's unsigned bit pattern ``u`` of width
 ``B`` (sign bit ``S``), so the compiled codes are the NumPy ones bit for bit::
@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import merge as _merge
-from .numpy import COMPILED_FROM  # chunks shorter keep the NumPy code
+from .numpy import COMPILED_FROM  # chunks shorter than this keep NumPy's code
 
 
 def _encode_py(u, out, consts):

@@ -2,9 +2,9 @@
 
 Sent as data, a compare-split costs two trips through the scheduler after the
 chunks are sorted (each side needs the other's edges to cut its crossing part,
-then the other's crossing part), and distributed's fetch of the part over UCX:
-on two H200s about 4 ms per trip and 7-9 ms for 1 GiB both ways, where
-``cudaMemcpyPeer`` takes 2.8 ms.  A :class:`Shared` chunk travels as CUDA IPC
+then the other's crossing part), and distributed's fetch of the part over UCX,
+each longer than ``cudaMemcpyPeer`` of the part takes (the figures:
+``docs/performance.md``).  A :class:`Shared` chunk travels as CUDA IPC
 handles instead (its memory, and an event recorded once the chunk is complete):
 the partner maps the memory, makes its stream wait for the event, finds the
 crossing count by binary search across the two GPUs, and copies just the
@@ -17,8 +17,8 @@ the copy and says so, while the merge's task ends as soon as its kernels are
 queued (the report to the scheduler then overlaps the copy and the merge).  Dask's
 reference to the share would not do: the active memory manager may drop the
 owner's replica while the partner reads.  Mappings stay open, at most ``MAPPINGS``
-of them: an RMM pool then maps once per pair of processes (mapping a 110 GB pool
-took 1.2 s on an H200).
+of them: an RMM pool then maps once per pair of processes (mapping a pool of
+100 GB takes about a second: ``docs/performance.md``).
 
 Not supported: workers that allocate from CuPy's own pool instead of an RMM pool
 (``distsort.cluster.local_cuda_cluster`` and dask-cuda's ``rmm_pool_size`` give

@@ -4,8 +4,8 @@
 through :func:`sort_owned`, which picks the path by :func:`choose_local`:
 
 ``"radix"``
-    ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, about 3x faster than the
-    bitonic kernels on an H200) on distsort's order codes (``distsort.order``), so
+    ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, several times faster than the
+    bitonic kernels: ``docs/performance.md``) on distsort's order codes, so
     the result is the one of every other path bit for bit: NaNs last, ``-0.0``
     before ``+0.0``, argsort stable, ties of ``sort_by_key`` broken by the value.
     It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
@@ -137,7 +137,7 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False):
                         device_budget(owned) if local == "auto" else None, local)
     if path == "radix":
         return radix_sort(keys, values, order, increasing_values)
-    from .cupy import sort_inplace
+    from .launcher import sort_inplace
     sort_inplace(keys, values, order.descending)
     return keys if values is None else (keys, values)
 
@@ -168,11 +168,12 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
     (``kernels.loader.order_kernel``) where CuPy's operators take five, and with
     ``in_place`` overwrite their own storage (a contiguous copy's, for a view); other
     dtypes, and NumPy keys (the CPU tests of this path), go through ``order.encode``."""
-    from ..order import _namespace, code_dtype, encode
-    if keys.dtype.kind != "f" or _namespace(keys) is np:
+    from ..order import code_dtype, encode
+    from ..xp import namespace
+    if keys.dtype.kind != "f" or namespace(keys) is np:
         return encode(keys, canonical=canonical, descending=descending)
     from ..kernels.loader import order_kernel
-    u = _namespace(keys).ascontiguousarray(keys).view(code_dtype(keys.dtype))
+    u = namespace(keys).ascontiguousarray(keys).view(code_dtype(keys.dtype))
     kernel = order_kernel("encode")
     return kernel(u, canonical, descending, u) if in_place else kernel(u, canonical, descending)
 
@@ -180,8 +181,9 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
 def decode_codes(codes, dtype, *, descending=False):
     """``order.decode(codes, dtype, copy=False)`` of CuPy ``codes``, in place; float
     keys in one elementwise pass."""
-    from ..order import _namespace, decode
-    if codes.dtype.kind == "u" and dtype.kind == "f" and _namespace(codes) is not np:
+    from ..order import decode
+    from ..xp import namespace
+    if codes.dtype.kind == "u" and dtype.kind == "f" and namespace(codes) is not np:
         from ..kernels.loader import order_kernel
         return order_kernel("decode")(codes, descending, codes).view(dtype)
     return decode(codes, dtype, descending=descending, copy=False)

@@ -3,14 +3,14 @@
 An out-of-core sort of CuPy chunks ends with its output in pinned host memory (the
 sorted runs) and hands each output chunk to the user on the GPU.  A dask-cuda worker
 then holds more than its device limit and spills chunks back to host memory through
-distributed's "dask" serialization: a fresh pageable copy at about 3 GB/s on an H200
-host, for all but a budget's worth of the output -- 4-5 s of a 16 GiB sort under a
-4 GB budget, more than the rest of the sort.
+distributed's "dask" serialization: a fresh pageable copy, for all but a budget's
+worth of the output, which took longer than the rest of the sort
+(``docs/performance.md``).
 
 The output chunks are therefore made by :func:`host_backed`: plain CuPy arrays whose
 device memory is a :class:`HostCopy`, which remembers the host copy it was filled
 from and a fingerprint of their contents (a position-dependent 64-bit hash, one
-pass over the device array: about a millisecond per GB).  Importing this module wraps
+pass over the device array).  Importing this module wraps
 distributed's "dask" serializer of CuPy arrays, the one dask-cuda spills with: for such
 an array, still whole and unchanged (a task that wrote into the chunk in place changed
 the fingerprint), it hands the host copy over as the frame, without a copy; every other

@@ -1,12 +1,11 @@
 """Linear-time merges of two sorted runs, compiled with numba (an optional accelerator).
 
 NumPy has no merge: the NumPy backend merged by concatenating the two runs and
-sorting again, with timsort for keys alone (about 10 ns per key, since timsort
-finds the two runs) and with ``np.lexsort`` over the order codes for keyed chunks
-(500-1000 ns per key: lexsort sorts the whole again and does not see the runs).
-Here: about 3 ns per key alone, 12-21 ns with values, order codes included
-(``benchmarks/merge.py``).  The merge rounds were most of a CPU sort's time, so this module
-merges in one pass instead.  The functions are compiled with
+sorting again, with timsort for keys alone (which finds the two runs) and with
+``np.lexsort`` over the order codes for keyed chunks (which sorts the whole again and
+does not see the runs).  The merge rounds were most of a CPU sort's time, so this
+module merges in one pass instead (``benchmarks/merge.py``; the figures:
+``docs/performance.md``).  The functions are compiled with
 ``numba.njit(nogil=True)``, so that the merges of one Dask round run on several
 threads at once, and ``cache=True``, so that each process compiles a signature once
 per machine, not once per run.

@@ -13,11 +13,8 @@ no code made or undone per round.  Wider pairs are ``(keys, values)`` tuples.
 Merges (``merge_low``/``merge_high``) run in one linear pass compiled with numba
 (``distsort.backends.merge``, the optional ``fast`` extra) where numba is installed.
 Without it they sort the concatenation of the two runs again, with the same result
-bit for bit.  Measured for 2^23 keys out on a 2-core VM (``benchmarks/merge.py``):
-keys alone 24 ms with numba (3 ns per key) and 81-86 ms with timsort (which finds
-the two runs); with int64 values 100 ms (int64 keys) and 175 ms (float64 keys)
-with numba, the order codes included, and 4.4 s and 8.4 s with ``np.lexsort`` over
-the order codes.
+bit for bit, about 3.5 times slower for keys alone and 45-50 times for keyed chunks
+(``benchmarks/merge.py``; the figures: ``docs/performance.md``).
 """
 from __future__ import annotations
 
@@ -29,11 +26,12 @@ import numpy as np
 from ..order import decode, encode
 
 #: Chunks shorter than this keep the NumPy code where a compiled pass exists
-#: (``distsort.backends.codes``; also its gather in :func:`keyed_sort`): loading the
-#: compiled code costs time and, in each worker process, memory that small chunks do
-#: not repay; a worker with a tight memory limit (a small out-of-core sort, 8 MiB
-#: chunks in 300 MB workers) sorts small chunks, and the memory it took there paused
-#: the workers for good.
+#: (``distsort.backends.codes``, the gather in :func:`keyed_sort`, ``distsort.verify``):
+#: loading the compiled code costs time and, in each worker process, memory (LLVM)
+#: that small chunks do not repay; a worker with a tight memory limit (a small
+#: out-of-core sort, 8 MiB chunks in 300 MB workers) sorts small chunks, and the
+#: memory it took there paused the workers for good.  Defined here, not in
+#: ``distsort.backends.merge``, which imports numba.
 COMPILED_FROM = 1 << 22
 
 

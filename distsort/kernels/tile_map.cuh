@@ -76,7 +76,7 @@ template <int THREADS, int LOG_ITEMS> struct Walk {
 // several whole rows of fewer than BATCH * THREADS elements (GROUP passes of 3 to 6 steps
 // on Hopper's tiles): plus u * THREADS and a row step every 2^sh elements.  IO_ANY: each
 // element on its own, with the bounds checks of the virtual padding (about twice
-// the time of the others per pass on an H200).
+// the time of the others per pass: docs/performance.md).
 enum { IO_ANY = 0, IO_ROWS = 1, IO_STRIDED = 2, IO_SHORT = 3 };
 
 // Element u of a batch relative to the batch's first (IO_ROWS, IO_STRIDED, IO_SHORT:
