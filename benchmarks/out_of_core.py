@@ -5,10 +5,13 @@ persisted Dask array made on the workers (CuPy chunks, which dask-cuda spills to
 memory beyond the budget; or ``--host-input``: NumPy chunks in host memory, sorted on
 the GPUs).  Timed: ``distsort.sort(x).persist()`` until every output chunk is in
 memory.  Beside the time, the run's own floor: pinned host<->device bandwidth measured
-on the workers in the same run, times the bytes the plan copies each way
-(``outofcore.bytes_moved``, plus taking CuPy input off the GPU and putting the output
-back).  Every output is checked on the workers (``distsort.verify``: sorted within and
-across chunks, the count, and order-free 64-bit checksums of the keys and pairs).
+on the workers in the same run, times the bytes the chosen merge copies each way
+(``kway.kway_bytes_moved`` for the k-way merge, ``outofcore.bytes_moved`` for the
+network between runs, plus taking CuPy input off the GPU and, after the network,
+putting the output back).  ``phases``: the worker's seconds per phase and its spills
+(``distsort.backends.stream_gpu.phase_seconds``).  Every output is checked on the
+workers (``distsort.verify``: sorted within and across chunks, the count, and
+order-free 64-bit checksums of the keys and pairs).
 
     python benchmarks/out_of_core.py --gpus 1 --size 16GiB --chunks 16 --budget 4GB
     python benchmarks/out_of_core.py --gpus 2 --size 32GiB --chunks 32 --budget 4GB
@@ -187,6 +190,7 @@ def one_case(client, args, dtype, seed, budget, workers):
     from distributed import wait
 
     import distsort
+    from distsort.kway import choose_merge, kway_bytes_moved
     from distsort.outofcore import bytes_moved, plan_out_of_core, run_lengths
     keyed = "+" in dtype
     kdt, vdt = (dtype.split("+") if keyed else (dtype, None))
@@ -214,12 +218,18 @@ def one_case(client, args, dtype, seed, budget, workers):
     ok = check(client, x, v, out, "sort_by_key" if keyed else "sort")
     chunks = x.chunks[0]
     plan = plan_out_of_core(chunks, per, budget)
-    moved = bytes_moved(plan, run_lengths(chunks, plan.run_chunks), per)
-    stage_in = n * per if gpu else 0  # CuPy input taken off the GPU, output put back
-    h2d, d2h = moved + stage_in, moved + stage_in
+    lengths = run_lengths(chunks, plan.run_chunks)
+    network = bytes_moved(plan, lengths, per)
+    merge = choose_merge(lengths, per, budget, network, workers)
+    stage_in = n * per if gpu else 0  # CuPy input taken off the GPU
+    if merge == "kway":  # the merged chunks stay on the device for CuPy output
+        h2d, d2h = kway_bytes_moved(n * per), kway_bytes_moved(n * per) + stage_in
+    else:  # the network's output chunks are put back on the device
+        h2d, d2h = network + stage_in, network + stage_in
     row = {"dtype": dtype, "bytes": n * per, "chunks": len(chunks), "gpus": workers,
            "budget": budget, "input": "cupy" if gpu else "numpy", "seconds": seconds,
-           "runs": plan.runs, "run_chunks": plan.run_chunks, "rounds": len(plan.rounds),
+           "runs": plan.runs, "run_chunks": plan.run_chunks, "merge": merge,
+           "rounds": len(plan.rounds) if merge == "network" else 0,
            "h2d_bytes": h2d, "d2h_bytes": d2h, "checked": bool(ok),
            "stages": stage_spans(events),
            "peak_device": [s[0] for s in stats.values()],

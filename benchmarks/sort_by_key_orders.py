@@ -22,13 +22,14 @@ import driver
 import numpy as np
 
 import distsort
-from distsort.api import _gather, _sort_1d
+from distsort.api import _sort_1d
+from distsort.gather import gather
 from distsort.backends import Order
 
 
 def argsort_then_gather(keys, values):
     out_keys, perm = _sort_1d(keys, None, Order(keyed=True), positions=True)
-    return out_keys, _gather(values, perm)
+    return out_keys, gather((values,), perm)[0]
 
 
 def main(argv=None):

@@ -106,6 +106,12 @@ SCENARIOS = (
                                     "--exchange", "ipc", "comm", "--out", "{json}"),)),
     Scenario("transfer", 2, "Dask worker-to-worker transfers of CuPy arrays, against "
              "cudaMemcpyPeer", (_py("transfer.py", "--out", "{out}"),)),
+    Scenario("one_gpu", 1, "one GPU as users meet it: sort/argsort/sort_by_key of CuPy arrays "
+             "against CuPy, persisted Dask arrays (16 GiB in 8/32/128 chunks, 32 GiB in 16) "
+             "against rechunk + cupy.sort, two workers sharing the GPU, and 100 GB in 50 chunks",
+             (_py("one_gpu.py", "--parts", "dask", "shared", "array", "--out", "{json}"),
+              _py("one_gpu.py", "--parts", "big", "--runs", "1", "--out", "{json}")),
+             quick=("--quick",)),
     Scenario("gpu_tests", 1, "every GPU test (tests needing more GPUs than present skip)",
              (_pytest("-m", "gpu", "tests/"),)),
     Scenario("out_of_core", 1, "16 GiB with a 4 GB device budget from host memory (float32, "

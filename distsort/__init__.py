@@ -10,30 +10,36 @@ graph runs across workers.
 >>> bool((s[1:] >= s[:-1]).all().compute())
 True
 """
-from .verify import VerificationError
-
 __version__ = "0.1.0"
-__all__ = ["sort", "argsort", "sort_by_key", "VerificationError", "__version__"]
+__all__ = ["sort", "argsort", "sort_by_key", "lexsort", "VerificationError", "__version__"]
 
 #: Public functions imported from ``distsort.api`` on first use: ``api`` imports
 #: ``dask.array``, which imports xarray and pandas where they are installed (about a
 #: second on a 2-core machine), and the ``distsort`` command starts its disk
 #: measurement and reading before it needs them.
-_LAZY_FUNCTIONS = ("sort", "argsort", "sort_by_key")
+_LAZY_FUNCTIONS = {"sort": "api", "argsort": "api", "sort_by_key": "tables", "lexsort": "tables"}
 #: Submodules reachable as attributes of ``distsort`` without importing them first;
 #: imported on first use, so ``import distsort`` stays light (``cluster`` imports
 #: distributed and, on GPU machines, dask-cuda).
 _LAZY_SUBMODULES = ("cluster",)
 
 
+#: ... and classes, from their modules: ``import distsort`` imports nothing (NumPy
+#: takes a quarter of a second), so that the command handles signals at once.
+_LAZY_CLASSES = {"VerificationError": "verify"}
+
+
 def __getattr__(name):
     import importlib
+    if name in _LAZY_CLASSES:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_CLASSES[name]}"), name)
     if name in _LAZY_FUNCTIONS:
-        return getattr(importlib.import_module(f"{__name__}.api"), name)
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_FUNCTIONS[name]}"), name)
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY_FUNCTIONS) | set(_LAZY_SUBMODULES))
+    return sorted(set(globals()) | set(_LAZY_FUNCTIONS) | set(_LAZY_SUBMODULES)
+                  | set(_LAZY_CLASSES))

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import math
-import operator
 import uuid
 from typing import Any
 
 import dask.array as da
 import numpy as np
 from dask.base import is_dask_collection, tokenize
-from dask.highlevelgraph import HighLevelGraph
 
 try:  # NumPy >= 2
     from numpy.lib.array_utils import normalize_axis_index
@@ -18,12 +16,15 @@ except ImportError:  # pragma: no cover
 
 from .backends.cupy_local import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
+from .gather import gather
 from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
-from .order import TIME_KINDS, _namespace, check_key_dtype, time_codes, time_from_codes
+from .inputs import as_dask, check_flag, native_order, numpy_keywords
+from .outofcore_graph import kway_sort_layers, pick_layer
+from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .sortplan import SortOptions, plan_sort
 from .verify import check_lanes, verified
 
-__all__ = ["sort", "argsort", "sort_by_key"]
+__all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
 
 #: What the public functions take: a Dask array, or a NumPy or CuPy array (wrapped).
 ArrayLike = Any
@@ -43,6 +44,9 @@ def _conversion(x, what):  # noqa: PLR0911 - one return per kind of collection
     an array distsort sorts, and what that array does not carry."""
     library = type(x).__module__.split(".")[0]
     lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
+    if lazy and library == "dask" and not hasattr(type(x), "to_dask_array"):
+        # a Delayed, a Bag, ...: a Delayed answers every attribute asked of it
+        return f"dask.array.from_delayed(...), or {what}.compute()", None
     table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == _TABLE_NDIM
     if hasattr(x, "data_vars"):  # xarray.Dataset
         return f'{what}["var"].data', "variable names, dimension names and coordinates"
@@ -87,17 +91,19 @@ def as_dask_array(x, what="x"):
     """
     if isinstance(x, da.Array):
         array_module_name(x._meta)
-        return x
+        return native_order(x)
     if type(x).__module__.split(".")[0] == "cupy":
         array_module_name(x)
         return wrap_plain(x)
     _refuse_collection(x, what)
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray) and not isinstance(x, np.memmap):
         array_module_name(x)  # refuses subclasses (masked arrays, matrices) at once
-    else:
+    elif not isinstance(x, np.ndarray):
         x = np.asarray(x)
     check_key_dtype(x.dtype, what)
-    return wrap_plain(x)
+    # A memory map is cut as it is read (distsort.inputs.as_dask); an array in
+    # memory is wrapped whole, unhashed.
+    return native_order(as_dask(x) if isinstance(x, np.memmap) else wrap_plain(x))
 
 
 def wrap_plain(x):
@@ -150,7 +156,7 @@ def _module(meta):
 
 def _options(gpu, value_bytes, positions, local):
     """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
-    ``distsort.*`` config values (``distsort.config``) read once here."""
+    Dask config values ``distsort.*`` read once here."""
     from dask.utils import parse_bytes
 
     from . import config
@@ -196,18 +202,31 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None
     graph = SortGraph(tokenize(keys.name, vname, order, positions, plan))
-    sorted_keys = plan_layers(graph, plan, keys.name, vname, keys.chunks[0], backend, order,
-                              positions)
+    if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
+        sorted_keys = kway_sort_layers(
+            graph, keys.name, vname, plan.chunks, backend, order, positions,
+            ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
+            name=None if order.keyed else "distsort-sort-" + graph.token)
+    else:
+        sorted_keys = plan_layers(graph, plan, keys.name, vname, keys.chunks[0], backend,
+                                  order, positions)
     sources = [keys] + ([values] if values is not None else [])
     chunks = plan.chunks
 
     def output(name, part, func, args, meta):
+        # Each output's graph holds the sort and its own layer, never the other
+        # output's: see ``SortGraph.output``.
+        out = graph.output()
         if ooc is None:
-            finish_layer(graph, name, sorted_keys, func, *args)
+            finish_layer(out, name, sorted_keys, func, *args)
+        elif ooc.merge == "kway":
+            if name not in out.layers:  # keys alone: the merge's own layer
+                from .backends.hostruns import pick
+                pick_layer(out, name, sorted_keys, pick, part)
         else:
-            run_output_layer(graph, name, sorted_keys, chunks, ooc.plan.run_chunks,
+            run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
                              backend.output, part, gpu)
-        return da.Array(graph_over(sources, graph.layers, graph.dependencies), name,
+        return da.Array(graph_over(sources, out.layers, out.dependencies), name,
                         (chunks,), meta=meta)
 
     # Keyed chunks may hold packed (key, value) codes: finishing them needs both dtypes.
@@ -275,6 +294,13 @@ def _check_stable(stable, default):
     return bool(stable)
 
 
+def _check_flags(descending, verify):
+    """TypeError unless ``descending`` and ``verify`` are bools (not ``"yes"``)."""
+    check_flag("descending", descending)
+    check_flag("verify", verify)
+
+
+@numpy_keywords
 def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
          stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
@@ -317,7 +343,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     Returns
     -------
     dask.array.Array
-        Lazy, with the same dtype and length and chunks of the same backend.
+        Lazy, with the same dtype (in native byte order) and length and chunks of the same backend.
         A 1-D result has a regular chunking (equal chunks, the last possibly
         shorter), whatever the input's was.
 
@@ -356,6 +382,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     array(['2025-12-24', '2026-03-01',        'NaT'], dtype='datetime64[D]')
     """
     _check_stable(stable, True)
+    _check_flags(descending, verify)
     x, axis = _validate(x, axis)
     dtype, x = x.dtype, _as_codes(x)
     order = Order(descending=bool(descending))
@@ -366,6 +393,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     return _from_codes(_sort_along(x, axis, order, "keys", verify), dtype)
 
 
+@numpy_keywords
 def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
             stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
@@ -405,6 +433,7 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     array([0, 2, 1, 3])
     """
     _check_stable(stable, True)
+    _check_flags(descending, verify)
     x, axis = _validate(x, axis)
     x = _as_codes(x)
     order = Order(descending=bool(descending), keyed=True)
@@ -415,7 +444,35 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     return _sort_along(x, axis, order, "values", verify)
 
 
-#: Positions are packed above values of at most this many bytes (``_stable_pack``).
+#: Positions travel as uint32 (packed with keys of up to this many bytes in one
+#: 64-bit code on the CPU) where the array has fewer than 2**32 elements.
+_NARROW_KEY_BYTES = 4
+
+
+def argsort_by_positions(keys, descending, verify, local, what):
+    """``(sorted keys, permutation)`` of 1-D ``keys`` (order codes or keys distsort
+    sorts), equal keys in input order.
+
+    NumPy keys of up to 4 bytes (fewer than 2**32 of them) carry uint32 positions:
+    key and position then pack into one 64-bit code that the CPU backend sorts and
+    merges as one integer (``distsort.backends.numpy.keyed_codes``), where int64
+    positions make a 12-byte pair that it sorts by permutation.  Measured with
+    ``benchmarks/keyed_cpu.py --stable`` (2^24 float32 keys with int32 values, 8
+    chunks, 2 threads):
+    ``benchmarks/results/keyed_cpu_stable_table_cpu-2cores_2026-11-25.json``.
+    """
+    order = Order(descending=bool(descending), keyed=True)
+    n = keys.shape[0]
+    if (array_module_name(keys._meta) == "numpy" and n < 2**32
+            and keys.dtype.itemsize <= _NARROW_KEY_BYTES):
+        positions = da.arange(n, chunks=keys.chunks, dtype=np.uint32)
+        return _sort_1d(keys, positions, order, positions=False, verify=verify, what=what,
+                        local=local)
+    return _sort_1d(keys, None, order, positions=True, verify=verify, what=what, local=local)
+
+
+#: On GPUs, positions are packed above values of at most this many bytes
+#: (:func:`_pack`): one network, no shuffle.
 _PACKED_VALUE_BYTES = 4
 
 
@@ -423,7 +480,7 @@ def _pack(values, block_info=None):
     """uint64 ``position << 32 | value bits``: ordered by position, the value recoverable.
     The positions are made in the block's own array module (CuPy chunks stay on the GPU)."""
     start = block_info[0]["array-location"][0][0]
-    positions = _namespace(values).arange(start, start + values.size, dtype=np.uint64)
+    positions = _module(values).arange(start, start + values.size, dtype=np.uint64)
     bits = values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
     return (positions << np.uint64(32)) | bits
 
@@ -433,74 +490,27 @@ def _unpack(packed, dtype):
     return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
 
 
-def _split_by_source(perm, bounds):
-    """``perm``'s entries grouped by the input chunk they point into: ``(where,
-    offsets, local)``, where chunk ``i``'s are ``local[offsets[i]:offsets[i + 1]]``
-    (indices into chunk ``i``), for output places ``where[offsets[i]:offsets[i + 1]]``."""
-    xp = _namespace(perm)
-    bounds = xp.asarray(bounds)
-    source = xp.searchsorted(bounds, perm, side="right") - 1  # empty chunks: never chosen
-    # Any grouping will do (``where`` and ``local`` agree); NumPy's stable sort of
-    # small integers is its radix sort.
-    where = xp.argsort(source, kind="stable") if xp is np else xp.argsort(source)
-    grouped = source[where]
-    offsets = xp.searchsorted(grouped, xp.arange(len(bounds) + 1))
-    offsets = offsets.get() if xp is not np else offsets  # C + 1 numbers to the host
-    return where, offsets, perm[where] - bounds[grouped]
-
-
-def _part(split, i):
-    _, offsets, local = split
-    return local[offsets[i]:offsets[i + 1]]
-
-
-def _assemble(split, *taken):
-    where, offsets, _ = split
-    out = _namespace(taken[0]).empty(len(where), dtype=taken[0].dtype)
-    for i, part in enumerate(taken):
-        out[where[offsets[i]:offsets[i + 1]]] = part
-    return out
-
-
-def _gather(values, perm):
-    """``values[perm]`` for 1-D Dask arrays, ``perm`` a permutation: a shuffle.
-
-    Each chunk of ``perm`` is split by the input chunk its entries point into;
-    every piece goes to that chunk, takes its values and comes back: each value
-    and index travels once (``2 C D + 2 D`` small tasks for ``C`` input and ``D``
-    output chunks).  Dask's ``values[perm]`` sends every chunk of ``perm`` to every
-    chunk of ``values`` instead.
-    """
-    bounds = np.cumsum((0,) + values.chunks[0][:-1])
-    token = tokenize(values, perm)
-    split, part, take, out = (f"distsort-gather{s}-{token}" for s in ("split", "part", "take", ""))
-    layer = {}
-    for j in range(perm.numblocks[0]):
-        layer[(split, j)] = (_split_by_source, (perm.name, j), bounds)
-        for i in range(values.numblocks[0]):
-            layer[(part, i, j)] = (_part, (split, j), i)
-            layer[(take, i, j)] = (operator.getitem, (values.name, i), (part, i, j))
-        layer[(out, j)] = (_assemble, (split, j)) + tuple(
-            (take, i, j) for i in range(values.numblocks[0]))
-    graph = HighLevelGraph.from_collections(out, layer, dependencies=[values, perm])
-    return da.Array(graph, out, perm.chunks, meta=values._meta)
-
-
 def _stable_by_key(keys, values, order, verify, local="auto"):
-    """Position-stable key-value sort: equal keys keep their input order.
+    """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
+    codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    Values of at most 4 bytes (and fewer than 2**32 elements) travel through the
-    network packed under their positions (8 bytes), so the keyed sort's tie-break
-    by value is one by position: one network, no shuffle.  Wider values would need
-    128-bit packing: the keys are sorted with their positions (an argsort) and the
-    values gathered by them (:func:`_gather`, ``2 C D`` small tasks).  Measured
-    with ``benchmarks/sort_by_key_orders.py`` (2^22 float32 keys, chunks of 2^19,
-    2 threads on a shared 2-core VM, so only roughly): int32 values 7.3 s packed,
-    7.9 s argsort + gather; int64 values 6.9 s argsort + gather; the order by
-    value 16-19 s.
+    NumPy chunks: the keys are sorted with their positions (:func:`argsort_by_positions`:
+    uint32 positions packed with keys of up to 4 bytes) and the values gathered by
+    them (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes
+    (and fewer than 2**32 elements): the values travel through the network packed
+    under their positions (8 bytes), so the keyed sort's tie-break by value is one by
+    position: one network, no shuffle; wider values: an argsort and a gather.
+
+    Measured on the CPU (``benchmarks/keyed_cpu.py --stable``: 2^24 keys with values,
+    8 chunks, 2 threads, on a 2-core VM shared with other work, so wall times are
+    noisy; process time of the median run): float32+int32 1.56 s by value, 1.67 s
+    stable (1.07x), 2.36 s with values packed under positions (a 12-byte pair, which
+    the CPU backend merges by codes computed per comparison, 4x slower than the
+    8-byte codes of the order by value); int32+float32 1.37 / 1.81 (1.32x) / 2.25 s.
     """
     n = keys.shape[0]
-    if values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
+    gpu = array_module_name(keys._meta) == "cupy"
+    if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
         packed = values.map_blocks(_pack, dtype=np.uint64,
                                    meta=_module(values._meta).empty((0,), dtype=np.uint64),
                                    name="distsort-pack-" + tokenize(values))
@@ -509,36 +519,49 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
         return out_keys, out_packed.map_blocks(
             _unpack, values.dtype, dtype=values.dtype,
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
-    out_keys, perm = _sort_1d(keys, None, order, positions=True, verify=verify,
-                              what="sort_by_key", local=local)
-    return out_keys, _gather(values, perm)
+    out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
+    return out_keys, gather((values,), perm)[0]
 
 
+@numpy_keywords
 def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
                 stable: bool | None = False, verify: bool = False,
                 local: str = "auto") -> tuple[da.Array, da.Array]:
-    """Sort 1-D ``keys`` and move ``values`` with them.
+    """Sort 1-D ``keys`` and move ``values`` with them; tables: several value arrays,
+    several keys.
 
     Parameters
     ----------
-    keys : dask.array.Array, numpy.ndarray or cupy.ndarray
-        1-D keys, as for :func:`sort` (N-D keys are flattened).
-    values : array of the same shape and backend
+    keys : dask.array.Array, numpy.ndarray or cupy.ndarray, or a tuple of them
+        1-D keys, as for :func:`sort` (N-D keys are flattened).  A tuple holds
+        several keys, sorted lexicographically as ``numpy.lexsort`` sorts them:
+        the LAST key is the primary one (see :func:`distsort.lexsort`).
+    values : array of the same shape and backend, or a tuple or dict of them
         Values of 1, 2, 4 or 8 bytes (bool, integers, floats, datetime64,
-        timedelta64).
+        timedelta64).  A tuple or dict holds several value arrays (the columns
+        of a table); they all move by one permutation, in one shuffle, and come
+        back in the same structure.  With several value arrays or several keys,
+        equal keys keep their input order (as with ``stable=True``).
     descending : bool, optional
         Largest keys first.
     stable : bool, optional
         How equal keys are ordered.  ``False`` (the default): by value, ascending
-        in NumPy's order (``numpy.lexsort((values, keys))``).  ``True``: by
-        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``);
-        values of up to 4 bytes then travel packed with their positions as 8
-        bytes, wider ones are gathered after an argsort.  Both orders are
+        in NumPy's order (``numpy.lexsort((values, keys))``); where that order calls
+        pairs equal and keeps their input order (``-0.0`` and ``+0.0``, NaNs of
+        any sign and payload, as keys or values), distsort orders them by their
+        bits, whatever the input order: key, then value, each ``-0.0`` before
+        ``+0.0`` and NaNs with the sign bit clear before those with it set (k =
+        ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
+        nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
+        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
+        on NumPy chunks the keys are sorted with their positions and the values
+        gathered (1.07-1.32x the default order's CPU time for 2^24 4-byte keys
+        with 4-byte values on 2 cores); on CuPy chunks values of up to 4 bytes travel
+        packed with their positions as 8 bytes, wider ones are gathered after an
+        argsort (``distsort.api._stable_by_key``).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
-        order distsort always gave, because on GPUs the stable order moves more
-        bytes (4-byte values become 8) or adds a gather.  (On the CPU the stable
-        order measured faster: ``benchmarks/sort_by_key_orders.py``.)
+        order distsort always gave, and the faster one.
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
         read, that the keys are sorted and that the keys and the (key, value)
@@ -552,7 +575,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     Returns
     -------
     (dask.array.Array, dask.array.Array)
-        The sorted keys and the values moved with them.
+        The sorted keys and the values moved with them (tuples and dicts as given).
 
     Examples
     --------
@@ -564,8 +587,15 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     >>> distsort.sort_by_key(k, v, stable=True)[1].compute()  # equal keys: input order
     array([11., 10., 20., 30.])
+    >>> sk, cols = distsort.sort_by_key(k, {"v": v, "i": np.arange(4)})  # a table
+    >>> cols["v"].compute(), cols["i"].compute()
+    (array([11., 10., 20., 30.]), array([1, 3, 2, 0]))
+    >>> (second, first), _ = distsort.sort_by_key((v, k), v)  # by k, then by v
+    >>> first.compute(), second.compute()
+    (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     """
     stable = _check_stable(stable, False)
+    _check_flags(descending, verify)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)

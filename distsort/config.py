@@ -40,4 +40,6 @@ def get(key: str) -> Any:
     """
     if key not in DEFAULTS["distsort"]:
         raise KeyError(f"no distsort config key {key!r}; known: {sorted(DEFAULTS['distsort'])}")
-    return dask.config.get(f"distsort.{key}")
+    # The default again where the key is gone: a ``dask.config.set`` of a distsort key
+    # entered before this module was imported removes every distsort key on exit.
+    return dask.config.get(f"distsort.{key}", default=DEFAULTS["distsort"][key])

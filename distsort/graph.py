@@ -73,13 +73,38 @@ class SortGraph:
         self.dependencies[name] = set(deps)
         return name
 
+    def output(self):
+        """A copy of the sort's layers, to which one output array's layer is added.
+
+        Each output array (the keys, the values of a keyed sort) must carry only the
+        layers it reads.  Were the values' graph to carry the keys' output layer too,
+        Dask would not always cull it (``HighLevelGraph.cull`` keeps a whole layer
+        when as many keys are wanted as the layer holds, whichever keys they are), and
+        its linear fusion would see the last merges with two dependents there but one
+        in the keys' own graph: ``k.persist()`` sends ``(distsort-sort-<token>, i)`` as
+        an alias of a task fused with the merge, ``v.persist()`` then sends the same
+        key as a task depending on the merge itself, and the scheduler, holding both
+        under one key, asks for a worker while a dependency is not computed
+        (``decide_worker``'s assertion), loses the worker and never finishes.
+
+        >>> g = SortGraph("t")
+        >>> _ = g.add("round00", {("distsort-low-r00-t", 0): 1}, ())
+        >>> out = g.output()
+        >>> out.layers["distsort-sort-t"] = {}
+        >>> sorted(g.layers), sorted(out.layers)
+        (['distsort-round00-t'], ['distsort-round00-t', 'distsort-sort-t'])
+        """
+        return SortGraph(self.token, dict(self.layers),
+                         {name: set(deps) for name, deps in self.dependencies.items()})
+
 
 #: What the tasks of a sort do; the scheduler's task prefix of each is
 #: ``distsort-<kind>``.  ``prepare`` copies and sorts a chunk; ``edges`` samples a
 #: chunk's ends; ``tail`` and ``head`` are the crossing parts; ``low`` and ``high``
 #: the merges; ``share`` and ``done`` those of backends that share chunks (GPUs of
 #: one host).  The output arrays' tasks are ``distsort-sort`` (and
-#: ``distsort-sort-values``), as named in ``distsort.api``.
+#: ``distsort-sort-values``), as named in ``distsort.api``; they wait for one
+#: ``distsort-outputs`` task (None: see ``_output_layer``).
 TASK_KINDS = ("prepare", "edges", "tail", "head", "low", "high", "share", "done")
 
 #: Keys of the tasks of a round: ``("distsort-head-r03-<token>", 5)``.
@@ -466,16 +491,45 @@ def _slice(chunk, start, stop):
 
 def finish_layer(graph, out_name, sorted_keys, func, *args):
     """The output array's layer: ``(out_name, i) = func(chunk_i, *args)``."""
-    tasks = {(out_name, i): (func, k, *args) for i, k in enumerate(sorted_keys)}
+    return _output_layer(graph, out_name, {(out_name, i): (func, k, *args)
+                                           for i, k in enumerate(sorted_keys)})
+
+
+def _output_layer(graph, out_name, tasks):
+    """Add an output array's layer, ``tasks``, each of which also waits for one key
+    of the sort's own (``distsort-outputs-<token>``, None, computed once).
+
+    With two dependencies an output task is never fused with the task that makes its
+    chunk.  Dask fuses a task into its only dependent and leaves the dependent's key
+    as an alias of the fused task: the keys' output would be an alias in a graph of
+    the keys alone, where the last merge has one dependent, and a plain task in a
+    graph of both outputs, where it has two.  Sent once each way (``k.persist()``,
+    then ``dask.compute(k, v)`` of the same lazy arrays), one key would have two
+    different tasks, which the scheduler does not reconcile ("Detected different
+    `run_spec`": failures and deadlocks).  With the gate, every graph that holds an
+    output key holds the same task for it.
+    """
+    gate = task_name("outputs", graph.token)
+    layer = {key: (after, [gate], *task) for key, task in tasks.items()}
+    layer[gate] = (_none,)
     graph.dependencies[out_name] = set(graph.layers)
-    graph.layers[out_name] = tasks
+    graph.layers[out_name] = layer
     return out_name
 
 
 def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, positions,
                        run_chunks, stage, window=None, perm=None, held=False):
-    """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one), then
-    the network between runs; returns the keys of the sorted runs.
+    """Runs of ``run_chunks`` chunks each (:func:`run_layers`), then the network between
+    runs; returns the keys of the sorted runs."""
+    runs, lengths = run_layers(graph, keys_name, values_name, chunks, backend, order,
+                               positions, run_chunks, stage, perm, held)
+    return network_layers(graph, runs, lengths, backend, order, window)
+
+
+def run_layers(graph, keys_name, values_name, chunks, backend, order, positions,
+               run_chunks, stage, perm=None, held=False):
+    """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one);
+    returns the runs' keys and their lengths.
 
     ``backend`` is a ``distsort.backends.hostruns.HostRuns``.  With ``stage``, every
     input chunk is first copied to host memory by a task of its own (``backend.stage``,
@@ -512,8 +566,7 @@ def out_of_core_layers(graph, keys_name, values_name, chunks, backend, order, po
         # by position: the last (maybe short) chunk stays last (group_by_owner)
     graph.add("run", tasks, set(graph.layers) | deps)
     runs = [("distsort-run-" + graph.token, r) for r in range(len(tasks))]
-    lengths = run_lengths([chunks[i] for i in perm], run_chunks)
-    return network_layers(graph, runs, lengths, backend, order, window)
+    return runs, run_lengths([chunks[i] for i in perm], run_chunks)
 
 
 def run_output_layer(graph, out_name, sorted_runs, chunks, run_chunks, func, *args):
@@ -524,9 +577,7 @@ def run_output_layer(graph, out_name, sorted_runs, chunks, run_chunks, func, *ar
         r, first = divmod(j, run_chunks)
         start = first * chunks[0]
         tasks[(out_name, j)] = (func, sorted_runs[r], start, start + size, *args)
-    graph.dependencies[out_name] = set(graph.layers)
-    graph.layers[out_name] = tasks
-    return out_name
+    return _output_layer(graph, out_name, tasks)
 
 
 def graph_over(collections, layers, dependencies):

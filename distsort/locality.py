@@ -51,6 +51,12 @@ READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "dist
                "distsort-part-")
 #: Tasks that may read persisted chunks without a dependency (``distsort.held``).
 READS_HELD = ("distsort-stagek-", "distsort-stagev-")
+#: Tasks kept strictly where their chunks are: the scheduler's work stealing moves a
+#: loosely restricted task (and the chunk it reads) to an idle worker.  A verify summary
+#: waiting behind its worker's sort was stolen with its input chunk (``--verify`` on two
+#: CPU workers: a whole 256 MiB chunk sent in 3 of 3 runs).  The restriction is set
+#: again each time the chunk is computed, so a lost worker's summaries follow the chunk.
+STAYS = ("distsort-verify-summary-", "distsort-verify-input-", "distsort-verify-output-")
 #: Lazy input read by distsort's own tasks (the command's files): chunk ``i`` of ``c``
 #: is read on worker ``i * W // c``, so that the network's neighbours start together.
 LAID_OUT = ("distsort-read-",)

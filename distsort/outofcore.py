@@ -3,35 +3,39 @@
 A worker's device budget ``B`` (dask-cuda's ``device_memory_limit``, or the Dask
 config value ``distsort.device-memory-limit``) bounds what a sort keeps on its GPU.
 Past it, distsort keeps the chunks as **sorted runs in pinned host memory** and
-streams them through the GPU; nothing goes through Dask's spilling.
+streams them through the GPU; nothing goes through Dask's spilling.  The design and
+its measured figures: ``docs/out_of_core.md``.
 
 1. *Runs.*  Every ``G`` consecutive chunks (``G`` as large as the budget allows)
    are copied to the GPU, sorted there as one (the in-place bitonic kernels: no second
    copy), and copied back to pinned host memory: the network's first
    ``L (L + 1) / 2`` rounds (``L = log2 G``) on resident data, for one trip each way.
-2. *The network between runs.*  The bitonic network on the ``R = ceil(C / G)`` runs
-   (``distsort.plan.plan_network``), where a compare-split of two host runs is a binary
-   search for the crossing count in host memory and two merges that stream through the
-   GPU in segments (merge path: each segment's inputs found by a binary search on the
-   host, copied in, merged, copied out, while the next segment's copy runs).
-3. *Finish.*  Each output chunk is a slice of a run (copied to the GPU for CuPy
-   output).
+2. *One k-way merge between runs* (``distsort.kway``), where its cost model says so
+   (``kway.choose_merge``: one worker, and slices that are not tiny).  Each output chunk
+   is one task: the co-ranks of its segments' ends in the ``R = ceil(C / G)`` runs
+   (a k-way binary search in host memory), then each segment's ``R`` slices copied to
+   the GPU, sorted there as one by CUB's radix sort on the order codes, and copied back
+   (and kept on the device for CuPy output), two segments in flight on two streams.
+3. *Otherwise the network between runs* (tiny budgets, runs on several workers): the
+   bitonic network on the runs (``distsort.plan.plan_network``), where a compare-split
+   of two host runs is a binary search for the crossing count in host memory and two
+   merges that stream through the GPU in segments.
+4. *Finish.*  After the network, each output chunk is a slice of a run (copied to the
+   GPU for CuPy output); after the k-way merge the merged chunks are the output.
 
-The floor: every byte crosses PCIe once each way to form the runs, and once each way
-per round of the network between runs (a compare-split of random data moves almost
-all of both runs; a prefix of the lower run below the higher run's first element,
-and the mirror suffix, stay where they are).  With ``N`` bytes of keys (and values),
-pinned copies at ``h2d`` and ``d2h`` bytes/s that overlap (the two directions are
-separate DMA engines), and ``r`` rounds::
+The floor: with ``N`` bytes of keys (and values) and pinned copies at ``h2d`` and
+``d2h`` bytes/s that overlap (the two directions are separate DMA engines), the k-way
+merge moves every byte once each way to form the runs and once each way to merge them::
 
-    floor = (1 + r) * N / min(h2d, d2h)        (+ N / h2d for output on the GPU)
+    floor = 2 * N / min(h2d, d2h)       (+ N / d2h to take CuPy input off the GPU)
 
-16 GiB of float32 with a 4 GB budget: runs of 3 chunks of 1 GiB (3.2 GB), 6 runs
-(the last of one chunk), ``r = 6`` rounds of 2 or 3 compare-splits: 98 GiB each way
-with the runs (``bytes_moved``), about 1.9 s at 55 GB/s.  The local sorts (0.3 s at
-13 Gkeys/s) and merges overlap the copies.
+16 GiB of float32 with a 4 GB budget: runs of 3 chunks of 1 GiB, 6 runs, 32 GiB each
+way (``kway.kway_bytes_moved``; 48 GiB device to host for CuPy input).  The network
+between the same runs moves ``(1 + r) * N`` with ``r = 6`` rounds of 2 or 3
+compare-splits: 98 GiB each way (``bytes_moved``).  Both at the measured bandwidth:
+``docs/out_of_core.md``.
 Not counted in the floor: CuPy input that dask-cuda has spilled to host memory is read
-there, as pageable memory (``distsort.held``: about 9 GB/s, 1.8-2.4 s for 16 GiB), and
+there, as pageable memory (``distsort.held``), and
 what it still holds on the device is spilled first; the CuPy output chunks, which it
 spills again, spill to their pinned host copies without a copy
 (``distsort.backends.hostbacked``).

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .held import HOLDER, held_keys
-from .locality import _KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, keeps
+from .locality import _KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS, keeps
 
 
 class KeepChunksInPlace(SchedulerPlugin):
@@ -85,7 +85,21 @@ class KeepChunksInPlace(SchedulerPlugin):
         for dts in ts.dependents:
             if dts.state in ("waiting", "released") and keeps(dts.key, key):
                 dts.worker_restrictions = set(where)
-                dts.loose_restrictions = True
+                dts.loose_restrictions = not str(dts.key[0]).startswith(STAYS)
+
+    def remove_worker(self, scheduler, worker, **kwargs):
+        """Tasks kept strictly on ``worker`` (``STAYS``) that now have nowhere to run (their
+        chunk is still held elsewhere) may run anywhere: never a task waiting for a worker
+        that left.  Those whose chunk went with the worker are restricted again where it
+        is computed next (``transition``)."""
+        stuck = {}
+        for ts in list(scheduler.unrunnable):
+            if (not ts.loose_restrictions and worker in (ts.worker_restrictions or ())
+                    and str(ts.key[0] if isinstance(ts.key, tuple) else ts.key).startswith(STAYS)):
+                ts.loose_restrictions = True
+                stuck[ts.key] = "processing"
+        if stuck:
+            scheduler.transitions(stuck, stimulus_id=f"distsort-loosen-{worker}")
 
     def _release_later(self, keys):
         """Let go of ``keys`` once no task still reads them, after the scheduler's

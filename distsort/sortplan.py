@@ -34,9 +34,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .backends.cupy_local import radix_extra_bytes
+from .kway import choose_merge
 from .memory import RESERVE, _usable
-from .outofcore import (RUN_FRACTION, OutOfCorePlan, group_by_owner, needs_out_of_core,
-                        plan_out_of_core)
+from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner,
+                        needs_out_of_core, plan_out_of_core, run_lengths)
 from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
                         placement)
 from .plan import normalize_chunks, regular_chunks
@@ -85,7 +86,9 @@ class OutOfCore(NamedTuple):
     """How an out-of-core sort runs: its ``engine`` (``"gpu"``, ``"cpu"``) and device
     ``budget``, the runs' ``plan``, ``perm`` (chunks grouped by the worker holding
     them, or None), ``stage`` (CuPy chunks taken off the GPU first by tasks of their
-    own) and ``held`` (persisted chunks read where they are held: ``distsort.held``)."""
+    own), ``held`` (persisted chunks read where they are held: ``distsort.held``) and
+    ``merge`` between the runs: ``"kway"`` (one pass) or ``"network"``
+    (``distsort.kway.choose_merge``)."""
 
     engine: str
     budget: int
@@ -93,6 +96,7 @@ class OutOfCore(NamedTuple):
     perm: tuple | None
     stage: bool
     held: bool
+    merge: str = "network"
 
 
 class SortPlan(NamedTuple):
@@ -252,7 +256,11 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     perm = group_by_owner(owners) if many else None
     held = bool(gpu and view.placed and None not in owners
                 and (view.value_owners is None or None not in view.value_owners))
-    return OutOfCore(engine, budget, plan, perm, gpu, held), regular
+    lengths = run_lengths(regular, plan.run_chunks)
+    picked = n * element if gpu and options.value_bytes else 0  # keyed CuPy output
+    merge = choose_merge(lengths, element, budget, bytes_moved(plan, lengths, element),
+                         workers=len(view.hosts or [None]), picked_bytes=picked)
+    return OutOfCore(engine, budget, plan, perm, gpu, held, merge), regular
 
 
 def _shares(exchange, hosts, gpu):

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backends.numpy import COMPILED_FROM  # NumPy chunks this long are hashed compiled
-from .order import encode
 from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
@@ -71,8 +70,9 @@ class Summary:
     """What the check needs to know of one chunk (a few integers, whatever its size).
 
     ``keys`` and ``pairs`` are sums modulo 2**64 of per-element hashes (``pairs``
-    is 0 without values); ``first``/``last`` are the order codes of the first and
-    last elements (None when empty, or when no order was asked); ``disorder``
+    is 0 without values); ``first``/``last`` are the first and last elements, (key,)
+    or (key, value) as NumPy arrays of one element (None when empty, or when no
+    order was asked), and ``order`` the order they were checked in; ``disorder``
     counts the neighbours out of order and ``where`` is the first of them.
     """
 
@@ -83,6 +83,7 @@ class Summary:
     last: tuple | None = None
     disorder: int = 0
     where: int = -1
+    order: object = None
 
 
 def _bits64(x):
@@ -180,23 +181,65 @@ def _compiled_sums(keys, values, start):
     return int(k), int(p)
 
 
-def _codes(keys, values, order):
-    """Order codes: keys alone by ``total``; keyed by ``canonical``, ties by value."""
-    codes = encode(keys, canonical=order.keyed, descending=order.descending)
-    vcodes = encode(values, canonical=True) if values is not None else None
-    return codes, vcodes
+def native(x):
+    """``x`` in native byte order, bit for bit (a copy only where it was not): hashes
+    and comparisons then see the values, whatever byte order they came in."""
+    return x if x.dtype.isnative else x.byteswap().view(x.dtype.newbyteorder("="))
 
 
-def _element(codes, vcodes, i):
-    return (int(codes[i]),) if vcodes is None else (int(codes[i]), int(vcodes[i]))
-
-
-def _out_of_order(xp, codes, vcodes):
-    """Boolean mask ``bad[..., i]``: element ``i + 1`` comes before element ``i`` (last axis)."""
-    bad = codes[..., 1:] < codes[..., :-1]
-    if vcodes is not None:
-        bad |= (codes[..., 1:] == codes[..., :-1]) & (vcodes[..., 1:] < vcodes[..., :-1])
+def _before(xp, b, a, total):
+    """Mask: ``b`` comes strictly before ``a`` in NumPy's order, by comparing the values
+    (never the sort's order codes, so a wrong code cannot pass unseen): NaNs last;
+    with ``total`` also ``-0.0`` before ``+0.0`` (keys sorted alone)."""
+    bad = b < a
+    if a.dtype.kind == "f":
+        bad |= xp.isnan(a) & ~xp.isnan(b)
+        if total:
+            bad |= (b == a) & xp.signbit(b) & ~xp.signbit(a)
     return bad
+
+
+def _same(xp, a, b):
+    """Mask: ``a`` and ``b`` are equal keys (``-0.0 == +0.0``, NaNs equal to each other)."""
+    same = a == b
+    if a.dtype.kind == "f":
+        same |= xp.isnan(a) & xp.isnan(b)
+    return same
+
+
+def _out_of_order(xp, keys, values, order):
+    """Boolean mask ``bad[..., i]``: element ``i + 1`` comes before element ``i`` (last
+    axis), in ``order``: keys alone in NumPy's total order (descending: its reverse);
+    with values (argsort's positions), equal keys in ascending order of value.
+
+    >>> from distsort.backends import Order
+    >>> _out_of_order(np, np.array([-0.0, 0.0, np.nan, 1.0]), None, Order()).tolist()
+    [False, False, True]
+    """
+    a, b = keys[..., :-1], keys[..., 1:]
+    total = not order.keyed
+    bad = _before(xp, a, b, total) if order.descending else _before(xp, b, a, total)
+    if values is not None:
+        bad |= _same(xp, a, b) & _before(xp, values[..., 1:], values[..., :-1], False)
+    return bad
+
+
+def _element(keys, values, i):
+    """Element ``i``, (key,) or (key, value), each as its bytes and dtype: compared
+    bit for bit between summaries (a NaN equals itself), and as values across chunk
+    boundaries (:func:`_pair_out_of_order`)."""
+    def one(x):
+        part = x[i:i + 1] if i >= 0 else x[i:]
+        part = part.get() if hasattr(part, "get") else np.asarray(part)  # CuPy: to the host
+        return part.tobytes(), part.dtype.str
+    return (one(keys),) if values is None else (one(keys), one(values))
+
+
+def _pair_out_of_order(last, first, order):
+    """``first`` (an element of the next chunk) comes before ``last`` (of this one)."""
+    both = [np.frombuffer(a + b, dtype) for (a, dtype), (b, _) in zip(last, first,
+                                                                      strict=True)]
+    return bool(_out_of_order(np, both[0], both[1] if len(both) > 1 else None, order)[0])
 
 
 # The running sums go in and come back: the loop over blocks keeps them, not this helper.
@@ -239,6 +282,7 @@ def summarize(keys, values=None, *, start=None, order=None):
     True
     """
     xp = _namespace(keys)
+    keys, values = native(keys), None if values is None else native(values)
     n = int(keys.shape[0])
     total_keys = total_pairs = disorder = 0
     where = -1
@@ -255,18 +299,16 @@ def summarize(keys, values=None, *, start=None, order=None):
         if order is not None:
             # One element of overlap, so that the pair across the block edge is compared.
             base = max(0, lo - 1)
-            codes, vcodes = _codes(keys[base:hi], None if values is None else values[base:hi],
-                                   order)
-            bad = _out_of_order(xp, codes, vcodes)
+            part_values = None if values is None else values[base:hi]
+            bad = _out_of_order(xp, keys[base:hi], part_values, order)
             count = int(xp.count_nonzero(bad))
             if count and where < 0:
                 where = base + int(xp.argmax(bad))
             disorder += count
-            if lo == 0:
-                first = _element(codes, vcodes, 0)
-            if hi == n:
-                last = _element(codes, vcodes, -1)
-    return Summary(n, total_keys % _MOD, total_pairs % _MOD, first, last, disorder, where)
+    if order is not None and n:
+        first, last = _element(keys, values, 0), _element(keys, values, -1)
+    return Summary(n, total_keys % _MOD, total_pairs % _MOD, first, last, disorder, where,
+                   order)
 
 
 def check(inputs, outputs, chunks, what="sort"):
@@ -304,7 +346,7 @@ def check(inputs, outputs, chunks, what="sort"):
                  f"the first at element {s.where} (the next one comes before it)")
     full = [(i, s) for i, s in enumerate(outputs) if s.count]
     for (i, a), (j, b) in itertools.pairwise(full):
-        if b.first < a.last:
+        if _pair_out_of_order(a.last, b.first, b.order):
             fail(f"output chunks {i} and {j} are out of order: the first element of "
                  f"chunk {j} comes before the last of chunk {i}")
     if sum(s.keys for s in inputs) % _MOD != sum(s.keys for s in outputs) % _MOD:
@@ -335,6 +377,7 @@ def check_lanes(keys, sorted_keys, values, axis, order, what="sort"):
     True
     """
     xp = _namespace(keys)
+    keys, sorted_keys = native(keys), native(sorted_keys)
     k_in, k_out = xp.moveaxis(keys, axis, -1), xp.moveaxis(sorted_keys, axis, -1)
     if k_in.shape != k_out.shape:
         raise VerificationError(f"distsort.{what} verification failed: the output block "
@@ -351,8 +394,7 @@ def check_lanes(keys, sorted_keys, values, axis, order, what="sort"):
     if not ok:
         raise VerificationError(f"distsort.{what} verification failed: a lane of the output "
                                 "is not a permutation of the input lane")
-    codes, vcodes = _codes(k_out, v_out, order)
-    if bool(xp.any(_out_of_order(xp, codes, vcodes))):
+    if bool(xp.any(_out_of_order(xp, k_out, v_out, order))):
         raise VerificationError(f"distsort.{what} verification failed: a lane of the output "
                                 "is not sorted")
     return True
@@ -419,11 +461,13 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
     token : str
         Makes the layer names unique (``distsort-verify-<stage>-<token>``).
     inputs : (str, str or None)
-        Names of the input keys and values arrays, chunked like the output.
+        Names of the input keys and values arrays.
     outputs : (str, str or None)
         Names of the sorted keys and values arrays (chunks ``chunks``).
-    chunks : tuple of int
-        The chunk lengths of the inputs and of the outputs.
+    chunks : (tuple of int, tuple of int)
+        The chunk lengths of the inputs and of the outputs: a sort that reads its
+        input as it is chunked (the "one-device" strategy) writes other chunks, and
+        argsort's positions start where each input chunk starts.
     order : distsort.backends.Order
     positions : bool
         The values are the positions ``0 .. n-1`` (argsort); ``inputs[1]`` is None.
@@ -440,11 +484,12 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
     summary_in = f"distsort-verify-input-{token}"
     summary_out = f"distsort-verify-output-{token}"
     check_name = f"distsort-verify-check-{token}"
+    in_chunks, chunks = chunks
     layers = {
-        summary_in: summary_tasks(summary_in, *inputs, chunks, positions),
+        summary_in: summary_tasks(summary_in, *inputs, in_chunks, positions),
         summary_out: summary_tasks(summary_out, *outputs, chunks, order=order),
         check_name: {(check_name, 0): (
-            check, [(summary_in, i) for i in range(len(chunks))],
+            check, [(summary_in, i) for i in range(len(in_chunks))],
             [(summary_out, i) for i in range(len(chunks))], tuple(chunks), what)},
     }
     deps = {summary_in: {n for n in inputs if n is not None},
@@ -466,8 +511,8 @@ def verify_layers(token, inputs, outputs, chunks, order, positions, what="sort")
 def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     """The outputs of a 1-D sort, gated by a check of their summaries against the input's.
 
-    ``keys`` and ``values`` (or None) are the Dask arrays that were sorted, chunked
-    like the outputs ``out_keys`` and ``out_values`` (or None).  Returns the gated
+    ``keys`` and ``values`` (or None) are the Dask arrays that were sorted (chunked
+    alike), ``out_keys`` and ``out_values`` (or None) the outputs.  Returns the gated
     ``(out_keys, out_values)``: the same data, readable only once the check passed.
     """
     import dask.array as da
@@ -479,7 +524,7 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     new, deps, gated = verify_layers(
         token, (keys.name, None if values is None else values.name),
         tuple(None if a is None else a.name for a in (out_keys, out_values)),
-        out_keys.chunks[0], order, positions, what)
+        (keys.chunks[0], out_keys.chunks[0]), order, positions, what)
     graph = graph_over(outputs, new, deps)
     return tuple(None if name is None else
                  da.Array(graph, name, a.chunks, meta=a._meta)

@@ -1,8 +1,10 @@
 """Sphinx configuration of distsort's documentation.
 
 Built offline with warnings as errors (``sphinx-build -W -b html docs docs/_build``):
-no intersphinx, no theme or notebook renderer fetched at build time.  The example
-notebooks are executed by ``tests/test_docs.py``, not here.
+no intersphinx, no theme fetched at build time.  The example notebooks are rendered by
+myst-nb (which also parses the Markdown pages) as they are stored, without outputs: they
+are executed by ``tests/test_docs.py``, not here, so the build starts no cluster and
+touches no GPU.
 """
 import argparse
 import os
@@ -27,9 +29,10 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "numpydoc",
-    "myst_parser",
+    "myst_nb",  # MyST Markdown pages and the example notebooks
 ]
-source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+nb_execution_mode = "off"  # rendered as stored; tests/test_docs.py runs them
 root_doc = "index"
 exclude_patterns = ["_build", "examples/.ipynb_checkpoints"]
 

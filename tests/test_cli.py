@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arrays import bits, random_keys
+from arrays import assert_sorted_like_numpy, bits, random_keys
 from backends import GPU
 from distsort import cli
 from distsort.cli import bench as bench_cmd, outputs, sort as sort_cmd
@@ -203,6 +203,76 @@ def test_local_cluster_default_chunks(tmp_path, capsys, rng):
                      r"each; 6 network rounds", out)
 
 
+def test_verify_moves_no_chunk_between_workers(tmp_path, capsys, rng):
+    """The verify summary of a chunk runs where the chunk is, restricted strictly.
+    Restricted loosely, the scheduler's work stealing gave it to the idle worker while
+    its own sorted a larger chunk, and the chunk went with it (36 MiB sent for 12 MiB of
+    crossing in 2 of 3 runs of this sort on two worker processes)."""
+    distributed = pytest.importorskip("distributed")
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class Spy(SchedulerPlugin):
+        def __init__(self):
+            self.seen = []
+
+        def transition(self, key, start, finish, *args, **kwargs):
+            if finish == "processing" and str(key[0]).startswith("distsort-verify-summary"):
+                ts = self.scheduler.tasks[key]
+                held = {ws.address for d in ts.dependencies for ws in d.who_has}
+                self.seen.append((key, ts.loose_restrictions, ts.processing_on.address, held))
+
+    src = save_npy(tmp_path / "in.npy", rng.standard_normal(2**23).astype(np.float32))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        spy = Spy()
+        spy.scheduler = cluster.scheduler
+        cluster.scheduler.add_plugin(spy)
+        code, out, err = run(capsys, *sort_args(cluster.scheduler_address, src,
+                                                tmp_path / "o.npy", "--verify",
+                                                "--chunk-size", "24MiB"))
+    assert code == 0, err
+    assert re.search(r"chunks\s+2 \(1 x 6,291,456 \+ 1 x 2,097,152 elements\)", out), out
+    assert len(spy.seen) == 4  # two input chunks, two output chunks
+    for key, loose, worker, held in spy.seen:
+        assert not loose and held == {worker}, (key, loose, worker, held)
+
+
+def test_a_summary_kept_on_a_worker_that_leaves_runs_elsewhere():
+    """A verify summary restricted strictly to its chunk's worker must not wait forever
+    for that worker once it has left while the chunk is still held elsewhere."""
+    distributed = pytest.importorskip("distributed")
+    from distsort.locality import keep_chunks_in_place
+
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                   dashboard_address=None) as cluster,
+          distributed.Client(cluster) as client):
+        assert keep_chunks_in_place(client)
+        a, b = sorted(cluster.scheduler.workers)
+        gate = distributed.Event()
+        busy = client.submit(gate.wait, 60, workers=[a], key="busy")  # a's one thread
+        chunk = client.submit(np.arange, 10, workers=[b], key="chunk")
+        distributed.wait(chunk)
+        summary = client.submit(np.sum, chunk, workers=[a], allow_other_workers=False,
+                                key=("distsort-verify-summary-test", 0))
+        time.sleep(0.5)  # queued behind the gate on a
+        name = next(n for n, w in cluster.workers.items() if w.address == a)
+        client.sync(cluster.workers[name].close, executor_wait=False)
+        assert summary.result(timeout=30) == 45
+        gate.set()
+        del busy
+
+
+def test_default_chunks_keep_every_worker_busy(tmp_path, capsys, address, rng):
+    """Equal chunks, as many as the workers sort at once (not one 32 MiB chunk for one
+    of two workers, or 67,108,864 + 32,891,136 elements for 381 MiB)."""
+    x = rng.standard_normal(2**23 + 5).astype(np.float32)
+    src = save_npy(tmp_path / "in.npy", x)
+    code, out, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy"))
+    assert code == 0, err
+    assert re.search(r"chunks\s+2 \(1 x 4,194,307 \+ 1 x 4,194,306 elements\)", out), out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+
+
 def test_report(tmp_path, capsys, address, rng):
     pytest.importorskip("bokeh")
     src = save_npy(tmp_path / "in.npy", rng.standard_normal(20_000))
@@ -214,6 +284,22 @@ def test_report(tmp_path, capsys, address, rng):
     text = report.read_text()
     assert "<html" in text.lower() and "distsort" in text
     # Self-contained: Bokeh's scripts inline, so it opens on a node without internet.
+    assert "cdn.bokeh.org" not in text and "Bokeh" in text
+
+
+def test_report_in_process(tmp_path, capsys, rng):
+    """--report keeps the sort in this process (no worker processes are started)."""
+    pytest.importorskip("bokeh")
+    x = rng.standard_normal(40_000)
+    src = save_npy(tmp_path / "in.npy", x)
+    report = tmp_path / "report.html"
+    code, out, err = run(capsys, "sort", src, tmp_path / "o.npy", "--report", report,
+                         "--chunk-size", "5000", "--no-progress")
+    assert code == 0, err
+    assert re.search(r"cluster\s+\d+ threads of this process", out), out
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+    text = report.read_text()
+    assert "<html" in text.lower() and "distsort-" in text  # the sort's task names
     assert "cdn.bokeh.org" not in text and "Bokeh" in text
 
 
@@ -232,6 +318,128 @@ def test_empty_input(tmp_path, capsys, address):
     assert code == 0, err
     got = np.load(tmp_path / "o.npy")
     assert got.shape == (0,) and got.dtype == np.float32
+
+
+# ------------------------------------------------------------------ dtypes, groups, URLs
+
+def times(rng, n, dtype):
+    t = rng.integers(-10**12, 10**12, n).astype(dtype)
+    t[rng.random(n) < 0.05] = np.array("NaT", dtype=dtype)
+    t[rng.random(n) < 0.2] = t[0]  # duplicates
+    return t
+
+
+@pytest.mark.parametrize("verify", ["fused", "reread"])
+def test_sort_datetime_and_timedelta(tmp_path, capsys, address, rng, verify):
+    t = times(rng, 20_011, "datetime64[s]")
+    d = times(rng, 20_011, "timedelta64[ms]")
+    src, vals = save_npy(tmp_path / "t.npy", t), save_npy(tmp_path / "d.npy", d)
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "o.npy", "--chunk-size",
+                                          "3000", f"--verify={verify}"))
+    assert code == 0, err
+    got = np.load(tmp_path / "o.npy")
+    assert got.dtype == t.dtype and np.array_equal(bits(got), bits(np.sort(t)))  # NaT last
+    code, _, err = run(capsys, *sort_args(address, src, tmp_path / "k.npy", "--values", vals,
+                                          "--values-output", tmp_path / "v.npy", "--stable",
+                                          "--chunk-size", "3000", f"--verify={verify}"))
+    assert code == 0, err
+    perm = np.argsort(t, kind="stable")
+    assert np.array_equal(bits(np.load(tmp_path / "k.npy")), bits(t[perm]))
+    assert np.array_equal(bits(np.load(tmp_path / "v.npy")), bits(d[perm]))
+    code, _, err = run(capsys, *sort_args(address, vals, tmp_path / "a.npy", "--argsort",
+                                          "--descending", "--chunk-size", "3000"))
+    assert code == 0, err
+    from arrays import stable_argsort
+    assert np.array_equal(np.load(tmp_path / "a.npy"), stable_argsort(d, descending=True))
+
+
+@pytest.mark.parametrize("verify", ["fused", "reread"])
+def test_stable_values(tmp_path, capsys, address, rng, verify):
+    k = rng.integers(0, 30, 30_001).astype(np.float32)
+    k[::7], k[1::7], k[2::13] = -0.0, 0.0, np.nan  # NumPy calls -0.0 and +0.0 equal
+    v = rng.integers(0, 1000, k.size)
+    src, vals = save_npy(tmp_path / "k.npy", k), save_npy(tmp_path / "v.npy", v)
+    for stable in (True, False):
+        code, _, err = run(capsys, *sort_args(
+            address, src, tmp_path / "ko.npy", "--values", vals, "--values-output",
+            tmp_path / "vo.npy", "--chunk-size", "4000", f"--verify={verify}", "--overwrite",
+            *(["--stable"] if stable else [])))
+        assert code == 0, err
+        perm = np.argsort(k, kind="stable") if stable else np.lexsort((v, k))
+        assert np.array_equal(np.load(tmp_path / "vo.npy"), v[perm])
+        if stable:
+            assert np.array_equal(bits(np.load(tmp_path / "ko.npy")), bits(k[perm]))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_zarr_group_arrays(tmp_path, capsys, address, rng, zarr_format):
+    """The layout ``xarray.to_zarr`` writes: arrays inside a group, read and written."""
+    zarr = pytest.importorskip("zarr")
+    x = rng.standard_normal(30_011)
+    group = zarr.open_group(str(tmp_path / "grp.zarr"), mode="w", zarr_format=zarr_format)
+    group.create_array("data/x", shape=x.shape, dtype=x.dtype, chunks=(7000,))[:] = x
+    code, _, err = run(capsys, *sort_args(address, tmp_path / "grp.zarr/data/x",
+                                          tmp_path / "grp.zarr/data/sorted", "--verify",
+                                          "--chunk-size", "5000"))
+    assert code == 0, err
+    out = zarr.open_group(str(tmp_path / "grp.zarr"), mode="r")["data/sorted"]
+    assert out.metadata.zarr_format == zarr_format
+    assert np.array_equal(out[:], np.sort(x))
+    assert leftovers(tmp_path / "grp.zarr/data") == []
+    code, _, err = run(capsys, *sort_args(address, tmp_path / "grp.zarr", tmp_path / "o.npy"))
+    assert code == 2 and "zarr group" in err and "grp.zarr/data/x" in err
+
+
+def test_file_urls(tmp_path, capsys, address, rng):
+    x = random_keys(rng, 20_011, "float64")
+    src = save_npy(tmp_path / "in.npy", x)
+    out = f"file://{tmp_path}/out.npy"
+    code, _, err = run(capsys, *sort_args(address, f"file://{src}", out, "--verify"))
+    assert code == 0, err
+    assert_sorted_like_numpy(np.load(tmp_path / "out.npy"), x)
+    save_zarr(tmp_path / "in.zarr", x, 3000)
+    code, _, err = run(capsys, *sort_args(address, f"file://{tmp_path}/in.zarr",
+                                          tmp_path / "out.zarr"))
+    assert code == 0, err
+    assert_sorted_like_numpy(load(tmp_path / "out.zarr"), x)
+
+
+def test_memory_urls_in_process(tmp_path, capsys, rng):
+    """fsspec's memory filesystem: read by this process's threads (the in-process sort)."""
+    fsspec = pytest.importorskip("fsspec")
+    zarr = pytest.importorskip("zarr")
+    x = random_keys(rng, 10_007, "int32")
+    for b in (False, True):  # a big-endian file too: read in native order
+        y = x.astype(">i4") if b else x
+        with fsspec.open(f"memory://distsort-test/x{b}.npy", "wb") as f:
+            np.save(f, y)
+        code, _, err = run(capsys, "sort", f"memory://distsort-test/x{b}.npy",
+                           tmp_path / f"o{b}.npy", "--verify", "--chunk-size", "3000",
+                           "--no-progress")
+        assert code == 0, err
+        assert np.array_equal(np.load(tmp_path / f"o{b}.npy"), np.sort(x))
+    group = zarr.open_group("memory://distsort-test/g.zarr", mode="w")
+    group.create_array("a", shape=x.shape, dtype=x.dtype, chunks=(4000,))[:] = x
+    code, _, err = run(capsys, "sort", "memory://distsort-test/g.zarr/a", tmp_path / "z.npy",
+                       "--no-progress")
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "z.npy"), np.sort(x))
+    code, _, err = run(capsys, "sort", "memory://distsort-test/none.npy", tmp_path / "n.npy")
+    assert code == 2 and "no such file" in err
+
+
+def test_url_errors(tmp_path, capsys, monkeypatch):
+    import fsspec.core
+    monkeypatch.setattr(fsspec.core, "url_to_fs",
+                        lambda url: (_ for _ in ()).throw(ImportError("Install s3fs to access S3")))
+    code, _, err = run(capsys, "sort", "s3://bucket/x.npy", tmp_path / "o.npy")
+    assert code == 2 and "s3://bucket/x.npy" in err and "Install s3fs" in err
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # fsspec not installed
+    code, _, err = run(capsys, "sort", "gs://bucket/x.npy", tmp_path / "o.npy")
+    assert code == 2 and "needs fsspec" in err and "pip install fsspec" in err
+    src = save_npy(tmp_path / "in.npy", np.arange(5.0))
+    code, _, err = run(capsys, "sort", src, "s3://bucket/o.npy")
+    assert code == 2 and "URLs are read only" in err
 
 
 # ------------------------------------------------------------------ verification
@@ -627,7 +835,7 @@ def test_unreadable_input(tmp_path, capsys, monkeypatch):
     assert code == 2 and "is a directory" in err
     (tmp_path / "text.npy").write_text("not an array")
     code, _, err = run(capsys, "sort", tmp_path / "text.npy", tmp_path / "o.npy")
-    assert code == 2 and "not a readable .npy" in err
+    assert code == 2 and "not a .npy file" in err
     src = save_npy(tmp_path / "in.npy", np.arange(10.0))
     if os.geteuid() != 0:  # root reads anything: simulate the permission error instead
         src.chmod(0)
@@ -638,7 +846,7 @@ def test_unreadable_input(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "o.npy").exists()
 
 
-@pytest.mark.parametrize("dtype", ["complex128", "U3", "datetime64[s]"])
+@pytest.mark.parametrize("dtype", ["complex128", "U3"])
 def test_unsupported_dtype(tmp_path, capsys, address, dtype):
     x = np.arange(100).astype(dtype)
     src = save_npy(tmp_path / "in.npy", x)
@@ -1016,6 +1224,20 @@ def test_bench(tmp_path, capsys, monkeypatch):
     assert code == 3 and "exit status 4" in err
     code, _, err = run(capsys, "bench", "gpu_nothing")
     assert code == 2 and "no benchmark scenario" in err
+
+
+def test_bench_names_the_suites_scenarios(tmp_path, capfd):
+    """``distsort bench`` speaks the scenario names of docs/benchmarks.md (suite.py's),
+    not only script names: ``distsort bench cpu_merge`` ran nothing before."""
+    code = cli.main(["bench", "--list"])
+    out = capfd.readouterr().out
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines() if "GPU" in line]
+    assert {"cpu_sort", "cpu_merge", "local_sort", "distributed_sort"} <= set(listed)
+    assert "keyed_cpu" in out.split("scripts that also run alone:")[1]
+    assert cli.main(["bench", "cpu_merge", "--out", str(tmp_path), "--", "--dry-run"]) == 0
+    printed = capfd.readouterr().out
+    assert "== cpu_merge ==" in printed and "merge.py --runs 7" in printed
 
 
 def test_bench_results_not_in_checkout(tmp_path, monkeypatch, capfd):

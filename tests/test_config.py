@@ -51,3 +51,17 @@ def test_the_page_lists_every_key_and_variable():
         assert re.search(rf"^\| `distsort\.{key}` \| `{default}` \|", page, re.M), key
     for variable in ("DISTSORT_NUMBA", "DISTSORT_TUNING", "DISTSORT_DEBUG", "DISTSORT_RESULTS"):
         assert f"`{variable}`" in page
+
+
+def test_defaults_survive_a_set_entered_before_the_import():
+    """``dask.config.set`` of a distsort key entered before ``distsort.config`` loads its
+    defaults removes the whole ``distsort`` section on exit: the defaults still hold."""
+    import subprocess
+    import sys
+    code = ("import dask\n"
+            "with dask.config.set({'distsort.group': 1}):\n"
+            "    import distsort.config\n"
+            "print(distsort.config.get('device-memory-limit'), distsort.config.get('exchange'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split()[1] == "auto", out

@@ -89,8 +89,32 @@ def test_prefixes_and_groups_are_the_pages(client, monkeypatch):
             seen.setdefault(round_task_kind(g), set()).add(task_round(g))
     for kind in ("tail", "head"):
         assert seen[kind] == set(range(rounds)), kind
-    # Dask may fuse the last round's merges with the output's tasks (the page says so).
-    fused = any(re.match(r"distsort-(low|high)-distsort-sort-", g) for g in groups)
+    # The outputs wait for a task of their own: Dask never fuses them with the merges.
+    assert not any(re.match(r"distsort-(low|high)-distsort-sort-", g) for g in groups)
     for kind in ("low", "high"):
-        assert seen[kind] == set(range(rounds - (1 if fused else 0))), kind
+        assert seen[kind] == set(range(rounds)), kind
     assert task_name("low", "<token>", 3) in page_paragraph()
+
+
+def test_every_prefix_of_the_api_and_the_command_is_in_readme(client, tmp_path, capsys):
+    """Groups (several chunks per worker), the command with --verify, tables and
+    lexsort: every distsort task prefix the scheduler saw is one docs/dashboard.md names."""
+    from distsort import cli
+    rng = np.random.default_rng()
+    x = rng.standard_normal(CHUNKS * 1000 - 37)
+    with dask.config.set({"distsort.group": "auto"}):
+        _sort_and_read_names(client, x)
+    np.save(tmp_path / "in.npy", x)
+    code = cli.main(["sort", str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--verify",
+                     "--chunk-size", "1000", "--no-progress",
+                     "--scheduler-address", client.scheduler.address])
+    assert code == 0, capsys.readouterr().err
+    dx = da.from_array(x, chunks=1000)
+    sk, (sv,) = distsort.sort_by_key((dx, dx), (dx,))
+    np.testing.assert_array_equal(sv.compute(), np.sort(x))
+    prefixes, _ = client.run_on_scheduler(_scheduler_names)
+    ours = {p for p in prefixes if p.startswith("distsort-")}
+    assert {"distsort-group", "distsort-part", "distsort-read", "distsort-verify-summary",
+            "distsort-keycodes", "distsort-gather"} <= ours
+    named = set(re.findall(r"`(distsort-[a-z-]*[a-z])`", PAGE.read_text()))
+    assert ours <= named, ours - named

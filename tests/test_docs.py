@@ -26,6 +26,16 @@ def test_guides_and_examples_are_there():
             "dashboard_and_report"} <= names
 
 
+def test_notebooks_are_rendered_in_the_docs():
+    """Every notebook is a page of the built docs (myst-nb, in the examples page's
+    toctree), rendered as stored: the build executes none (no cluster, no GPU)."""
+    toctree = re.search(r"```\{toctree\}\n(.*?)```", (DOCS / "examples.md").read_text(),
+                        re.S).group(1)
+    assert {f"examples/{p.stem}" for p in NOTEBOOKS} <= set(toctree.split())
+    conf = (DOCS / "conf.py").read_text()
+    assert '"myst_nb"' in conf and re.search(r'^nb_execution_mode = "off"', conf, re.M)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebooks_are_stored_without_outputs(path):
     """Outputs hold temporary paths and timings: kept out of the repository."""

@@ -90,7 +90,7 @@ def test_choose_local_through_sort_owned(monkeypatch):
     import types
     import sys
     fake = types.SimpleNamespace(sort_inplace=lambda k, v, d: picked.append("bitonic"))
-    monkeypatch.setitem(sys.modules, "distsort.backends.cupy", fake)
+    monkeypatch.setitem(sys.modules, "distsort.backends.launcher", fake)
     keys = np.zeros(1000, dtype=np.float32)  # only its size and dtype are read
     order = distsort.backends.Order()
     for budget, want in ((10**6, "radix"), (10**3, "bitonic")):

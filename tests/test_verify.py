@@ -377,3 +377,25 @@ def test_compiled_hash_sums_equal_numpy(monkeypatch, dtype):
     monkeypatch.setattr(dv, "COMPILED_FROM", 1 << 62)
     assert compiled == all_summaries()
     assert compiled[0].keys != 0 and compiled[1].pairs != compiled[2].pairs
+
+
+def test_input_read_as_chunked_argsort_and_stable_sort_by_key_pass():
+    """The "one-device" strategy reads a ragged input as it is chunked and writes regular
+    chunks: argsort's input positions start where the input's own chunks start (the
+    check once took the output's, and failed honest argsorts and stable sort_by_key of
+    8-byte values)."""
+    rng = np.random.default_rng(34)
+    n = 15_000
+    x = random_keys(rng, n, "float32", duplicates=True)
+    v = random_keys(rng, n, "uint64")
+    chunks = (1_000, 6_000, 3_000, 5_000)
+    dx, dvals = da.from_array(x, chunks=(chunks,)), da.from_array(v, chunks=(chunks,))
+    with dask.config.set({"distsort.strategy": "one-device"}):
+        a = distsort.argsort(dx, verify=True)
+        k, s = distsort.sort_by_key(dx, dvals, stable=True, verify=True)
+        assert a.chunks[0] != chunks
+        a, k, s = dask.compute(a, k, s)
+    perm = stable_argsort(x)
+    np.testing.assert_array_equal(a, perm)
+    np.testing.assert_array_equal(bits(k), bits(x[perm]))
+    np.testing.assert_array_equal(s, v[perm])

@@ -21,6 +21,9 @@ the chunk, spilled or not, and keeps its pinned block in use.
 """
 from __future__ import annotations
 
+import time
+from collections import defaultdict
+
 import cupy
 import numpy as np
 from distributed.protocol import dask_serialize
@@ -38,6 +41,12 @@ _FINGERPRINT = cupy.ElementwiseKernel(
     part = acc;
     """,
     "distsort_fingerprint")
+
+#: Seconds and counts of this process's spills of CuPy arrays: ``spill_free`` (handed
+#: over the host copy), ``spill_copied`` and ``spill_copied_bytes`` (CuPy's
+#: serializer), ``spill_copied_<why>`` (:func:`_why_copied`); reported with
+#: ``stream_gpu.phase_seconds``.
+SPILLS: dict = defaultdict(float)
 
 #: Threads of the fingerprint's grid-stride loop (partial sums summed once more).
 _LANES = 1 << 16
@@ -62,10 +71,11 @@ class HostCopy(cupy.cuda.UnownedMemory):
     fingerprint = None
 
 
-def host_backed(host):
+def host_backed(host, device=None):
     """The NumPy array ``host`` (contiguous; page-locked for speed) on the GPU: a plain
-    CuPy array whose memory remembers ``host`` (module doc)."""
-    device = cupy.asarray(host)
+    CuPy array whose memory remembers ``host`` (module doc).  ``device``: a CuPy array
+    already equal to ``host`` (a k-way merge leaves its output in both), else a copy."""
+    device = cupy.asarray(host) if device is None else device
     memory = HostCopy(device.data.ptr, device.nbytes, device)
     memory.host, memory.fingerprint = host, fingerprint(device)
     return cupy.ndarray(device.shape, device.dtype, cupy.cuda.MemoryPointer(memory, 0))
@@ -84,6 +94,17 @@ def host_copy(x):
     return host
 
 
+def _why_copied(x):
+    """Why :func:`host_copy` found no host copy of ``x`` (a phase name's suffix)."""
+    memory = getattr(getattr(x, "data", None), "mem", None)
+    if not isinstance(memory, HostCopy):
+        return "plain"
+    host = memory.host
+    if x.data.ptr != memory.ptr or x.shape != host.shape or x.dtype != host.dtype:
+        return "view"
+    return "noncontiguous" if not x.flags.c_contiguous else "changed"
+
+
 def _install():
     """Make distributed's "dask" serialization of CuPy arrays hand over the host copy of
     :func:`host_backed` arrays; every other array goes to CuPy's own serializer."""
@@ -92,9 +113,15 @@ def _install():
         return
 
     def serialize(x):
+        began = time.perf_counter()
         host = host_copy(x)
         if host is None:
-            return cupy_serialize(x)
+            out = cupy_serialize(x)
+            SPILLS["spill_copied"] += time.perf_counter() - began
+            SPILLS["spill_copied_bytes"] += x.nbytes
+            SPILLS[f"spill_copied_{_why_copied(x)}"] += 1
+            return out
+        SPILLS["spill_free"] += time.perf_counter() - began
         header = x.__cuda_array_interface__.copy()  # as CuPy's serializer makes it
         header["strides"] = tuple(x.strides)
         return header, [memoryview(host.reshape(-1).view(np.uint8))]

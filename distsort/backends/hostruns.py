@@ -12,6 +12,11 @@ stream through an *engine* in segments (``distsort.outofcore``):
 * ``"cpu"``: NumPy, the same segments one after the other (the reference, and what CI
   runs).
 
+Where ``distsort.kway.choose_merge`` says so, the runs are merged instead in one k-way
+pass: each output chunk is made (``distsort.outofcore_graph.merge_chunk``) from its
+slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher`, and
+merged by :meth:`HostRuns.merge_segments`.
+
 Order: the keys' ``total`` codes (``distsort.order``), or ``order_codes`` of
 ``(keys, values)`` (NumPy backend's keyed order): the order the GPU kernels use, so
 that every engine gives the same runs bit for bit.
@@ -102,6 +107,61 @@ def segments(x, y, segment, order):
     return out
 
 
+def _compare(codes, pivot):
+    """-1, 0 or 1 per element: ``codes`` (an array, or a tuple of arrays compared
+    lexicographically) below, equal to or above ``pivot`` (the same, of one element)."""
+    if not isinstance(codes, tuple):
+        codes, pivot = (codes,), (pivot,)
+    out = np.zeros(len(codes[0]), np.int8)
+    tied = np.ones(len(codes[0]), bool)
+    for c, w in zip(codes, pivot, strict=True):
+        out[tied & (c < w)] = -1
+        out[tied & (c > w)] = 1
+        tied &= c == w
+    return out
+
+
+def _gather(runs, which, at):
+    """``(keys, values or None)``: element ``at[n]`` of run ``which[n]`` for every n."""
+    keys = np.concatenate([parts(runs[j])[0][p:p + 1] for j, p in zip(which, at, strict=True)])
+    if parts(runs[0])[1] is None:
+        return keys, None
+    return keys, np.concatenate([parts(runs[j])[1][p:p + 1]
+                                 for j, p in zip(which, at, strict=True)])
+
+
+def run_searcher(runs, order):
+    """``before`` of ``distsort.kway.co_ranks`` on host runs: the binary searches of
+    every run in one step at a time (one NumPy call per step for all runs).
+
+    >>> from distsort.backends import Order
+    >>> from distsort.kway import co_ranks
+    >>> runs = [np.array([1., 3., 5.]), np.array([-0.0, 0.0, 3.]), np.array([np.nan])]
+    >>> co_ranks([3, 3, 1], 4, run_searcher(runs, Order()))
+    (2, 2, 0)
+    """
+    def before(i, p, lo, hi):
+        pivot = probe_codes(*_gather(runs, [i], [p]), order)
+        a, b = np.array(lo, np.int64), np.array(hi, np.int64)
+        a[i] = b[i] = p
+        lower = np.arange(len(runs)) < i  # equal elements of lower runs come first
+        while True:
+            act = np.flatnonzero(a < b)
+            if not act.size:
+                return a.tolist()
+            mid = (a[act] + b[act]) // 2
+            cmp = _compare(probe_codes(*_gather(runs, act, mid), order), pivot)
+            go = (cmp < 0) | ((cmp == 0) & lower[act])
+            a[act[go]] = mid[go] + 1
+            b[act[~go]] = mid[~go]
+    return before
+
+
+def pick(chunk, part):
+    """Keys (``part`` 0) or values (1) of a merged output chunk."""
+    return parts(chunk)[part]
+
+
 @dataclass(frozen=True)
 class HostRuns:
     """The backend of an out-of-core sort: runs in host memory merged by ``engine``
@@ -178,6 +238,24 @@ class HostRuns:
     def _merge(self, x, y, order):
         cuts = segments(x, y, self.segment, order)
         return self._engine().merge(x, y, cuts, order, self.budget)
+
+    # -- the k-way merge (distsort.kway, distsort.outofcore_graph.merge_chunk)
+    def kway_segment(self, run, chunk, like_gpu, fraction):
+        """Elements per segment of a k-way merge of runs like ``run`` into an output
+        chunk of ``chunk`` elements, within ``fraction`` of the budget."""
+        keys, values = parts(run)
+        return self._engine().kway_segment(keys.dtype, None if values is None else
+                                           values.dtype, chunk, like_gpu,
+                                           self.budget, fraction)
+
+    def merge_segments(self, runs, cuts, order, like_gpu):
+        """One output chunk: each segment's slices of ``runs`` between consecutive
+        co-ranks of ``cuts``, merged by the engine (on the GPU when ``like_gpu``)."""
+        return self._engine().merge_segments(runs, cuts, order, like_gpu, self.budget)
+
+    def record(self, phase, seconds):
+        """Count ``seconds`` in the engine's ``phase`` (timed on the GPU engine)."""
+        self._engine().record(phase, seconds)
 
     # -- output chunks
     def output(self, run, start, stop, part, like_gpu):

@@ -2,11 +2,17 @@
 of the GPU engine, run segment by segment, so that CI tests the executor's logic."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from ..order import encode
+from ..order import decode, encode
 from .hostruns import make_run, parts, positions
 from .numpy import _keyed_perm
+
+
+def record(name, seconds):
+    """Phases are timed on the GPU engine only (``stream_gpu.phase_seconds``)."""
 
 
 def to_host(chunk):
@@ -14,8 +20,10 @@ def to_host(chunk):
 
 
 def _sorted(keys, values, order):
-    if values is None:
-        return keys[np.argsort(encode(keys, descending=order.descending), kind="stable")], None
+    if values is None:  # equal codes are equal bits: the codes sorted are the keys sorted
+        codes = encode(keys, descending=order.descending)
+        codes.sort(kind="stable")  # a merge of the runs in a concatenation
+        return decode(codes, keys.dtype, descending=order.descending, copy=False), None
     perm = _keyed_perm(keys, values, order.descending)
     return keys[perm], values[perm]
 
@@ -47,3 +55,29 @@ def merge(x, y, cuts, order, budget):
 
 def output(piece, like_gpu, budget):
     return piece
+
+
+def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
+    """Elements per segment of a k-way merge: the whole output chunk (NumPy merges in
+    host memory; segments only bound the device's share)."""
+    return max(1, chunk)
+
+
+def merge_segments(runs, cuts, order, like_gpu, budget):
+    """One output chunk of the k-way merge of ``runs``: between consecutive co-ranks of
+    ``cuts`` (``distsort.kway.co_ranks``), each run's slice; each segment's slices
+    concatenated and sorted stably (the runs' order on ties)."""
+    keys, values = parts(runs[0])
+    n = sum(cuts[-1]) - sum(cuts[0])
+    ok = np.empty(n, keys.dtype)
+    ov = None if values is None else np.empty(n, values.dtype)
+    o, pieces = 0, [parts(r) for r in runs]
+    for c0, c1 in itertools.pairwise(cuts):
+        k = np.concatenate([p[0][a:b] for p, a, b in zip(pieces, c0, c1, strict=True)])
+        v = None if ov is None else np.concatenate(
+            [p[1][a:b] for p, a, b in zip(pieces, c0, c1, strict=True)])
+        ok[o:o + len(k)], v = _sorted(k, v, order)
+        if ov is not None:
+            ov[o:o + len(k)] = v
+        o += len(k)
+    return make_run(ok, ov)

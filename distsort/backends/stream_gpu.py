@@ -19,6 +19,8 @@ the budget, two at once might not; reading and writing chunks go on beside them.
 from __future__ import annotations
 
 import functools
+import itertools
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -45,12 +47,21 @@ def _phase(name):
         _SECONDS[name] += time.perf_counter() - start
 
 
+def record(name, seconds):
+    """Count ``seconds`` more in phase ``name`` (``phase_seconds``)."""
+    _SECONDS[name] += seconds
+
+
 def phase_seconds(reset=False):
     """Seconds spent so far in each phase (pinning, making room, copies and kernels) by
-    this process's out-of-core tasks; ``reset`` starts the count again."""
+    this process's out-of-core tasks, and its spills (``hostbacked.SPILLS``); ``reset``
+    starts the count again."""
     out = dict(_SECONDS)
+    spills = getattr(sys.modules.get(__package__ + ".hostbacked"), "SPILLS", {})
+    out.update(spills)
     if reset:
         _SECONDS.clear()
+        spills.clear()
     return out
 
 
@@ -87,9 +98,10 @@ def pinned_empty(n, dtype):
         return pinned.pool().empty(n, dtype)
 
 
-def make_room(nbytes, budget):
+def make_room(nbytes, budget, phase="make_room"):
     """Spill what the dask-cuda worker holds on the device until ``nbytes`` more fit
-    the ``budget`` (nothing to do outside a dask-cuda worker)."""
+    the ``budget`` (nothing to do outside a dask-cuda worker); the time is counted as
+    ``phase``."""
     if budget is None:
         return
     try:
@@ -98,7 +110,7 @@ def make_room(nbytes, budget):
     except (ImportError, ValueError):
         return
     fast = getattr(getattr(data, "device_buffer", None), "fast", None)
-    with _phase("make_room"):
+    with _phase(phase):
         while fast is not None and len(fast) and fast.total_weight + nbytes > budget:
             fast.evict()
 
@@ -202,6 +214,77 @@ def _merge(x, y, cuts, order, budget):
         for st in streams:
             st.synchronize()
     return make_run(ok, ov)
+
+
+def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
+    """Elements per segment of a k-way merge: two segments in flight, each its slices
+    and the radix sort's buffers (``cupy_local.radix_extra_bytes``), beside the output
+    chunk itself when it stays on the device (``like_gpu``), in ``fraction`` of the
+    budget."""
+    from .cupy_local import radix_extra_bytes
+    ks = np.dtype(keys_dtype).itemsize
+    vs = 0 if values_dtype is None else np.dtype(values_dtype).itemsize
+    room = (budget or cupy.cuda.Device().mem_info[0]) * fraction
+    room -= chunk * (ks + vs) if like_gpu else 0
+    per = ks + vs + radix_extra_bytes(1, ks, vs)
+    return max(1, min(chunk, int(room // (2 * per))))
+
+
+def merge_segments(runs, cuts, order, like_gpu, budget):
+    """One output chunk of the k-way merge of pinned host ``runs``: for each segment
+    between consecutive co-ranks of ``cuts``, every run's slice copied into one device
+    buffer, sorted there by CUB's radix sort on the order codes (the runs are sorted:
+    the concatenation is k sorted pieces) and copied back into the chunk's pinned host
+    memory; two segments in flight on two streams.  On the device too, for CuPy
+    output (``like_gpu``: ``hostbacked`` arrays, which spill for free)."""
+    with one_at_a_time():
+        return _merge_segments(runs, cuts, order, like_gpu, budget)
+
+
+def _merge_segments(runs, cuts, order, like_gpu, budget):
+    from .cupy_local import radix_extra_bytes, radix_sort
+    keys, values = parts(runs[0])
+    kdt, vdt = keys.dtype, None if values is None else values.dtype
+    n = sum(cuts[-1]) - sum(cuts[0])
+    seg = max((sum(c1) - sum(c0) for c0, c1 in itertools.pairwise(cuts)), default=0)
+    per = _itemsize(keys, values)
+    make_room((n * per if like_gpu else 0)
+              + 2 * (seg * per + radix_extra_bytes(seg, kdt.itemsize, per - kdt.itemsize)),
+              budget, "kway_make_room")
+    hk = pinned_empty(n, kdt)
+    hv = None if vdt is None else pinned_empty(n, vdt)
+    out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)] if like_gpu \
+        else None
+    streams = _merge_streams(cupy.cuda.Device().id)
+    bufs = [(cupy.empty(seg, kdt), None if vdt is None else cupy.empty(seg, vdt))
+            for _ in range(2)]
+    issue, o = time.perf_counter(), 0
+    for s, (c0, c1) in enumerate(itertools.pairwise(cuts)):
+        st, (bk, bv) = streams[s % 2], bufs[s % 2]
+        with st:
+            m = 0
+            for run, a, b in zip(runs, c0, c1, strict=True):
+                rk, rv = parts(run)
+                bk[m:m + b - a].set(rk[a:b], stream=st)
+                if bv is not None:
+                    bv[m:m + b - a].set(rv[a:b], stream=st)
+                m += b - a
+            merged = parts(radix_sort(bk[:m], None if bv is None else bv[:m], order))
+            for j, part in enumerate(merged[:1 if bv is None else 2]):
+                part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
+                if out is not None:
+                    out[j][o:o + m] = part
+        o += m
+    _SECONDS["kway_issue"] += time.perf_counter() - issue
+    with _phase("kway_wait"):
+        for st in streams:
+            st.synchronize()
+    if out is None:
+        return make_run(hk, hv)
+    from .hostbacked import host_backed
+    with _phase("kway_host_backed"):
+        return make_run(host_backed(hk, out[0]),
+                        None if hv is None else host_backed(hv, out[1]))
 
 
 def output(piece, like_gpu, budget):

@@ -6,6 +6,7 @@ from ..cluster import DEVICE_MEMORY_FRACTION
 from .bench import cmd_bench
 from .demo import cmd_demo
 from .errors import EXIT_CODES
+from .options import memory_limit_arg, scheduler_address_arg, workers_arg
 from .sizes import parse_bytes_arg, parse_chunk_size
 from .sort import cmd_sort
 
@@ -23,7 +24,7 @@ VALUES_HELP = ("values to move with the keys (sort_by_key); needs --values-outpu
 def _cluster_options(p, local_workers=True):
     g = p.add_argument_group("cluster (default: a local cluster; GPUs when present)")
     x = g.add_mutually_exclusive_group()
-    x.add_argument("--scheduler-address", metavar="ADDR",
+    x.add_argument("--scheduler-address", metavar="ADDR", type=scheduler_address_arg,
                    help="connect to a running scheduler, e.g. tcp://10.0.0.1:8786")
     x.add_argument("--scheduler-file", metavar="FILE",
                    help="connect to the scheduler that wrote FILE "
@@ -37,11 +38,11 @@ def _cluster_options(p, local_workers=True):
                         "workers' dask-cuda limit; in a local cluster "
                         f"{100 * DEVICE_MEMORY_FRACTION:.0f}%% of each GPU)")
     if local_workers:
-        g.add_argument("--workers", type=int, metavar="N",
+        g.add_argument("--workers", type=workers_arg, metavar="N",
                        help="local cluster: worker processes (default: one per GPU or core; "
                             "an input that fits this host is sorted by threads of this "
                             "process, on GPU 0 where there is one, which start at once)")
-        g.add_argument("--memory-limit", metavar="BYTES",
+        g.add_argument("--memory-limit", metavar="BYTES", type=memory_limit_arg,
                        help="local CPU cluster: memory per worker, e.g. 2GiB; chunks spill to "
                             "disk beyond 70%% of it (default: this host's memory, shared)")
         g.add_argument("--spill-dir", metavar="DIR",
@@ -65,6 +66,7 @@ def _add_sort(sub, exits):
         epilog="examples:\n  distsort sort data.npy sorted.npy --verify\n"
                "  distsort sort data.npy big.zarr --workers 2 --memory-limit 2GiB\n"
                "  distsort sort keys.npy k.npy --values v.npy --values-output v_sorted.npy\n"
+               "  distsort sort keys.npy k.npy --values v.npy --values-output v2.npy --stable\n"
                "  distsort sort data.npy order.npy --argsort --scheduler-file sched.json\n"
                f"\nexit status:\n{exits}")
     s.add_argument("input", metavar="INPUT", help="1-D array: a .npy file or a .zarr directory")
@@ -74,9 +76,14 @@ def _add_sort(sub, exits):
                    help="write the int64 indices that sort INPUT (stable) instead of the keys")
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)
     s.add_argument("--values-output", metavar="FILE", help="where to write the moved values")
+    s.add_argument("--stable", action="store_true",
+                   help="with --values: equal keys keep their input order (default: ordered "
+                        "by value); keys alone and --argsort are stable already")
     s.add_argument("--verify", nargs="?", const="fused", choices=("fused", "reread"),
                    help=VERIFY_HELP)
-    s.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")
+    s.add_argument("--report", metavar="FILE.html",
+                   help="write a Dask performance report (a sort in this process: Dask's "
+                        "task and resource profiles)")
     s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _cluster_options(s)
     s.set_defaults(func=cmd_sort)
@@ -96,12 +103,14 @@ def _add_demo(sub):
 
 def _add_bench(sub):
     b = sub.add_parser("bench", help="run the benchmark scenarios in benchmarks/",
-                       description="Run benchmarks/<scenario>.py and print its table. Default: "
-                                   "the cpu_* scenarios without a GPU, every scenario with one. "
-                                   "Arguments after -- go to each scenario, e.g. "
+                       description="Run the named scenarios of benchmarks/suite.py (or a "
+                                   "script of benchmarks/ by its name). Default: the CPU "
+                                   "scenarios without a GPU, every scenario with one. "
+                                   "Arguments after -- go to the suite (or the script), e.g. "
                                    "distsort bench cpu_sort -- --quick")
     b.add_argument("scenarios", nargs="*", metavar="SCENARIO")
-    b.add_argument("--list", action="store_true", help="list the scenarios")
+    b.add_argument("--list", action="store_true",
+                   help="list the scenarios (name, GPUs, what it measures)")
     b.add_argument("--out", metavar="DIR",
                    help="directory for the scenarios' JSON results (default: the working "
                         "directory)")

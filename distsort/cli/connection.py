@@ -95,7 +95,7 @@ def fits_in_process(args, job):
     """Sort with threads of this process, not a cluster of worker processes?
 
     Yes where nothing asks for a cluster (no scheduler, workers, memory limit, spill
-    directory or report) and the job takes a small share of the memory available now:
+    directory) and the job takes a small share of the memory available now:
     without a GPU, of the host's; with one, of the host's and of GPU 0's (which this
     process then sorts on), or of its ``--device-memory-limit`` (out of core, the
     runs in host memory).  Starting worker processes costs seconds (a GPU worker
@@ -106,7 +106,7 @@ def fits_in_process(args, job):
 
     from ..memory import RESERVE
     if (args.scheduler_address or args.scheduler_file or args.workers or args.memory_limit
-            or args.spill_dir or args.report):
+            or args.spill_dir):
         return False
     available = psutil.virtual_memory().available
     limit = getattr(args, "device_memory_limit", None)

@@ -85,6 +85,8 @@ def _print_demo_summary(n, dtype, facts):
 def cmd_demo(args):
     from ..cluster import gpu_available
     from ..order import check_dtype
+    from .options import check_cluster_options
+    check_cluster_options(args)
     try:
         dtype = check_dtype(np.dtype(args.dtype), "demo data")
     except TypeError as e:

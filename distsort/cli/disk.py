@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
+
+from .temporaries import temporary_name
 
 #: Bytes read and written to measure the disk: enough for a sequential rate, small
 #: enough (a fraction of a second on a disk of 1 GB/s) to measure on every run.
@@ -30,7 +31,8 @@ def _read_rate(path, nbytes):
 
 
 def _write_rate(directory, nbytes):
-    path = Path(directory) / f".distsort-disk-probe-{uuid.uuid4().hex[:12]}"
+    # Named with its owner: one a killed run leaves is removed by the next run there.
+    path = Path(temporary_name(os.path.join(directory, "disk"), "probe"))
     block = np.random.default_rng().integers(0, 256, min(BLOCK, nbytes), dtype=np.uint8)
     t0 = time.perf_counter()
     try:

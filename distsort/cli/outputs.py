@@ -3,9 +3,9 @@ only when complete, and a group of them (keys and values) renamed all or none.""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import shutil
-import uuid
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import numpy as np
 from .errors import CLIError
 from .files import NpyFile, ZarrFile, file_kind, open_npy
 from .signals import interruption, signals_deferred
+from .temporaries import fsync, remove, temporary_name, write_journal
 
 
 @dataclass
@@ -21,7 +22,8 @@ class Output:
     """An output written under a temporary name in its directory, renamed at the end.
 
     ``target`` takes ``dask.array.store`` writes; ``publish([...])`` renames it to
-    ``path`` (replacing an old one only then); ``discard()`` removes it.
+    ``path`` (replacing an old one only then); ``discard()`` removes it.  Its
+    temporaries are named by :mod:`distsort.cli.temporaries`.
     """
 
     path: str
@@ -37,8 +39,8 @@ class Output:
 
     def create(self):
         self.kind = file_kind(self.path)
-        final = Path(self.path).resolve()
-        self.tmp = str(final.with_name(f".{final.name}.distsort-tmp-{uuid.uuid4().hex[:12]}"))
+        self.final = str(Path(self.path).resolve())
+        self.tmp = temporary_name(self.final, "tmp")
         try:
             self.target = self._create_npy() if self.kind == "npy" else self._create_zarr()
         except BaseException:
@@ -64,8 +66,12 @@ class Output:
 
     def _create_zarr(self):
         import zarr
-        return zarr.open_array(self.tmp, mode="w-", shape=(self.n,), dtype=self.dtype,
-                               chunks=(max(1, min(self.chunk, self.n)),))
+        # An array in a zarr group (store.zarr/path/to/array) takes the group's format.
+        v2 = os.path.exists(os.path.join(os.path.dirname(self.tmp), ".zgroup"))
+        z = zarr.open_array(self.tmp, mode="w-", shape=(self.n,), dtype=self.dtype,
+                            chunks=(max(1, min(self.chunk, self.n)),),
+                            zarr_format=2 if v2 else 3)
+        return GuardedZarr(z, self.tmp)
 
     def reader(self):
         """A reader of the (still temporary) output, for verification."""
@@ -73,94 +79,149 @@ class Output:
             return open_npy(self.tmp)
         return ZarrFile(self.tmp)
 
-    def install(self):
-        """Rename the temporary to ``path``; an old ``path`` (--overwrite) is moved
-        aside, not removed, until ``finish`` (``uninstall`` may still need it)."""
-        self.final = str(Path(self.path).resolve())
-        if os.path.lexists(self.final):
-            self.old = f"{self.tmp}-old"
+    def journal_entry(self):
+        """What a later run needs to finish or undo this output's publication; the
+        name the old output will be moved aside to is chosen here."""
+        self.old = temporary_name(self.final, "old") if os.path.lexists(self.final) else ""
+        return {"final": self.final, "tmp": self.tmp, "old": self.old}
+
+    def move_aside(self):
+        """Move an old ``path`` (--overwrite) aside, not removing it until ``finish``
+        (``uninstall`` may still need it)."""
+        if self.old:
             os.replace(self.final, self.old)
-        try:
-            os.replace(self.tmp, self.final)
-        except BaseException:
-            self.uninstall()
-            raise
+
+    def install(self):
+        """Rename the temporary to ``path`` (the old one already moved aside)."""
+        os.replace(self.tmp, self.final)
         self.committed = True
 
     def uninstall(self):
-        """Undo ``install``: the new output back to its temporary name (for ``discard``),
-        the old one back in place."""
+        """Undo ``install`` and ``move_aside``: the new output back to its temporary
+        name (for ``discard``), the old one back in place."""
         if self.committed:
             os.replace(self.final, self.tmp)
             self.committed = False
-        if self.old:
+        if self.old and os.path.lexists(self.old):
             os.replace(self.old, self.final)
-            self.old = ""
+        self.old = ""
 
     def finish(self):
         if self.old:
-            _remove(self.old)
+            remove(self.old)
             self.old = ""
         # the directory alone, so that the rename is on disk; not the files in it
         # (others' files, a disk measurement's scratch file that may go at any moment)
-        _fsync(os.path.dirname(self.final))
+        fsync(os.path.dirname(self.final))
 
     def discard(self):
+        if isinstance(self.target, GuardedZarr):
+            self.target.close()  # no chunk write re-creates what is removed below
         if self.tmp and not self.committed:
-            _remove(self.tmp)
+            remove(self.tmp)
+
+
+class GuardedZarr:
+    """A zarr array written through ``dask.array.store`` that refuses writes once the
+    output is discarded, and waits for those already running: zarr creates the
+    directories of a chunk it writes, so a write still running when an interrupted
+    sort removes the temporary would re-create part of it.
+
+    On worker processes (a copy of this object) the array's metadata file stands for
+    the flag: it is removed first.
+    """
+
+    def __init__(self, array, path):
+        self.array, self.path = array, path
+        # zarr v3 keeps an array's metadata in zarr.json, v2 in .zarray
+        fmt = getattr(getattr(array, "metadata", None), "zarr_format", 3)
+        self.metadata = os.path.join(path, {2: ".zarray"}.get(fmt, "zarr.json"))
+        self._closed, self._active = False, 0
+        self._lock = threading.Condition()
+
+    def __getstate__(self):
+        return {"array": self.array, "path": self.path}
+
+    def __setstate__(self, state):
+        self.__init__(state["array"], state["path"])
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    @property
+    def dtype(self):
+        return self.array.dtype
+
+    @property
+    def ndim(self):
+        return self.array.ndim
+
+    def __setitem__(self, key, value):
+        with self._lock:
+            if self._closed or not os.path.exists(self.metadata):
+                raise OSError(errno.ENOENT, "the output was discarded", self.path)
+            self._active += 1
+        try:
+            self.array[key] = value
+        finally:
+            with self._lock:
+                self._active -= 1
+                self._lock.notify_all()
+
+    def close(self, timeout=30.0):
+        """Refuse new writes, remove the metadata, and wait for running writes."""
+        with self._lock:
+            self._closed = True
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.metadata)
+            self._lock.wait_for(lambda: self._active == 0, timeout)
 
 
 def publish(outputs):
     """Rename the temporaries of ``outputs`` into place in that order, all or none.
 
-    All are synced first, so that the renames follow each other closely.  SIGINT and
-    SIGTERM wait during the renames; a failed rename, or a signal that came, puts back
-    what was already renamed (old outputs included) and then raises; the caller's
-    ``discard`` removes the temporaries.  The last output appears only when the
-    others are in place: make it the one that a script checks for.
+    All are synced first, so that the renames follow each other closely.  A journal
+    names every file first; then the old outputs (--overwrite) are moved aside, the
+    last output's (OUTPUT's) first, so that it is absent until the group is whole;
+    then the temporaries are renamed in order, the last one committing the group;
+    the old files are removed last.  A process killed at any point leaves the old
+    group or the new one, and its journal: the next run over one of these outputs
+    finishes or undoes the publication (:func:`distsort.cli.temporaries.recover`).
+
+    SIGINT and SIGTERM wait during all of it.  Before the commit, a failed rename or
+    a signal that came puts back what was already done and then raises (the caller's
+    ``discard`` removes the temporaries); a signal after it is delivered once the
+    outputs are published.
     """
     for o in outputs:
         _fsync_tree(o.tmp)
     with signals_deferred() as caught:
-        done = []
+        _stop_if_interrupted(caught)
+        journal = temporary_name(outputs[-1].final, "journal")
+        write_journal(journal, [o.journal_entry() for o in outputs])
         try:
+            for o in reversed(outputs):
+                _stop_if_interrupted(caught)
+                o.move_aside()
             for o in outputs:
                 _stop_if_interrupted(caught)
                 o.install()
-                done.append(o)
-            _stop_if_interrupted(caught)
         except BaseException:
             # Last renamed, first undone: where one cannot be undone, the outputs
-            # renamed before it stay too, and the group stays whole.
-            for o in reversed(done):
+            # renamed before it stay too, and the journal tells the next run.
+            for o in reversed(outputs):
                 o.uninstall()
+            remove(journal)
             raise
-    for o in outputs:
-        o.finish()
+        for o in outputs:
+            o.finish()
+        remove(journal)
 
 
 def _stop_if_interrupted(caught):
     if caught:
         raise interruption(caught.pop(0))
-
-
-def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-
-
-def _fsync(path):
-    """fsync one file or directory (where the filesystem allows it for directories)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on directories
-        pass
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(path):
@@ -169,16 +230,14 @@ def _fsync_tree(path):
     if os.path.isdir(path):
         paths = [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs] + [path]
     for p in paths:
-        _fsync(p)
+        fsync(p)
 
 
 def check_output_path(path, overwrite, inputs):
     """Refuse an existing OUTPUT (unless ``overwrite``), an INPUT, or a missing directory."""
     kind = file_kind(path)
     final = Path(path).resolve()
-    for src in inputs:
-        if final == Path(src).resolve():
-            raise CLIError(f"{path}: refusing to write over an input file")
+    check_not_input(path, inputs, replaced=True)
     if os.path.lexists(final) and not overwrite:
         raise CLIError(f"{path}: already exists (use --overwrite to replace it)")
     if os.path.lexists(final) and (kind == "npy") == os.path.isdir(final):
@@ -188,3 +247,25 @@ def check_output_path(path, overwrite, inputs):
         raise CLIError(f"{path}: directory {final.parent} does not exist")
     if not os.access(final.parent, os.W_OK):
         raise CLIError(f"{path}: directory {final.parent} is not writable")
+
+
+def check_not_input(path, inputs, what="", replaced=False):
+    """Refuse a path the command writes that is an input or lies inside one (a zarr
+    store's directory), or, for a path it replaces (``replaced``: an output), that
+    holds an input.  Links are followed.
+
+    >>> check_not_input("in.zarr/s.npy", ["in.zarr"], "OUTPUT")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    distsort.cli.errors.CLIError: OUTPUT in.zarr/s.npy: lies inside the input in.zarr; ...
+    """
+    written = Path(path).resolve()
+    name = f"{what} {path}" if what else str(path)
+    for src in inputs:
+        source = Path(src).resolve()
+        if written == source:
+            raise CLIError(f"{name}: is an input; refusing to write over it")
+        if source in written.parents:
+            raise CLIError(f"{name}: lies inside the input {src}; write it elsewhere")
+        if replaced and written in source.parents:
+            raise CLIError(f"{name}: holds the input {src}; refusing to replace it")

@@ -1,5 +1,14 @@
 """Sizes: SIZE arguments, bytes for people to read, and how many elements a chunk holds."""
 import argparse
+import re
+
+
+#: The smallest and largest chunk sizes taken: a chunk of a few bytes makes a graph of
+#: millions of tasks (and gigabytes of the scheduler's memory) from a small input.
+MIN_CHUNK_BYTES, MIN_CHUNK_ELEMENTS = 1 << 10, 1000
+MAX_CHUNK_BYTES = 1 << 50
+_CHUNK_ALLOWED = ("a size in bytes with a unit, 1KiB..1PiB (e.g. 256MiB), or a whole "
+                  "number of elements, 1000..2**47 (e.g. 1000000)")
 
 
 def parse_chunk_size(text):
@@ -7,26 +16,44 @@ def parse_chunk_size(text):
 
     >>> parse_chunk_size("256MiB"), parse_chunk_size("1_000_000")
     (('bytes', 268435456), ('elements', 1000000))
+    >>> parse_chunk_size("7B")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: chunk size '7B' is 7 bytes: use a size in bytes with a unit, ...
     """
     from dask.utils import parse_bytes
 
     text = text.strip().replace("_", "")
     try:
+        if not (text.isdigit() or re.fullmatch(r"\d+(\.\d*)?\s*[a-zA-Z]+", text)):
+            raise ValueError(text)  # "", "1.5": neither elements nor bytes with a unit
         kind, n = ("elements", int(text)) if text.isdigit() else ("bytes", parse_bytes(text))
-    except (ValueError, TypeError):
+        n = int(n)
+    except (ValueError, TypeError, OverflowError):
         raise argparse.ArgumentTypeError(
-            f"not a size: {text!r} (use e.g. 256MiB or 1000000)") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"chunk size must be positive, got {text!r}")
-    return kind, int(n)
+            f"not a size: {text!r}: use {_CHUNK_ALLOWED}") from None
+    low, high = ((MIN_CHUNK_ELEMENTS, MAX_CHUNK_BYTES >> 3) if kind == "elements"
+                 else (MIN_CHUNK_BYTES, MAX_CHUNK_BYTES))
+    if not low <= n <= high:
+        raise argparse.ArgumentTypeError(
+            f"chunk size {text!r} is {n} {kind}: use {_CHUNK_ALLOWED}")
+    return kind, n
 
 
 def parse_bytes_arg(text):
+    """A positive size in bytes, e.g. ``"2GiB"``.
+
+    >>> parse_bytes_arg("2GiB")
+    2147483648
+    """
     from dask.utils import parse_bytes
     try:
-        return int(parse_bytes(text))
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (use e.g. 2GiB)") from None
+        n = int(parse_bytes(text))
+    except (ValueError, TypeError, OverflowError):
+        n = 0
+    if not 0 < n <= MAX_CHUNK_BYTES << 10:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (use e.g. 2GiB)")
+    return n
 
 
 def fmt_bytes(n):
@@ -44,8 +71,77 @@ def default_chunk(cluster, itemsize, per_element):
     return max(4 << 20, min(256 << 20, budget)) // per_element
 
 
-def chunk_elements(args, cluster, itemsize, per_element):
+#: Chunks an input may be cut into at most: each is several tasks of the sort's graph.
+MAX_CHUNKS = 100_000
+
+
+def check_chunk_count(chunk_size, n, itemsize):
+    """``--chunk-size`` must not cut ``n`` elements into more than ``MAX_CHUNKS``
+    chunks (a graph too large to schedule, built before a single chunk is sorted).
+
+    >>> check_chunk_count(("elements", 1000), 10**9, 8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: --chunk-size makes 1,000,000 chunks of the input; at most ...
+    """
+    if chunk_size is None:
+        return
+    kind, size = chunk_size
+    elements = max(1, size // itemsize if kind == "bytes" else size)
+    count = -(-n // elements)
+    if count > MAX_CHUNKS:
+        raise argparse.ArgumentTypeError(
+            f"--chunk-size makes {count:,} chunks of the input; at most {MAX_CHUNKS:,}: "
+            "use a larger size")
+
+
+#: The default chunking splits an input into chunks no smaller than this (bytes of keys)
+#: to give every worker one: below it a chunk's tasks cost more than its sort.
+MIN_SPLIT_BYTES = 1 << 20
+
+
+def balanced_chunk(n, largest, slots, smallest=1):
+    """Elements per chunk for ``n`` elements: at most ``largest``, in a number of chunks
+    that is a multiple of ``slots`` (the chunks sorted at once: one per GPU worker, one
+    per thread of CPU workers), nearly equal, so that no worker waits for another's
+    larger chunk; fewer chunks where they would be smaller than ``smallest``.
+
+    >>> balanced_chunk(100_000_000, 67_108_864, 2)  # not 67,108,864 + 32,891,136
+    50000000
+    >>> balanced_chunk(100_000_000, 67_108_864, 4), balanced_chunk(10**6, 10**6, 3, 10**5)
+    (25000000, 333334)
+    >>> balanced_chunk(1000, 2**20, 8, smallest=400), balanced_chunk(0, 5, 2)
+    (500, 5)
+    """
+    if n <= 0:
+        return max(1, largest)
+    fewest = -(-n // largest)
+    count = -(-fewest // slots) * slots
+    if -(-n // count) < smallest:  # a small input: fewer, larger chunks
+        count = max(fewest, n // smallest, 1)
+    return max(1, -(-n // count))
+
+
+def sort_slots(cluster):
+    """Chunks the cluster sorts at once: one per GPU worker, one per thread of CPU
+    workers (NumPy sorts a chunk on one thread); in this process, one per thread (GPU
+    0: one)."""
+    if cluster.client is None:
+        return 1 if cluster.gpu else max(1, cluster.threads)
+    from ..view import ClusterView
+    workers = cluster.client.scheduler_info(n_workers=-1)["workers"]
+    threads = tuple(w.get("nthreads", 1) for w in workers.values())
+    return ClusterView(workers=tuple(workers), threads=threads).slots(cluster.gpu)
+
+
+def chunk_elements(args, cluster, itemsize, per_element, n=None):
+    """Elements per chunk: ``--chunk-size``, else the default (:func:`default_chunk`),
+    balanced over the chunks the cluster sorts at once where ``n`` is given."""
     if args.chunk_size is None:
-        return max(1, default_chunk(cluster, itemsize, per_element))
-    kind, n = args.chunk_size
-    return max(1, n // itemsize if kind == "bytes" else n)
+        largest = max(1, default_chunk(cluster, itemsize, per_element))
+        if n is None:
+            return largest
+        return balanced_chunk(n, largest, sort_slots(cluster),
+                              smallest=MIN_SPLIT_BYTES // itemsize)
+    kind, size = args.chunk_size
+    return max(1, size // itemsize if kind == "bytes" else size)

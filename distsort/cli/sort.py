@@ -19,20 +19,27 @@ interrupt at any point removes both temporaries, and a rename already done is un
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
+from argparse import ArgumentTypeError
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .connection import (check_visible, device_budget, fits_in_process, open_cluster,
                          out_of_core, to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
-from .errors import OK, VERIFY_FAILED, CLIError
+from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
+from .files import local_path, url_protocol
+from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
-from .outputs import Output, check_output_path, publish
+from .outputs import Output, check_not_input, check_output_path, publish
+from .temporaries import clean_directory
 from .progress import compute
-from .sizes import chunk_elements
+from .options import check_cluster_options
+from .sizes import check_chunk_count, chunk_elements
 from .sources import Source, open_source
 from .summary import print_summary
 from .verification import fused_summaries, judge, reread
@@ -47,6 +54,13 @@ class SortJob:
     outputs: list
     mode: str  # "sort", "argsort" or "values"
     descending: bool
+    stable: bool = False  # with values: equal keys in input order, not by value
+    #: The outputs once being written (``Output``): which of them are published.
+    written: list = field(default_factory=list)
+
+    @property
+    def published(self):
+        return any(o.committed for o in self.written)
 
     @property
     def keyed(self):
@@ -75,33 +89,57 @@ def check_sort_args(args):
     vals = open_source(args.values, "VALUES") if args.values else None
     if vals is not None and vals.n != src.n:
         raise CLIError(f"VALUES has {vals.n} elements, INPUT {src.n}")
-    outputs = [args.output] + ([args.values_output] if vals else [])
+    outputs = [_local_output(p) for p in [args.output] + ([args.values_output] if vals else [])]
     if vals and Path(outputs[0]).resolve() == Path(outputs[1]).resolve():
         raise CLIError("OUTPUT and --values-output must be different files")
     inputs = [src.path] + ([vals.path] if vals else [])
+    for d in {Path(p).resolve().parent for p in outputs}:
+        clean_directory(d)  # what killed runs left: before OUTPUT is looked at
     for p in outputs:
         check_output_path(p, args.overwrite, inputs)
-    if args.report and not Path(args.report).resolve().parent.is_dir():
-        raise CLIError(f"--report {args.report}: directory does not exist")
+    check_other_writes(args, inputs, outputs)
+    try:
+        check_chunk_count(args.chunk_size, src.n, src.dtype.itemsize)
+    except ArgumentTypeError as e:
+        raise CLIError(str(e)) from None
     mode = "argsort" if args.argsort else "values" if vals else "sort"
-    return SortJob(src, vals, outputs, mode, args.descending)
+    return SortJob(src, vals, outputs, mode, args.descending,
+                   stable=bool(getattr(args, "stable", False)))
+
+
+def _local_output(path):
+    """OUTPUT as a local path (``file://`` URLs too): written under a temporary name and
+    renamed, which other filesystems do not do atomically."""
+    if url_protocol(path) not in (None, "file"):
+        raise CLIError(f"{path}: outputs are written to local (or shared) filesystems; "
+                       "URLs are read only (write here, then copy)")
+    return local_path(path)
+
+
+def check_other_writes(args, inputs, outputs):
+    """The report and the spill directory: never an input, inside one, or an output."""
+    if args.report:
+        check_not_input(args.report, inputs, "--report")
+        if Path(args.report).resolve() in {Path(p).resolve() for p in outputs}:
+            raise CLIError(f"--report {args.report}: is an output too; name another file")
+        if not Path(args.report).resolve().parent.is_dir():
+            raise CLIError(f"--report {args.report}: directory does not exist")
+    if getattr(args, "spill_dir", None):
+        check_not_input(args.spill_dir, inputs, "--spill-dir")
 
 
 def sort_graph(job, chunk, gpu, verify=False):
     """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
     GPU workers), ready to summarize and, through ``to_host``, to store."""
     import distsort
-    for src in (job.src, job.vals):  # the files' writers and --verify take no times yet
-        if src is not None and src.dtype.kind in "mM":
-            raise CLIError(f"cannot sort {src.path}: dtype {src.dtype} is not supported by "
-                           "the command (distsort.sort sorts it from Python)")
     keys = to_device(job.src.array(chunk), gpu)
     values = to_device(job.vals.array(chunk), gpu) if job.vals else None
     try:
         if job.mode == "argsort":
             out = [distsort.argsort(keys, descending=job.descending, verify=bool(verify))]
         elif job.mode == "values":
-            out = list(distsort.sort_by_key(keys, values, descending=job.descending))
+            out = list(distsort.sort_by_key(keys, values, descending=job.descending,
+                                            stable=job.stable))
         else:
             out = [distsort.sort(keys, descending=job.descending)]
     except TypeError as e:  # unsupported dtype: distsort says which and why
@@ -123,9 +161,26 @@ def check_report(cluster):
         raise CLIError("--report needs bokeh on the scheduler: pip install 'bokeh>=3.1'")
 
 
+@contextlib.contextmanager
+def in_process_report(path):
+    """The report of a sort by this process's threads: Dask's profilers (the tasks and
+    this process's CPU and memory use) as one HTML page, Bokeh's scripts inline."""
+    from dask.diagnostics import Profiler, ResourceProfiler, visualize
+    with Profiler() as tasks, ResourceProfiler(dt=0.25) as resources:
+        yield
+    visualize([tasks, resources], filename=path, show=False, save=True, mode="inline",
+              title="distsort sort: tasks, CPU and memory of this process")
+
+
 def report_context(args, cluster):
+    """``--report``: Dask's performance report of a cluster's scheduler, or the profile
+    of the sort in this process (which ``--report`` does not move to worker processes)."""
     if not args.report:
         return contextlib.nullcontext()
+    if cluster.client is None:
+        if not _has_bokeh():
+            raise CLIError("--report needs bokeh: pip install 'bokeh>=3.1'")
+        return in_process_report(str(Path(args.report).resolve()))
     check_report(cluster)
     from distributed import performance_report
     # Bokeh's scripts inline: the report opens on a node with no internet access.
@@ -182,9 +237,10 @@ def run_sort(job, args, cluster, facts):
     from ..outofcore import plan_out_of_core
     from ..plan import plan_network
     t0 = time.perf_counter()
-    check_visible(cluster, [job.src.path] + ([job.vals.path] if job.vals else [])
-                  + [str(Path(p).resolve().parent) for p in job.outputs])
-    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element())
+    inputs = [s.path for s in (job.src, job.vals) if s is not None and not url_protocol(s.path)]
+    check_visible(cluster, inputs + [str(Path(p).resolve().parent) for p in job.outputs])
+    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(),
+                           job.src.n)
     with device_budget(args, cluster):
         budget = out_of_core(cluster, job.src.n * job.sort_bytes())
         inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu and not budget,
@@ -196,6 +252,7 @@ def run_sort(job, args, cluster, facts):
         facts.update(rounds=len(plan.rounds), out_of_core=(budget, plan.runs))
     outputs = [Output(p, a.dtype, job.src.n, chunk)
                for p, a in zip(job.outputs, sorted_arrays, strict=False)]
+    job.written = outputs
     report = report_context(args, cluster)
     try:
         for o in outputs:
@@ -230,8 +287,20 @@ def _local_threads(cluster):
 
 
 def cmd_sort(args):
-    t0 = getattr(args, "t0", None) or time.perf_counter()
+    check_cluster_options(args)
     job = check_sort_args(args)
+    try:
+        return _sort_and_summarize(job, args)
+    except (KeyboardInterrupt, Interrupted):
+        if not job.published:
+            raise
+        # The renames are done: the outputs are complete, whatever comes after.
+        raise CLIError(f"interrupted after the output was published: {', '.join(job.outputs)} "
+                       "complete", INTERRUPTED) from None
+
+
+def _sort_and_summarize(job, args):
+    t0 = getattr(args, "t0", None) or time.perf_counter()
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
@@ -242,19 +311,27 @@ def cmd_sort(args):
         # summary waits for it (``await_floor``).
         if in_process:
             wait((floor := pool.submit(*probe),))
+        else:
+            check_memory_limit(args, job)
         cluster = open_cluster(args, in_process_ok=in_process)
         facts = {"start": time.perf_counter() - t0}
         try:
             if not in_process:
                 floor = pool.submit(*probe)
-            run_sort(job, args, cluster, facts)
+            with end_on_worker_deaths(cluster.client):
+                run_sort(job, args, cluster, facts)
         finally:
             if cluster.close:
                 cluster.close()
         facts["disk"] = await_floor(floor)
     facts["wall"] = time.perf_counter() - t0
-    print("distsort sort: done", flush=True)
-    print_summary(job, cluster, facts, args.report)
+    try:
+        print("distsort sort: done", flush=True)
+        print_summary(job, cluster, facts, args.report)
+    except BrokenPipeError:  # ``| head``: the reader left; the outputs are published
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
+        os.close(devnull)
     return OK
 
 

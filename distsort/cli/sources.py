@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import CLIError
-from .files import file_kind, open_npy, open_zarr
+from .files import file_kind, local_path, open_npy, open_remote_npy, open_zarr, url_protocol
 
 
 @dataclass
@@ -26,11 +26,10 @@ class Source:
 
     def array(self, chunk):
         import dask.array as da
-        if self.kind == "npy":
-            x = da.from_array(self.reader, chunks=(chunk,), meta=np.empty(0, self.dtype),
-                              name="distsort-read-" + _token(self.path))
-        else:
-            x = da.from_zarr(self.reader.open(), chunks=(chunk,))
+        # zarr too: its reader names a chunk it cannot read
+        x = da.from_array(self.reader, chunks=(chunk,),
+                          meta=np.empty(0, self.dtype.newbyteorder("=")),
+                          name="distsort-read-" + _token(self.path, self.n, self.dtype))
         # A big-endian file's chunks arrive in native order: say so in the dtype.
         return x if x.dtype == self.dtype else x.astype(self.dtype)
 
@@ -40,8 +39,51 @@ def _token(*args):
     return tokenize(*args, os.stat(args[0]).st_mtime_ns if os.path.exists(args[0]) else 0)
 
 
+def _filesystem(url, what):
+    """The fsspec filesystem of ``url`` and the path in it, with a clear error where
+    fsspec or the filesystem's package (s3fs, gcsfs, ...) is not installed."""
+    try:
+        import fsspec
+    except ImportError:
+        raise CLIError(f"{what} {url}: reading URLs needs fsspec (pip install fsspec) and "
+                       "the package of its filesystem (s3fs, gcsfs, ...)") from None
+    try:
+        return fsspec.core.url_to_fs(url)
+    except ImportError as e:  # fsspec's message names the package to install
+        raise CLIError(f"{what} {url}: {e}") from None
+    except ValueError as e:  # an unknown protocol
+        raise CLIError(f"{what} {url}: {e}") from None
+
+
+def open_url(url, what="INPUT"):
+    """Open an input at a URL through fsspec (other than ``file://``, read as a local path).
+
+    Every worker must reach the URL: a ``memory://`` file is seen only by the process
+    that wrote it (the sort in this process, not worker processes).
+    """
+    fs, path = _filesystem(url, what)
+    kind = file_kind(url)
+    try:
+        if not fs.exists(path):
+            raise CLIError(f"{what} {url}: no such file or directory")
+        if kind == "npy":
+            reader = open_remote_npy(url)
+            dtype, shape = reader.dtype.newbyteorder("="), reader.shape
+        else:
+            reader, dtype, shape = open_zarr(url)
+    except PermissionError:
+        raise CLIError(f"{what} {url}: permission denied") from None
+    except (OSError, EOFError) as e:
+        raise CLIError(f"{what} {url}: cannot read ({e})") from e
+    return Source(url, kind, reader, np.dtype(dtype), int(shape[0]))
+
+
 def open_source(path, what="INPUT"):
-    """Open an input file, with a clear error for each way that fails."""
+    """Open an input file (a local path, or a URL that fsspec reads), with a clear error
+    for each way that fails."""
+    if url_protocol(path) not in (None, "file"):
+        return open_url(path, what)
+    path = local_path(path)
     kind = file_kind(path)
     if not os.path.exists(path):
         raise CLIError(f"{what} {path}: no such file or directory")

@@ -1,0 +1,185 @@
+"""The k-way merge of out-of-core runs, in integers alone: splitters, segments, cost.
+
+An out-of-core sort forms ``k`` sorted runs (``distsort.outofcore``).  Instead of the
+bitonic network between them, one pass merges all ``k`` at once:
+
+1. *Splitters.*  For an output rank ``r``, the co-ranks ``c`` (``c[j]`` elements of
+   run ``j``, ``sum(c) == r``) are the first ``r`` elements of the merge.  Equal
+   elements are taken from the run of lower index first, then by position, so a
+   stable order of the runs stays stable.  :func:`co_ranks` finds them by a k-way
+   binary search: the middle element of the widest window is a pivot, its count in
+   every run (a binary search in each) says on which side of rank ``r`` it lies, and
+   every window shrinks to that side.
+2. *Segments.*  Each output chunk is cut into segments of at most ``segment``
+   elements (:func:`segment_bounds`): a segment's ``k`` slices (between the co-ranks
+   of its two ends) fit the device together, are merged there and written into the
+   output chunk where they belong.
+3. *Cost.*  :func:`choose_merge` picks the k-way merge or the network between runs
+   from the bytes each copies and the copies each makes; tiny budgets (thousands of
+   slices of a few elements) and runs spread over workers keep the network.
+
+Examples
+--------
+>>> runs = [(1, 3, 5, 7), (2, 3, 6), (0, 8)]
+>>> co_ranks([len(r) for r in runs], 4, searcher(runs))
+(2, 1, 1)
+>>> segment_bounds((5, 5, 3), 2)
+((0, 1, 3, 5), (5, 6, 8, 10), (10, 11, 13))
+"""
+from __future__ import annotations
+
+import bisect
+
+__all__ = ["co_ranks", "searcher", "segment_bounds", "kway_segment", "kway_bytes_moved",
+           "choose_merge", "KWAY_FRACTION", "COPY_SECONDS", "LINK_BYTES_PER_S",
+           "PAGEABLE_BYTES_PER_S"]
+
+#: Part of the budget a k-way segment takes: two segments in flight, each its slices
+#: and the radix sort's buffers (``4 * segment`` key-sized arrays, see
+#: ``distsort.backends.cupy_local.radix_extra_bytes``).
+KWAY_FRACTION = 0.8
+#: Seconds a copy costs beyond its bytes (launch, the driver's setup): what makes
+#: thousands of tiny slices dearer than the network's few large ones.
+COPY_SECONDS = 20e-6
+#: Bytes per second of dask-cuda's spilling through pageable memory (an H200 host).
+PAGEABLE_BYTES_PER_S = 3e9
+#: Bytes per second of a pinned host-device copy in the cost model (an H200 host's
+#: link in each direction; only ratios matter for the choice).
+LINK_BYTES_PER_S = 50e9
+
+
+def co_ranks(lengths, rank, before):
+    """How many elements of each of the ``k`` sorted runs of ``lengths`` are among
+    the first ``rank`` of their merge (ties: lower run first, then position).
+
+    ``before(i, p, lo, hi)`` returns, for every run ``j``, how many of its elements
+    come before element ``p`` of run ``i`` in the merge, clipped to
+    ``[lo[j], hi[j]]`` (a search within that window suffices; :func:`searcher` for
+    tuples).  Clipped counts decide the side of ``rank`` exactly: the co-ranks lie in
+    the windows.
+
+    >>> co_ranks((3, 2), 2, searcher([(1, 1, 1), (1, 1)]))  # ties: the first run first
+    (2, 0)
+    """
+    lo, hi = [0] * len(lengths), [int(n) for n in lengths]
+    rank = max(0, min(int(rank), sum(hi)))
+    step = 0
+    while sum(lo) < rank < sum(hi):
+        i = max(range(len(lo)), key=lambda j: hi[j] - lo[j])
+        p = _pivot(lo[i], hi[i], rank - sum(lo), sum(hi) - sum(lo), step)
+        step += 1
+        counts = before(i, p, lo, hi)
+        if sum(counts) < rank:  # element p of run i is among the first ``rank``
+            lo = [max(a, int(c)) for a, c in zip(lo, counts, strict=True)]
+            lo[i] = p + 1
+        else:
+            hi = [min(b, int(c)) for b, c in zip(hi, counts, strict=True)]
+            hi[i] = p
+    return tuple(lo if sum(lo) == rank else hi)
+
+
+def _pivot(lo, hi, need, width, step):
+    """A position in ``[lo, hi)``: where the rank sought would fall if the runs were
+    alike (``need`` of the ``width`` elements of all windows), on even steps; the
+    middle on odd ones, so that the widest window at least halves every other step.
+
+    >>> _pivot(0, 100, 10, 400, 0), _pivot(0, 100, 10, 400, 1)
+    (2, 50)
+    """
+    if step % 2:
+        return (lo + hi) // 2
+    return min(hi - 1, lo + (hi - lo) * need // width)
+
+
+def searcher(runs):
+    """``before`` of :func:`co_ranks` for runs held as sorted sequences of
+    comparable items (the reference the host engines are tested against).
+
+    >>> searcher([(1, 2), (2, 3)])(1, 0, [0, 0], [2, 2])  # the 2 of run 1
+    [2, 0]
+    """
+    def before(i, p, lo, hi):
+        v = runs[i][p]
+        out = []
+        for j, run in enumerate(runs):
+            if j == i:
+                out.append(p)
+            else:  # equal items of a lower run come first, of a higher one after
+                find = bisect.bisect_right if j < i else bisect.bisect_left
+                out.append(find(run, v, lo[j], hi[j]))
+        return out
+    return before
+
+
+def segment_bounds(chunks, segment):
+    """Output ranks that cut each chunk of ``chunks`` into segments of at most
+    ``segment`` elements, of equal sizes: one tuple per chunk, from its first rank to
+    its end.
+
+    >>> segment_bounds((4, 0, 3), 10)
+    ((0, 4), (4, 4), (4, 7))
+    """
+    out, start = [], 0
+    segment = max(1, int(segment))
+    for size in chunks:
+        pieces = max(1, -(-int(size) // segment))
+        out.append(tuple(start + size * s // pieces for s in range(pieces + 1)))
+        start += size
+    return tuple(out)
+
+
+def kway_segment(budget, itemsize):
+    """Elements of a k-way segment under a device ``budget``: two in flight, each its
+    slices and the radix sort's buffers (``4 * segment`` elements).
+
+    >>> kway_segment(4 * 10**9, 4)
+    100000000
+    """
+    return max(1, int(budget * KWAY_FRACTION) // (8 * int(itemsize)))
+
+
+def kway_bytes_moved(nbytes):
+    """Bytes the k-way merge copies to the device (the same back): the runs once to
+    form them, every element once more to merge them.
+
+    >>> kway_bytes_moved(100)
+    200
+    """
+    return 2 * nbytes
+
+
+def choose_merge(lengths, itemsize, budget, network_bytes, workers=1, picked_bytes=0):
+    """``"kway"`` or ``"network"``: the merge between the runs of ``lengths``
+    (elements of ``itemsize`` bytes) under a device ``budget``, by the time each takes
+    to copy (bytes at ``LINK_BYTES_PER_S``, ``COPY_SECONDS`` a copy).
+
+    The network copies ``network_bytes`` (``outofcore.bytes_moved``) in segments of
+    two slices; a k-way segment copies one slice of every run, so with many runs and
+    a small budget its slices shrink to a few elements.  Runs held by several workers
+    stay with the network (a k-way segment reads every run).  ``picked_bytes``: output
+    that tasks of their own take from the merged chunks on the device (the keys and
+    the values of keyed CuPy output): dask-cuda has often spilled a merged chunk by
+    then, copies it back and spills the copy again, each way at ``PAGEABLE_BYTES_PER_S``
+    (measured on an H200 host: 34 such copies of 1 GiB in a 16 GiB sort).
+
+    >>> choose_merge((3 * 2**28,) * 5 + (2**28,), 4, 4 * 10**9, 98 * 2**32)
+    'kway'
+    >>> choose_merge((2,) * 1000, 4, 64, 16 * 2**10)  # slices of no element
+    'network'
+    >>> choose_merge((100,) * 4, 4, 10**6, 4000, workers=2)
+    'network'
+    >>> choose_merge((3 * 2**27,) * 5 + (2**27,), 8, 4 * 10**9, 98 * 2**30,
+    ...              picked_bytes=2**34)  # keyed CuPy output: picked on the device
+    'network'
+    """
+    if workers > 1 or len(lengths) <= 1:
+        return "network"
+    total = sum(lengths)
+    nbytes = total * itemsize
+    segments = -(-total // kway_segment(budget, itemsize))
+    kway = kway_bytes_moved(nbytes) / LINK_BYTES_PER_S + 2 * segments * (
+        len(lengths) + 1) * COPY_SECONDS + 2 * picked_bytes / PAGEABLE_BYTES_PER_S
+    network_segment = max(1, int(budget * KWAY_FRACTION) // (4 * itemsize))
+    copies = 3 * -(-network_bytes // (network_segment * itemsize))
+    network = network_bytes / LINK_BYTES_PER_S + copies * COPY_SECONDS
+    return "kway" if kway <= network else "network"

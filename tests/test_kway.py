@@ -1,0 +1,245 @@
+"""The k-way merge of out-of-core runs: splitters and segments on integers against
+brute force, the host runs' searches, the cost model, and whole sorts through the
+k-way layers under a tiny budget on every dtype (NumPy engine)."""
+import itertools
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import distsort
+from distsort import sortplan
+from distsort.backends import Order
+from distsort.backends import hostruns
+from distsort.kway import choose_merge, co_ranks, searcher, segment_bounds
+
+from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
+
+ORDERS = [Order(), Order(descending=True), Order(keyed=True),
+          Order(descending=True, keyed=True)]
+
+
+def _brute_co_ranks(runs, rank):
+    """Co-ranks from the stable merge itself: items by (value, run, position)."""
+    merged = sorted((v, j, p) for j, run in enumerate(runs) for p, v in enumerate(run))
+    taken = [0] * len(runs)
+    for _, j, _ in merged[:rank]:
+        taken[j] += 1
+    return tuple(taken)
+
+
+# ---------------------------------------------------------------- splitters
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), max_size=12).map(sorted).map(tuple),
+                min_size=1, max_size=7))
+def test_co_ranks_equal_the_stable_merge_on_integers(runs):
+    total = sum(len(r) for r in runs)
+    for rank in range(total + 1):
+        got = co_ranks([len(r) for r in runs], rank, searcher(runs))
+        assert got == _brute_co_ranks(runs, rank)
+
+
+def test_co_ranks_clip_out_of_range_ranks():
+    runs = [(1, 2), (3,)]
+    assert co_ranks((2, 1), -5, searcher(runs)) == (0, 0)
+    assert co_ranks((2, 1), 99, searcher(runs)) == (2, 1)
+    assert co_ranks((), 0, searcher([])) == ()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=8), st.integers(1, 13))
+def test_segment_bounds_cut_each_chunk_into_fitting_equal_segments(chunks, segment):
+    bounds = segment_bounds(tuple(chunks), segment)
+    ends = list(itertools.accumulate(chunks, initial=0))
+    assert len(bounds) == len(chunks)
+    for j, b in enumerate(bounds):
+        assert (b[0], b[-1]) == (ends[j], ends[j + 1])
+        sizes = [y - x for x, y in itertools.pairwise(b)]
+        assert all(0 <= s <= segment for s in sizes)
+        assert max(sizes) - min(sizes) <= 1  # equal, to one element
+        assert len(sizes) == max(1, -(-chunks[j] // segment))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5), max_size=15).map(sorted).map(tuple),
+                min_size=1, max_size=5), st.integers(1, 9))
+def test_segments_of_co_ranks_merge_to_the_sorted_whole(runs, segment):
+    """Each segment's slices, sorted on their own and put one after the other, are the
+    merge: the plan a device engine follows."""
+    total = sum(len(r) for r in runs)
+    lengths = [len(r) for r in runs]
+    cuts = [co_ranks(lengths, b, searcher(runs))
+            for b in segment_bounds((total,), segment)[0]]
+    out = []
+    for c0, c1 in itertools.pairwise(cuts):
+        assert all(a <= b for a, b in zip(c0, c1, strict=True))
+        out += sorted(v for r, a, b in zip(runs, c0, c1, strict=True) for v in r[a:b])
+    assert out == sorted(v for r in runs for v in r)
+
+
+def _sorted_run(rng, n, dtype, order):
+    keys = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(0, 3, n).astype(np.int32) if order.keyed else None
+    run = hostruns.make_run(keys, values)
+    perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
+    return hostruns.make_run(keys[perm], None if values is None else values[perm])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=5), st.sampled_from(ORDERS),
+       st.sampled_from(["int8", "float16", "float32", "uint64", "bool"]),
+       st.integers(0, 2**32 - 1))
+def test_host_run_searcher_equals_the_reference_on_codes(sizes, order, dtype, seed):
+    """The host runs' lock-step searches give the co-ranks of the runs' order codes
+    (NaN, -0.0/+0.0, descending and the keyed tie-break included)."""
+    rng = np.random.default_rng(seed)
+    runs = [_sorted_run(rng, n, dtype, order) for n in sizes]
+    codes = [tuple(hostruns.code(r, i, order) for i in range(hostruns.length(r)))
+             for r in runs]
+    for rank in range(sum(sizes) + 1):
+        got = co_ranks(sizes, rank, hostruns.run_searcher(runs, order))
+        assert got == co_ranks(sizes, rank, searcher(codes))
+
+
+# ---------------------------------------------------------------- the cost model
+def test_cost_model_prefers_one_pass_and_keeps_the_network_for_tiny_budgets():
+    from distsort.outofcore import bytes_moved, plan_out_of_core, run_lengths
+
+    def choice(chunks, itemsize, budget, workers=1):
+        p = plan_out_of_core(chunks, itemsize, budget)
+        lengths = run_lengths(chunks, p.run_chunks)
+        return choose_merge(lengths, itemsize, budget, bytes_moved(p, lengths, itemsize),
+                            workers)
+
+    assert choice((2**28,) * 16, 4, 4 * 10**9) == "kway"  # 16 GiB, 4 GB: 2x vs 6x
+    assert choice((2**28,) * 24, 4, 4 * 10**9) == "kway"
+    assert choice((2**27,) * 16, 16, 4 * 10**9) == "kway"  # argsort-sized elements
+    assert choice((64,) * 16, 4, 1000) == "network"  # slices of a few elements
+    assert choice((2**28,) * 16, 4, 4 * 10**9, workers=2) == "network"
+    assert choice((10,) * 4, 4, 10**6) == "network"  # one run: nothing to merge
+    # keyed CuPy output picked from the merged chunks on the device: pageable copies
+    p = plan_out_of_core((2**27,) * 16, 8, 4 * 10**9)
+    lengths = run_lengths((2**27,) * 16, p.run_chunks)
+    network = bytes_moved(p, lengths, 8)
+    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=2**34) == "network"
+    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=0) == "kway"
+
+
+# ---------------------------------------------------------------- whole sorts
+def _budget(chunk, itemsize, runs_of=3):
+    return int(runs_of * chunk * itemsize / 0.85) + 1
+
+
+@pytest.fixture
+def kway_always(monkeypatch):
+    """The k-way merge wherever there is more than one run (the cost model keeps the
+    network for budgets this tiny)."""
+    monkeypatch.setattr(sortplan, "choose_merge",
+                        lambda lengths, *a, **k: "kway" if len(lengths) > 1 else "network")
+
+
+def _run(fn, chunk, itemsize, runs_of):
+    with dask.config.set({"distsort.device-memory-limit": _budget(chunk, itemsize, runs_of),
+                          "distsort.out-of-core-engine": "cpu"}):
+        out = fn()
+    first = out[0] if isinstance(out, tuple) else out
+    merges = [t for layer in first.dask.layers.values() for t in layer.values()
+              if isinstance(t, tuple) and t and getattr(t[0], "__name__", "") == "merge_chunk"]
+    return out, bool(merges)
+
+
+def _assert_equal_bits(got, want):
+    assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,chunk,runs_of", [(777, 50, 3), (10, 3, 1)])
+def test_kway_sorts_equal_numpy_bit_for_bit(kway_always, dtype, n, chunk, runs_of):
+    """Out of core through the k-way merge: sorts equal NumPy's (and the in-memory
+    path's bit patterns), argsort and stable sort_by_key NumPy's stable order."""
+    rng = np.random.default_rng(n + chunk)
+    x = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(-50, 50, n).astype(np.int16)
+    wide = rng.integers(-2**60, 2**60, n)  # int64 values: the argsort-and-gather path
+    xd, vd, wd = (da.from_array(a, chunks=chunk) for a in (x, values, wide))
+    k = x.dtype.itemsize
+    cases = [
+        (lambda: distsort.sort(xd), k, lambda g: assert_sorted_like_numpy(g, x)),
+        (lambda: distsort.sort(xd, descending=True), k,
+         lambda g: assert_sorted_like_numpy(g, x, descending=True)),
+        (lambda: distsort.argsort(xd), k + 8,
+         lambda g: _assert_equal_bits(g, stable_argsort(x))),
+        (lambda: distsort.argsort(xd, descending=True), k + 8,
+         lambda g: _assert_equal_bits(g, stable_argsort(x, descending=True))),
+        (lambda: distsort.sort_by_key(xd, vd, stable=True)[1], k + 8,
+         lambda g: _assert_equal_bits(g, values[stable_argsort(x)])),
+        (lambda: distsort.sort_by_key(xd, wd, descending=True, stable=True)[1], k + 8,
+         lambda g: _assert_equal_bits(g, wide[stable_argsort(x, descending=True)])),
+    ]
+    for fn, itemsize, check in cases:
+        out, used = _run(fn, chunk, itemsize, runs_of)
+        assert used == (n > _budget(chunk, itemsize, runs_of) * 0.85 / itemsize)
+        got = out.compute(scheduler="sync")
+        check(got)
+        _assert_equal_bits(got, fn().compute(scheduler="sync"))  # the in-memory path
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 400), st.integers(8, 70), st.integers(1, 4),
+       st.sampled_from(["int16", "float32", "float64", "uint8"]), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_property_kway_equals_the_network(n, chunk, runs_of, dtype, descending, seed):
+    """The k-way merge and the network give the same outputs, bit for bit."""
+    rng = np.random.default_rng(seed)
+    x = random_keys(rng, n, dtype, duplicates=True)
+    xd = da.from_array(x, chunks=chunk)
+    ops = [lambda: distsort.sort(xd, descending=descending),
+           lambda: distsort.argsort(xd, descending=descending)]
+    for op, itemsize in zip(ops, (x.dtype.itemsize, x.dtype.itemsize + 8), strict=True):
+        outs = []
+        for merge in ("kway", "network"):
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(sortplan, "choose_merge", lambda *a, merge=merge, **k: merge)
+                out, used = _run(op, chunk, itemsize, runs_of)
+            assert used == (merge == "kway" and any(
+                n.startswith("distsort-run-") for n in out.dask.layers))
+            outs.append(out)
+        got, want = outs
+        _assert_equal_bits(got.compute(scheduler="sync"), want.compute(scheduler="sync"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "uint64", "int16", "float64"])
+@pytest.mark.parametrize("host_input", [False, True])
+def test_gpu_engine_kway_equals_the_in_memory_path(kway_always, dtype, host_input):
+    """The GPU engine's k-way merge (CuPy chunks, or NumPy chunks sorted on the GPU)
+    against NumPy and the in-memory GPU path, bit for bit."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(11)
+    n, chunk = 300_001, 20_000
+    x = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(0, 2**31, n).astype(np.uint32)
+    xp = np if host_input else cupy
+    xd = da.from_array(xp.asarray(x), chunks=chunk, asarray=False)
+    vd = da.from_array(xp.asarray(values), chunks=chunk, asarray=False)
+    config = {"distsort.device-memory-limit": _budget(chunk, 12, 4),
+              "distsort.out-of-core-engine": "gpu"}
+    with dask.config.set(config):
+        outs = [distsort.sort(xd), distsort.sort(xd, descending=True),
+                distsort.argsort(xd, descending=True), *distsort.sort_by_key(xd, vd)]
+        # keys of 2 bytes fit one run; argsort's 10 or more bytes per element do not
+        assert _run(lambda: outs[2], chunk, 12, 4)[1]
+        got = dask.compute(*outs, scheduler="sync")
+    with dask.config.set({"distsort.device-memory-limit": None}):
+        want = dask.compute(distsort.sort(xd), distsort.sort(xd, descending=True),
+                            distsort.argsort(xd, descending=True),
+                            *distsort.sort_by_key(xd, vd), scheduler="sync")
+    host = (lambda a: a) if host_input else (lambda a: a.get())
+    got, want = [host(g) for g in got], [host(w) for w in want]
+    assert_sorted_like_numpy(got[0], x)
+    assert_sorted_like_numpy(got[1], x, descending=True)
+    _assert_equal_bits(got[2], stable_argsort(x, descending=True))
+    for g, w in zip(got, want, strict=True):
+        _assert_equal_bits(g, w)

@@ -1,0 +1,129 @@
+"""Limits that fail fast: ``distsort sort --memory-limit`` below what a worker needs is
+refused before any worker starts (exit 2), and workers that keep dying end the command
+(exit 3) instead of being restarted for ever."""
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distsort.cli import limits
+
+psutil = pytest.importorskip("psutil")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command(*argv, stdout=subprocess.PIPE):
+    """``distsort argv...`` in a fresh process (its own local cluster), as a user runs it."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "distsort.cli", *map(str, argv)],
+                            stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def input_38mib(tmp_path_factory):
+    """5,000,000 random float64: 38 MiB."""
+    path = tmp_path_factory.mktemp("limits") / "x.npy"
+    np.save(path, np.random.default_rng().standard_normal(5_000_000))
+    return path
+
+
+def _named_limit(err):
+    """The smallest limit the message names, as the option's text."""
+    m = re.search(r"needs at least --memory-limit ([\d.]+ [KMG]iB)", err)
+    assert m, err
+    return m.group(1).replace(" ", "")
+
+
+@pytest.mark.parametrize("limit", ["10KB", "100MB"])
+def test_memory_limit_too_small_fails_fast(tmp_path, input_38mib, limit):
+    t0 = time.perf_counter()
+    proc = command("sort", input_38mib, tmp_path / "o.npy", "--memory-limit", limit,
+                   "--no-progress")
+    out, err = proc.communicate(timeout=60)
+    seconds = time.perf_counter() - t0
+    assert proc.returncode == 2, err
+    assert seconds < 30, seconds
+    assert f"--memory-limit {limit} is too small" in err
+    assert _named_limit(err)
+    assert not (tmp_path / "o.npy").exists()
+
+
+@pytest.mark.slow
+def test_the_named_limit_works(tmp_path, input_38mib):
+    """The smallest limit the refusal names sorts the input, with no worker lost."""
+    proc = command("sort", input_38mib, tmp_path / "o.npy", "--memory-limit", "100MB")
+    _, err = proc.communicate(timeout=60)
+    limit = _named_limit(err)
+    proc = command("sort", input_38mib, tmp_path / "o.npy", "--memory-limit", limit,
+                   "--workers", 2, "--no-progress")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "Restarting" not in err and "exceeded" not in err
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), np.sort(np.load(input_38mib)))
+
+
+def test_a_chunk_that_fits_is_named():
+    """Where some chunk fits the limit given, the refusal names it, and a limit at the
+    smallest one named holds its chunks."""
+    assert limits.fitting_chunk(150 << 20, 0.8, 8) == 0
+    elements = limits.fitting_chunk(300 << 20, 0.8, 8)
+    assert elements > 0
+    assert limits.needed_limit(elements * 8, 0.8) <= (300 << 20) + (1 << 20)
+    assert limits.needed_limit((elements + 2**18) * 8, 0.8) > 300 << 20
+
+
+#: Seconds a worker process lives before it is killed: time to join the cluster.
+JOINED = 2.0
+
+
+def _kill_workers(proc, log, stop, killed):
+    """Once the sort runs (its label in ``log``, the command's stdout), kill ``proc``'s
+    worker processes (its nannies' spawned children) each time they are back in the
+    cluster.  Killed while the cluster starts, they would fail its start instead."""
+    while "sorting" not in log.read_text() and not stop.wait(0.1):
+        pass
+    parent = psutil.Process(proc.pid)
+    while not stop.is_set():
+        try:
+            children = parent.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for child in children:
+            try:
+                # Up a second: it joined the cluster (and took tasks) before it dies.
+                if ("spawn_main" in " ".join(child.cmdline())
+                        and time.time() - child.create_time() > JOINED):
+                    child.kill()
+                    killed.append(child.pid)
+            except psutil.Error:
+                pass
+        stop.wait(0.2)
+
+
+def test_workers_that_keep_dying_end_the_command(tmp_path, input_38mib):
+    log = tmp_path / "stdout"
+    with open(log, "w") as stdout:
+        proc = command("sort", input_38mib, tmp_path / "o.npy", "--workers", 2,
+                       "--memory-limit", "1GiB", "--progress", stdout=stdout)
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_workers, args=(proc, log, stop, killed), daemon=True)
+    killer.start()
+    t0 = time.perf_counter()
+    try:
+        _, err = proc.communicate(timeout=240)
+    finally:
+        stop.set()
+        killer.join()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err
+    assert "the sort was stopped after" in err and "worker deaths" in err, err
+    assert len(set(killed)) > limits.deaths_allowed()
+    assert not (tmp_path / "o.npy").exists()
+    print(f"exit 3 after {len(set(killed))} kills, {time.perf_counter() - t0:.1f} s")
