@@ -13,6 +13,7 @@ element with ``numpy.sort`` of the same data.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import dask
@@ -92,7 +93,9 @@ def main():
                        ("sort_tasks", "{}"), ("out_chunks", "{}"), ("seconds", "{:.3f}"),
                        ("vs_10_chunks", "{:.2f}"), ("naive_seconds", "{:.3f}"),
                        ("vs_naive", "{:.2f}")])
-    path = save_rows(rows, "many_chunks", "cpu-2cores", args.out, n=N, dtype="float64")
+    # The machine is shared: its load (1, 5, 15 minutes) says how far the times are noise.
+    path = save_rows(rows, "many_chunks", "cpu-2cores", args.out, n=N, dtype="float64",
+                     load_average=os.getloadavg())
     print(path)
 
 

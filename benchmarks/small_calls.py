@@ -15,6 +15,7 @@ Every result is compared element for element with ``numpy.sort``.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -100,7 +101,9 @@ def main():
                  "seconds": statistics.median(times), "times": times, "tasks": tasks,
                  "chunks": json.dumps(chunks)})
     print_table(rows, [("case", "{}"), ("call", "{}"), ("seconds", "{:.4f}")])
-    print(save_rows(rows, "small_calls", "cpu-2cores", args.out, elements=1000))
+    # The machine is shared: its load (1, 5, 15 minutes) says how far the times are noise.
+    print(save_rows(rows, "small_calls", "cpu-2cores", args.out, elements=1000,
+                    load_average=os.getloadavg()))
 
 
 if __name__ == "__main__":

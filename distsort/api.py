@@ -159,15 +159,16 @@ def _options(gpu, value_bytes, positions, local):
     Dask config values ``distsort.*`` read once here."""
     from dask.utils import parse_bytes
 
+    from . import config
     from .locality import EXCHANGES, PLACEMENTS
-    from .config import get
-    limit = get("device-memory-limit")
+    limit = config.get("device-memory-limit")
     limit = None if limit in (None, 0, "0") else (
         parse_bytes(limit) if isinstance(limit, str) else int(limit))
     options = SortOptions(
         gpu=gpu, value_bytes=value_bytes, positions=positions, local=local,
-        strategy=get("strategy"), exchange=get("exchange"), placement=get("placement"),
-        group=get("group"), engine=get("out-of-core-engine"), device_memory_limit=limit)
+        strategy=config.get("strategy"), exchange=config.get("exchange"),
+        placement=config.get("placement"), group=config.get("group"),
+        engine=config.get("out-of-core-engine"), device_memory_limit=limit)
     for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
                                 ("placement", options.placement, PLACEMENTS)):
         if value not in allowed:

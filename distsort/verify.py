@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.merge import COMPILED_FROM  # NumPy chunks this long are hashed compiled
+from .backends.numpy import COMPILED_FROM  # NumPy chunks this long are hashed compiled
 from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",

@@ -8,6 +8,8 @@ import pytest
 
 from distsort import config
 
+#: The configuration as shipped (``tests/conftest.py`` sets ``distsort.strategy`` elsewhere).
+STRATEGY = "auto"
 ROOT = Path(__file__).resolve().parents[1]
 #: A key read or set anywhere in the package: ``"distsort.<key>"`` or ``config.get("<key>")``.
 READ = re.compile(r"""["']distsort\.([a-z][a-z-]*)["']|config\.get\(["']([a-z][a-z-]*)["']\)""")

@@ -108,3 +108,16 @@ def test_the_network_past_the_budget():
         s = distsort.sort(x)
     assert any(n.startswith("distsort-round") for n in layers(s))
     np.testing.assert_array_equal(s.compute(), np.sort(keys))
+
+
+def test_one_worker_of_a_cluster_sorts_as_one():
+    """A cluster's only worker: one group task, NumPy's result; two workers: the network."""
+    distributed = pytest.importorskip("distributed")
+    keys = np.random.default_rng(9).random(5000)
+    x = da.from_array(keys, chunks=700)
+    with (distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                   dashboard_address=None) as cluster,
+          distributed.Client(cluster) as client):
+        s = distsort.argsort(x)
+        assert one_device(s)
+        np.testing.assert_array_equal(client.compute(s).result(), stable_argsort(keys))

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import merge as _merge
-from .merge import COMPILED_FROM  # chunks shorter than this keep NumPy's code
+from .numpy import COMPILED_FROM  # chunks shorter than this keep NumPy's code
 
 
 def _encode_py(u, out, consts):

@@ -43,12 +43,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 #: Whether the merges below are used (numba importable); tests switch it off.
 ENABLED = numba is not None
-#: Chunks shorter than this keep the NumPy code (``codes``, ``distsort.verify``): loading
-#: the compiled code costs time and, in each worker process, memory (LLVM) that small
-#: chunks do not repay; a worker with a tight memory limit (a small out-of-core sort,
-#: 8 MiB chunks in 300 MB workers) sorts small chunks, and the memory it took there
-#: paused the workers for good.
-COMPILED_FROM = 1 << 22
 
 
 def _jit(fn):

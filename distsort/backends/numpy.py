@@ -26,11 +26,12 @@ import numpy as np
 from ..order import decode, encode
 
 #: Chunks shorter than this keep the NumPy code where a compiled pass exists
-#: (``distsort.backends.codes``; also its gather in :func:`keyed_sort`): loading the
-#: compiled code costs time and, in each worker process, memory that small chunks do
-#: not repay; a worker with a tight memory limit (a small out-of-core sort, 8 MiB
-#: chunks in 300 MB workers) sorts small chunks, and the memory it took there paused
-#: the workers for good.
+#: (``distsort.backends.codes``, the gather in :func:`keyed_sort`, ``distsort.verify``):
+#: loading the compiled code costs time and, in each worker process, memory (LLVM)
+#: that small chunks do not repay; a worker with a tight memory limit (a small
+#: out-of-core sort, 8 MiB chunks in 300 MB workers) sorts small chunks, and the
+#: memory it took there paused the workers for good.  Defined here, not in
+#: ``distsort.backends.merge``, which imports numba.
 COMPILED_FROM = 1 << 22
 
 
