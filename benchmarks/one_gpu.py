@@ -1,7 +1,7 @@
 """One GPU as users meet it: distsort beside the naive way, every result checked.
 
-    python benchmarks/one_gpu.py --parts array dask big shared --out results/x.json
-    python benchmarks/one_gpu.py --plot results/x.json     # the PNG beside the JSON
+    python benchmarks/one_gpu.py --parts array dask big shared --out one_gpu.json
+    python benchmarks/one_gpu.py --plot one_gpu.json        # the PNG beside the JSON
 
 Parts (each adds its rows to ``--out``, replacing that part's earlier rows):
 

@@ -18,9 +18,11 @@ psutil = pytest.importorskip("psutil")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def command(*argv, stdout=subprocess.PIPE):
-    """``distsort argv...`` in a fresh process (its own local cluster), as a user runs it."""
+def command(*argv, stdout=subprocess.PIPE, **config):
+    """``distsort argv...`` in a fresh process (its own local cluster), as a user runs it;
+    ``config``: ``distsort.*`` Dask config values for it and its workers."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.update({f"DASK_DISTSORT__{k.upper()}": str(v) for k, v in config.items()})
     return subprocess.Popen([sys.executable, "-m", "distsort.cli", *map(str, argv)],
                             stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -109,8 +111,11 @@ def _kill_workers(proc, log, stop, killed):
 def test_workers_that_keep_dying_end_the_command(tmp_path, input_38mib):
     log = tmp_path / "stdout"
     with open(log, "w") as stdout:
+        # The network on 16 chunks (not one group sort of the whole input), so that the
+        # sort runs long enough for its workers to be killed again and again.
         proc = command("sort", input_38mib, tmp_path / "o.npy", "--workers", 2,
-                       "--memory-limit", "1GiB", "--progress", stdout=stdout)
+                       "--memory-limit", "1GiB", "--chunk-size", "2500000B", "--progress",
+                       stdout=stdout, strategy="network", group=1)
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_workers, args=(proc, log, stop, killed), daemon=True)
     killer.start()
