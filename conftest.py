@@ -14,8 +14,10 @@ def _gpu_visible():
 
 collect_ignore_glob = []
 if not _gpu_visible():
-    collect_ignore_glob += ["distsort/backends/cupy.py", "distsort/backends/cupy_ipc.py",
-                            "distsort/backends/launcher.py",
-                            "distsort/backends/cuda_ipc.py", "distsort/kernels/*.py",
-                            "distsort/backends/tuning.py", "distsort/backends/stream_gpu.py",
-                            "distsort/backends/hostbacked.py"]
+    collect_ignore_glob += ["distsort/backends/gpu/cupy_backend.py",
+                            "distsort/backends/share/ipc_backend.py",
+                            "distsort/backends/gpu/launcher.py",
+                            "distsort/backends/share/cuda_ipc.py", "distsort/kernels/*.py",
+                            "distsort/backends/gpu/tuning.py",
+                            "distsort/backends/outofcore/stream_gpu.py",
+                            "distsort/backends/outofcore/hostbacked.py"]

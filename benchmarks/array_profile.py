@@ -25,7 +25,7 @@ def main(argv=None):
     import dask
 
     import distsort
-    from distsort.backends.cupy_local import decode_codes, encode_codes
+    from distsort.backends.gpu.local_sort import decode_codes, encode_codes
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--log2", type=int, default=28)
     p.add_argument("--runs", type=int, default=5)

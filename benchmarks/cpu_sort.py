@@ -17,7 +17,7 @@ import numpy as np
 from dask.diagnostics import Profiler
 
 import distsort
-from distsort.backends import merge
+from distsort.backends.cpu import merge
 from driver import median_time, parser, print_table, save_rows, stage_seconds
 
 

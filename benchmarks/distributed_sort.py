@@ -289,13 +289,13 @@ def local_sort_seconds(client, n, dtype, runs, cpu=False):
     GPU (CUDA events; a fresh chunk each run, one chunk in memory at a time)."""
     def measure_cpu():
         from distsort.backends import Order
-        from distsort.backends import numpy as backend
+        from distsort.backends.cpu import numpy_backend as backend
         x = make_chunk(1, n, dtype, cpu=True)
         return median_time(lambda: backend.prepare(x, None, Order(), None), runs, 1)[0]
 
     def measure():
         import cupy
-        from distsort.backends import cupy as backend
+        from distsort.backends.gpu import cupy_backend as backend
         times = []
         for r in range(runs + 1):
             x = None

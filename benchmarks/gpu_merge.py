@@ -1,5 +1,5 @@
 """One compare-split merge on the GPU: the merge that reads its two runs in place
-(``distsort.backends.cupy.merge_runs``) against copying them into the output first
+(``distsort.backends.gpu.cupy_backend.merge_runs``) against copying them into the output first
 and merging there (``sort_inplace(merge=True)``, what the merges did up to v10).
 
     python benchmarks/gpu_merge.py [--cases uint32:28 uint64:30] [--runs 5] [--out DIR]
@@ -23,7 +23,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import cupy as cpb  # noqa: E402
+from distsort.backends.gpu import cupy_backend as cpb  # noqa: E402
 
 
 def random_run(rng_seed, n, dtype):

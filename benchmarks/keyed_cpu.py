@@ -36,7 +36,7 @@ from dask.diagnostics import Profiler
 import distsort
 from distsort import api
 from distsort.gather import gather
-from distsort.backends import merge
+from distsort.backends.cpu import merge
 from driver import median_time, parser, print_table, save_rows, stage_seconds
 
 #: (keys, values) dtypes: packed into one 64-bit code when they fit, else not.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The local-sort benchmark with block-shape variants, then the GPU backend tests under
-# the device's tuning table (distsort/backends/tuning.py) and, where a variant beat that
+# the device's tuning table (distsort/backends/gpu/tuning.py) and, where a variant beat that
 # table, again under the fastest variant (DISTSORT_TUNING).  From the repository root:
 #   bash benchmarks/local_sort_device.sh OUTDIR [local_sort.py arguments, e.g. --quick]
 set -uo pipefail
@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv
 BEST=$("$PYTHON" - "$OUT" <<'PY'
 import glob, json, sys
 import cupy
-from distsort.backends import tuning
+from distsort.backends.gpu import tuning
 best = json.load(open(sorted(glob.glob(sys.argv[1] + "/local_sort_*.json"))[-1])).get("best_tuning")
 table = tuning.table(int(cupy.cuda.Device().compute_capability[:-1]))  # "90" -> 9
 same = best is None or all(json.dumps(table.get(k)) == json.dumps(v) for k, v in best.items())

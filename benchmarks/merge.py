@@ -3,10 +3,10 @@
     python benchmarks/merge.py                # runs of 2^22 (2^23 keys out), one thread
     python benchmarks/merge.py --log2 20      # smaller runs
 
-Times ``distsort.backends.numpy._concat_sorted`` (what ``merge_low``/``merge_high``
+Times ``distsort.backends.cpu.numpy_backend._concat_sorted`` (what ``merge_low``/``merge_high``
 run) for keys-only int64 and float64 chunks (signed codes) and keyed chunks
 (int64 and float64 keys with int64 positions as values), with
-``distsort.backends.merge.ENABLED`` on and off.  Prints ns per output element.
+``distsort.backends.cpu.merge.ENABLED`` on and off.  Prints ns per output element.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from distsort.backends import Order
-from distsort.backends import merge
-from distsort.backends import numpy as nb
+from distsort.backends.cpu import merge
+from distsort.backends.cpu import numpy_backend as nb
 
 
 def best(fn, runs):

@@ -9,7 +9,7 @@ on the workers in the same run, times the bytes the chosen merge copies each way
 (``kway.kway_bytes_moved`` for the k-way merge, ``outofcore.bytes_moved`` for the
 network between runs, plus taking CuPy input off the GPU and, after the network,
 putting the output back).  ``phases``: the worker's seconds per phase and its spills
-(``distsort.backends.stream_gpu.phase_seconds``).  Every output is checked on the
+(``distsort.backends.outofcore.stream_gpu.phase_seconds``).  Every output is checked on the
 workers (``distsort.verify``: sorted within and across chunks, the count, and
 order-free 64-bit checksums of the keys and pairs).
 
@@ -120,13 +120,13 @@ def _device_name(dask_worker=None):
 
 
 def _pinned_stats(dask_worker=None):
-    from distsort.backends import pinned
+    from distsort.backends.outofcore import pinned
     return pinned.pool().stats()
 
 
 def _phase_seconds(dask_worker=None):
     """The GPU engine's seconds per phase since the last call (then reset)."""
-    from distsort.backends import stream_gpu
+    from distsort.backends.outofcore import stream_gpu
     return {k: round(v, 3) for k, v in stream_gpu.phase_seconds(reset=True).items()}
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/pass_profile.py [--n 268435456] [--dtype uint32] [--values uint32]
 
-Runs the launches of ``distsort.backends.launcher.sort_inplace`` with a CUDA event
+Runs the launches of ``distsort.backends.gpu.launcher.sort_inplace`` with a CUDA event
 between launches, on fresh random keys (checked against ``cupy.sort`` afterwards), and
 prints each pass (mode, top bit, global steps, blocks, ms) and the sum per mode.  With
 ``--runs 0`` it only sorts twice, untimed (under ``ncu``: the second sort's launches
@@ -20,7 +20,7 @@ import cupy
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends import launcher  # noqa: E402
+from distsort.backends.gpu import launcher  # noqa: E402
 
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from distsort.backends import launch, tuning  # noqa: E402
+from distsort.backends.gpu import launch_plan as launch, tuning  # noqa: E402
 from distsort.kernels.loader import HERE as KERNELS, scalar_type  # noqa: E402
 
 PAIRS = [("uint32", None), ("uint32", "uint32"), ("float64", None)]

@@ -225,7 +225,7 @@ def measure_cpu(workers=(2, 4, 8), chunk=2**17, runs=3):
     import distributed
 
     import distsort
-    from distsort.backends import numpy as nb
+    from distsort.backends.cpu import numpy_backend as nb
     from distsort.backends import Order
     rng = np.random.default_rng(22)
     order = Order()

@@ -14,7 +14,7 @@ try:  # NumPy >= 2
 except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
-from .backends.cupy_local import LOCAL_SORTS
+from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, get_backend
 from .gather import gather
 from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
@@ -196,7 +196,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         values = values.rechunk(keys.chunks)
     ooc = plan.out_of_core
     if ooc is not None:
-        from .backends.hostruns import HostRuns
+        from .backends.outofcore.hostruns import HostRuns
         backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget)
     else:
         backend = get_backend(keys._meta, plan.share)
@@ -221,7 +221,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
             finish_layer(out, name, sorted_keys, func, *args)
         elif ooc.merge == "kway":
             if name not in out.layers:  # keys alone: the merge's own layer
-                from .backends.hostruns import pick
+                from .backends.outofcore.hostruns import pick
                 pick_layer(out, name, sorted_keys, pick, part)
         else:
             run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
@@ -455,7 +455,7 @@ def argsort_by_positions(keys, descending, verify, local, what):
 
     NumPy keys of up to 4 bytes (fewer than 2**32 of them) carry uint32 positions:
     key and position then pack into one 64-bit code that the CPU backend sorts and
-    merges as one integer (``distsort.backends.numpy.keyed_codes``), where int64
+    merges as one integer (``distsort.backends.cpu.numpy_backend.keyed_codes``), where int64
     positions make a 12-byte pair that it sorts by permutation.  Measured with
     ``benchmarks/keyed_cpu.py --stable`` (2^24 float32 keys with int32 values, 8
     chunks, 2 threads):

@@ -249,9 +249,9 @@ def connect(scheduler_address: str | None = None,
 
 def ipc_read_stats(dask_worker: Worker | None = None) -> dict[str, int | float]:
     """What this process's merges copied from other GPU workers' memory through CUDA
-    IPC (``distsort.backends.cuda_ipc.read_stats``), ``{}`` where none ran; never
+    IPC (``distsort.backends.share.cuda_ipc.read_stats``), ``{}`` where none ran; never
     imports CuPy itself.  Run it on the workers: ``client.run(ipc_read_stats)``."""
-    ipc = sys.modules.get("distsort.backends.cuda_ipc")
+    ipc = sys.modules.get("distsort.backends.share.cuda_ipc")
     return ipc.read_stats() if ipc is not None else {}
 
 
@@ -273,7 +273,7 @@ def bytes_sent_by_kind(client: Client) -> dict[str, int]:
     From each worker's log of outgoing transfers (the recent ones that distributed
     keeps): for a sort, ``head`` and ``tail`` are the crossing elements that the
     compare-splits exchange, ``ipc`` those that merges copied from another GPU
-    worker's memory (``distsort.backends.cuda_ipc``: then only ``share`` handles of a
+    worker's memory (``distsort.backends.share.cuda_ipc``: then only ``share`` handles of a
     few hundred bytes travel), and anything else large is a chunk that moved.
 
     >>> before = bytes_sent_by_kind(client)  # doctest: +SKIP

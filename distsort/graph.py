@@ -25,7 +25,7 @@ so that only what crosses travels between workers:
   scheduler plugin of ``distsort.locality`` keeps them there).
 
 A backend that can share whole chunks between workers without moving them (``share``:
-GPU workers of one host, ``distsort.backends.cupy_ipc``) needs no edges, heads or
+GPU workers of one host, ``distsort.backends.share.ipc_backend``) needs no edges, heads or
 tails: a compare-split is a ``share`` of each chunk (handles, made as soon as the
 chunk is launched) and the merges ``low`` and ``high``, each reading the partner's
 crossing elements through its share; one trip through the scheduler per round.
@@ -531,7 +531,7 @@ def run_layers(graph, keys_name, values_name, chunks, backend, order, positions,
     """Runs of ``run_chunks`` chunks each (``backend.make_run``, on the GPU as one);
     returns the runs' keys and their lengths.
 
-    ``backend`` is a ``distsort.backends.hostruns.HostRuns``.  With ``stage``, every
+    ``backend`` is a ``distsort.backends.outofcore.hostruns.HostRuns``.  With ``stage``, every
     input chunk is first copied to host memory by a task of its own (``backend.stage``,
     where the chunk lives), so that forming a run holds no input chunk on the device;
     with ``held`` too, those tasks read persisted chunks where a worker holds them, with

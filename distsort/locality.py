@@ -139,7 +139,7 @@ def pairs_in_flight(client=None, per_worker=PAIRS_PER_WORKER, hosts=...) -> int:
 
 def share_crossing_parts(client=None, hosts=...) -> bool:
     """Whether GPU compare-splits read their partner's crossing elements through CUDA
-    IPC (chunks shared where they lie: ``distsort.backends.cuda_ipc``) instead of
+    IPC (chunks shared where they lie: ``distsort.backends.share.cuda_ipc``) instead of
     receiving them as data.
 
     The Dask config value ``distsort.exchange`` decides: ``"ipc"``, ``"comm"``

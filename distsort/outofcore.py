@@ -38,7 +38,7 @@ Not counted in the floor: CuPy input that dask-cuda has spilled to host memory i
 there, as pageable memory (``distsort.held``), and
 what it still holds on the device is spilled first; the CuPy output chunks, which it
 spills again, spill to their pinned host copies without a copy
-(``distsort.backends.hostbacked``).
+(``distsort.backends.outofcore.hostbacked``).
 
 Examples
 --------

@@ -6,7 +6,7 @@ arrays take the keys and the values of those tasks.  Builders take names and chu
 and touch no data.
 
 >>> from distsort.backends import Order
->>> from distsort.backends.hostruns import HostRuns
+>>> from distsort.backends.outofcore.hostruns import HostRuns
 >>> from distsort.graph import SortGraph
 >>> g = SortGraph("abc")
 >>> merged = kway_layers(g, [("distsort-run-abc", 0), ("distsort-run-abc", 1)],
@@ -26,9 +26,9 @@ __all__ = ["kway_sort_layers", "kway_layers", "pick_layer", "merge_chunk"]
 
 def merge_chunk(backend, start, stop, order, like_gpu, runs):
     """A k-way task: output elements ``start:stop`` of the merge of all ``runs``
-    (``distsort.backends.hostruns`` runs of ``backend``), from their co-ranks at the
+    (``distsort.backends.outofcore.hostruns`` runs of ``backend``), from their co-ranks at the
     ends of segments the device holds; on the GPU when ``like_gpu``."""
-    from .backends.hostruns import length, run_searcher
+    from .backends.outofcore.hostruns import length, run_searcher
     from .kway import KWAY_FRACTION, co_ranks, segment_bounds
     segment = backend.kway_segment(runs[0], stop - start, like_gpu, KWAY_FRACTION)
     before = run_searcher(runs, order)

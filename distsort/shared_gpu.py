@@ -24,7 +24,7 @@ class RMMPool(WorkerPlugin):
     array of the worker comes from the pool (and can be shared through CUDA IPC).  The
     pool counts what it hands out (``rmm.statistics``): the driver sees the whole pool
     as used, and the local sort's choice needs the room left in it
-    (``distsort.backends.cupy_local.device_budget``).
+    (``distsort.backends.gpu.local_sort.device_budget``).
 
     >>> RMMPool(1.5)
     Traceback (most recent call last):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .backends.cupy_local import radix_extra_bytes
+from .backends.gpu.local_sort import radix_extra_bytes
 from .kway import choose_merge
 from .memory import RESERVE, _usable
 from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.numpy import COMPILED_FROM  # NumPy chunks this long are hashed compiled
+from .backends.cpu.numpy_backend import COMPILED_FROM  # NumPy chunks this long are hashed compiled
 from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
@@ -156,7 +156,7 @@ def _hash_sums():
     """:func:`_hash_sums_py` compiled with numba (``nogil``: threads hash chunks at
     once), or None where numba is not installed (or ``DISTSORT_NUMBA=0``)."""
     if not _HASH_SUMS:
-        from .backends import merge
+        from .backends.cpu import merge
         _HASH_SUMS.append(merge.numba.njit(cache=True, nogil=True)(_hash_sums_py)
                           if merge.ENABLED else None)
     return _HASH_SUMS[0]

@@ -80,7 +80,7 @@ def _local_memory():
 
 
 def _local_device():
-    from .backends.cupy_local import device_limit
+    from .backends.gpu.local_sort import device_limit
     return device_limit()
 
 

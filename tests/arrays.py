@@ -102,7 +102,7 @@ def stable_argsort(x, descending=False):
 def kernel_order(keys, values, descending):
     """Keyed order of the GPU kernels: canonical key code, value code, and where both
     tie (-0.0/+0.0, NaN payloads) the key's total code, then the value's total code."""
-    from distsort.backends import numpy as npb
+    from distsort.backends.cpu import numpy_backend as npb
     perm = np.lexsort((npb.encode(values), npb.encode(keys, descending=descending),
                        npb.encode(values, canonical=True),
                        npb.encode(keys, canonical=True, descending=descending)))
@@ -112,7 +112,7 @@ def kernel_order(keys, values, descending):
 def kernel_reference(keys, values, order, start=None):
     """The NumPy backend's sort of one chunk, as ``(keys, values or None)``; keyed: with
     full ties ordered as the kernels order them (the NumPy backend keeps input order)."""
-    from distsort.backends import numpy as npb
+    from distsort.backends.cpu import numpy_backend as npb
     chunk = npb.prepare(keys, values, order, start)
     vdtype = None if values is None else np.asarray(values).dtype
     out = npb.finish_keys(chunk, order, keys.dtype, vdtype)

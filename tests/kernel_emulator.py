@@ -1,7 +1,7 @@
 """Run the CUDA kernels of ``distsort/kernels`` on the CPU (tests without a GPU).
 
 ``sort_inplace`` and ``merge_runs`` walk the launches that the GPU launcher walks
-(``distsort.backends.launch``) on NumPy arrays, through ``emulator/emu.cpp``: the
+(``distsort.backends.gpu.launch_plan``) on NumPy arrays, through ``emulator/emu.cpp``: the
 kernel source compiled by the host C++ compiler, one std::thread per CUDA thread.
 Small block shapes (a few threads, tiles of a few hundred elements) reach every code
 path of the kernels (SORT, GROUP with and without the mirror, MERGE, both ways of
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distsort.backends import launch, passes
+from distsort.backends.gpu import launch_plan as launch, passes
 from distsort.kernels.loader import HERE as KERNELS, scalar_type
 
 EMU = Path(__file__).resolve().parent / "emulator" / "emu.cpp"
@@ -84,7 +84,7 @@ def _instance(tab, key_dtype, value_dtype, packed=False):
     return _library(kdt, vdt, passes.config(tab, kdt.itemsize, 0 if vdt is None else vdt.itemsize))
 
 
-#: The launches (``launch.Launch``) that the last ``sort_inplace`` or ``merge_runs`` ran.
+#: The launches (``gpu.launch_plan.Launch``) that the last ``sort_inplace`` or ``merge_runs`` ran.
 ran = []
 
 
@@ -102,14 +102,14 @@ def _aligned(keys, values):
 
 
 def packs(tab, keys, values, n):
-    """Whether the GPU launcher sorts these arrays packed (``launch.kernel_shape``)."""
+    """Whether the GPU launcher sorts these arrays packed (``gpu.launch_plan.kernel_shape``)."""
     vdt = None if values is None else values.dtype
     return launch.kernel_shape(tab, keys.dtype, vdt, n, _aligned(keys, values))[1]
 
 
 def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False, packed=None):
     """``cupy.sort_inplace`` on NumPy arrays under the tuning table ``tab``: the launches
-    of ``launch.sort_launches``.  ``packed``: None packs where the GPU launcher would,
+    of ``gpu.launch_plan.sort_launches``.  ``packed``: None packs where the GPU launcher would,
     False never; True asserts that it does."""
     if keys.size == 0 or lanes == 0:
         return keys, values
@@ -135,7 +135,7 @@ def sort_inplace(tab, keys, values=None, descending=False, lanes=1, merge=False,
 def merge_runs(tab, a, av, b, bv, descending=False):
     """``cupy.merge_runs`` of sorted ``(a, av)`` and ``(b, bv)`` (values None: keys
     only) under the tuning table ``tab``: new arrays, the launches of
-    ``launch.merge_launches`` (the first pass reading the runs)."""
+    ``gpu.launch_plan.merge_launches`` (the first pass reading the runs)."""
     ma, m = a.size, a.size + b.size
     assert 0 < ma < m, "merge_runs merges two non-empty runs"
     keys = np.empty(m, a.dtype)

@@ -1170,7 +1170,7 @@ def test_out_of_core_small(tmp_path, capsys):
     """160 MB of float64 through two workers limited to 200 MB each, ~115 MB of which
     the interpreter itself takes: the chunks (and their copies) cannot stay in memory.
     numba's merges add about 100 MB to each worker (LLVM), so the limit grows with them."""
-    from distsort.backends import merge
+    from distsort.backends.cpu import merge
     out_of_core(tmp_path, capsys, 20_000_000, "300MB" if merge.ENABLED else "200MB", "8MiB")
 
 

@@ -310,7 +310,7 @@ def test_an_interrupt_does_not_wait_for_running_sorts(files, sig):
     cores): an interrupt must end the command at once, not when it is done."""
     code = """
 import os, time
-import distsort.backends.numpy as npb
+import distsort.backends.cpu.numpy_backend as npb
 real = npb.prepare
 def slow(*args, **kwargs):
     open("sorting", "w").close()

@@ -1,11 +1,12 @@
-"""The compiled code maps (``distsort.backends.codes``) against the NumPy code they
+"""The compiled code maps (``distsort.backends.cpu.codes``) against the NumPy code they
 replace: every dtype, ascending and descending, special values mixed in, the same
 bits both ways; and the backend gives the same chunks with and without them."""
 import numpy as np
 import pytest
 
-from distsort.backends import Order, codes, merge
-from distsort.backends import numpy as npb
+from distsort.backends import Order
+from distsort.backends.cpu import codes, merge
+from distsort.backends.cpu import numpy_backend as npb
 from distsort.order import decode, encode
 
 from arrays import DTYPES, bits, random_keys

@@ -13,13 +13,13 @@ from backends import GPU, GPU_ONLY, cupy
 pytestmark = GPU_ONLY
 
 from distsort.backends import Order  # noqa: E402
-from distsort.backends import numpy as npb  # noqa: E402
+from distsort.backends.cpu import numpy_backend as npb  # noqa: E402
 
-from distsort.backends import launch  # noqa: E402
+from distsort.backends.gpu import launch_plan as launch  # noqa: E402
 
 if GPU:
-    from distsort.backends import cupy as cpb
-    from distsort.backends import launcher
+    from distsort.backends.gpu import cupy_backend as cpb
+    from distsort.backends.gpu import launcher
 
 ORDERS = [Order(False), Order(True)]
 VALUE_DTYPES = ["bool", "int8", "float16", "uint32", "float32", "float64"]
@@ -323,7 +323,8 @@ def test_end_to_end(nchunks):
 def test_backend_protocols():
     """The CuPy backends are what the graph calls (``backends.Backend``); the one that
     shares chunks through CUDA IPC is a ``SharingBackend``, the plain one is not."""
-    from distsort.backends import Backend, SharingBackend, cupy_ipc
+    from distsort.backends import Backend, SharingBackend
+    from distsort.backends.share import ipc_backend as cupy_ipc
 
     assert isinstance(cpb, Backend) and not isinstance(cpb, SharingBackend)
     assert isinstance(cupy_ipc, SharingBackend)

@@ -18,10 +18,10 @@ import dask.array as da  # noqa: E402
 
 import distsort  # noqa: E402
 from distsort.backends import Order  # noqa: E402
-from distsort.backends import numpy as npb  # noqa: E402
+from distsort.backends.cpu import numpy_backend as npb  # noqa: E402
 
 if GPU:
-    from distsort.backends import cupy as cpb
+    from distsort.backends.gpu import cupy_backend as cpb
 
 LOCALS = ["radix", "bitonic"]
 SIZES = [0, 1, 2, 3, 1000, 4099, 65521, 2**18 + 1]

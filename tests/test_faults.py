@@ -16,11 +16,15 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort.backends import numpy as npb
+from distsort.backends.cpu import numpy_backend as npb
 from distsort.order import encode
 from backends import BACKENDS
 from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys,
                     stable_argsort)
+
+#: The module of each backend, by its name.
+BACKEND_MODULES = {"numpy": "distsort.backends.cpu.numpy_backend",
+                   "cupy": "distsort.backends.gpu.cupy_backend"}
 
 #: Faults injected, results checked, and how each run under a fault ended.
 COUNTS = {"kills": 0, "finished_correct": 0, "failed_clearly": 0, "results_checked": 0,
@@ -95,7 +99,7 @@ def _on(x, backend):
 def test_every_task_twice_on_read_only_inputs(monkeypatch, dtype, backend):
     """Every backend task run twice: the same result and unchanged inputs; with NumPy
     every input and intermediate array is read-only as well."""
-    module = importlib.import_module(f"distsort.backends.{backend}")
+    module = importlib.import_module(BACKEND_MODULES[backend])
     calls = {}
     for name in TASKS:
         monkeypatch.setattr(module, name, _twice(getattr(module, name), calls))
@@ -161,7 +165,7 @@ class SlowMerges(distributed.WorkerPlugin):
 
     def setup(self, worker):
         import importlib
-        backend = importlib.import_module(f"distsort.backends.{self.backend}")
+        backend = importlib.import_module(BACKEND_MODULES[self.backend])
         for name in ("merge_low", "merge_high"):
             func = getattr(backend, name)
             if not getattr(func, "slowed", False):
@@ -277,7 +281,7 @@ def test_command_never_publishes_a_faulty_sort(tmp_path, monkeypatch, capsys, fa
     temporary left.  The command sorts with threads of this process, so the
     monkeypatch reaches its tasks."""
     from distsort import cli
-    from distsort.backends import numpy as npb
+    from distsort.backends.cpu import numpy_backend as npb
     real = npb.finish_keys
 
     def faulty(chunk, order, dtype):

@@ -30,9 +30,9 @@ COUNTS = {"inputs": 0, "results_checked": 0, "elements_lost": 0}
 
 def backend_module(name):
     if name == "cupy":
-        from distsort.backends import cupy as backend
+        from distsort.backends.gpu import cupy_backend as backend
     else:
-        from distsort.backends import numpy as backend
+        from distsort.backends.cpu import numpy_backend as backend
     return backend
 
 

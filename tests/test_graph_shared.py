@@ -1,5 +1,5 @@
 """The compare-split of backends that share whole chunks (``share``; on GPUs of one host
-``distsort.backends.cupy_ipc``), run on the CPU: the NumPy backend, its chunks "shared"
+``distsort.backends.share.ipc_backend``), run on the CPU: the NumPy backend, its chunks "shared"
 as they are, must sort exactly as the edges/head/tail graph does."""
 import types
 
@@ -11,7 +11,7 @@ import pytest
 import distsort
 from arrays import assert_sorted_like_numpy, random_keys, stable_argsort
 from distsort import api
-from distsort.backends import numpy as npb
+from distsort.backends.cpu import numpy_backend as npb
 from distsort.graph import round_task_kind
 from test_api import sort_by_key_reference
 

@@ -1,5 +1,5 @@
 """Output chunks that a dask-cuda worker spills without a copy
-(``distsort.backends.hostbacked``), checked against the bytes they were made from."""
+(``distsort.backends.outofcore.hostbacked``), checked against the bytes they were made from."""
 import numpy as np
 import pytest
 
@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.gpu,
 
 
 def _made(dtype=np.float32, n=100_003, seed=0):
-    from distsort.backends.hostbacked import host_backed
+    from distsort.backends.outofcore.hostbacked import host_backed
     host = np.random.default_rng(seed).standard_normal(n).astype(dtype)
     return host, host_backed(host)
 
@@ -44,7 +44,7 @@ def test_a_chunk_written_in_place_or_a_view_of_one_is_copied_as_it_is_now():
 
 
 def test_the_fingerprint_sees_a_permutation_and_odd_sizes():
-    from distsort.backends.hostbacked import fingerprint
+    from distsort.backends.outofcore.hostbacked import fingerprint
     a = cupy.arange(1001, dtype=cupy.uint8)
     b = a.copy()
     b[[3, 4]] = b[[4, 3]]

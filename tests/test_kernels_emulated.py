@@ -1,7 +1,7 @@
 """The CUDA kernels, run on the CPU by ``kernel_emulator``, against the NumPy backend.
 
 What the GPU tests check on the device, checked here on every commit: the kernel
-source itself (``distsort/kernels``) and the launches (``launch.py``),
+source itself (``distsort/kernels``) and the launches (``backends/gpu/launch_plan.py``),
 under small block shapes that reach every path -- the SORT pass, GROUP passes with
 and without the mirror, MERGE passes, both ways of addressing shared memory,
 virtual padding, lanes, bitonic merges and the crossing count.  Skipped where no C++
@@ -13,7 +13,7 @@ import pytest
 import kernel_emulator as emu
 from arrays import DTYPES, bits, kernel_order, kernel_reference, random_keys
 from distsort.backends import Order
-from distsort.backends import numpy as npb
+from distsort.backends.cpu import numpy_backend as npb
 
 pytestmark = pytest.mark.skipif(not emu.available(), reason="no C++ compiler")
 
@@ -346,8 +346,8 @@ def test_crossing_count(order, keyed):
 def test_emulator_runs_the_gpu_launches(dtype, vdtype, n, lanes, merge, first):
     """The launches the emulator ran (kernel, block shape, pass, integer arguments, grid)
     are the GPU launcher's: the list that ``launcher.sort_inplace`` and
-    ``launcher.merge_sorted`` walk (``launch.sort_launches``, ``launch.merge_launches``),
-    computed here from dtypes and sizes alone."""
+    ``launcher.merge_sorted`` walk (``gpu.launch_plan.sort_launches``,
+    ``gpu.launch_plan.merge_launches``), computed here from dtypes and sizes alone."""
     tab = TUNINGS["wide"]
     rng = np.random.default_rng(n + lanes)
     order = Order(False, vdtype is not None)

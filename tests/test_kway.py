@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import distsort
 from distsort import sortplan
 from distsort.backends import Order
-from distsort.backends import hostruns
+from distsort.backends.outofcore import hostruns
 from distsort.kway import choose_merge, co_ranks, searcher, segment_bounds
 
 from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort

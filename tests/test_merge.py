@@ -1,4 +1,4 @@
-"""The numba merges (``distsort.backends.merge``) against the NumPy code they replace.
+"""The numba merges (``distsort.backends.cpu.merge``) against the NumPy code they replace.
 
 Both paths run on the same sorted runs (every dtype, keys alone and with values,
 ascending and descending, empty runs, ties, signed zeros and NaNs) and must give
@@ -7,8 +7,9 @@ the same bits; neither may write to its inputs.
 import numpy as np
 import pytest
 
-from distsort.backends import Order, merge
-from distsort.backends import numpy as npb
+from distsort.backends import Order
+from distsort.backends.cpu import merge
+from distsort.backends.cpu import numpy_backend as npb
 
 from arrays import DTYPES, bits, random_keys
 

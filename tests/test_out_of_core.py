@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import distsort
 from distsort.backends import Order
-from distsort.backends import hostruns
+from distsort.backends.outofcore import hostruns
 from distsort.order import encode
 from distsort.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core,
                                 run_lengths)
@@ -179,7 +179,7 @@ def test_a_chunk_larger_than_the_budget_is_refused_with_advice():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_engines_give_the_same_merges_bit_for_bit(backend):
     """The GPU engine's streamed merge equals the NumPy engine's (and NumPy's sort)."""
-    from distsort.backends import stream_cpu
+    from distsort.backends.outofcore import stream_cpu
     rng = np.random.default_rng(7)
     order = Order()
     x, y = (random_keys(rng, n, "float32") for n in (5000, 3001))
@@ -187,7 +187,7 @@ def test_engines_give_the_same_merges_bit_for_bit(backend):
     cuts = hostruns.segments(x, y, 700, order)
     ref = stream_cpu.merge(x, y, cuts, order, None)
     if backend == "cupy":
-        from distsort.backends import stream_gpu
+        from distsort.backends.outofcore import stream_gpu
         got = stream_gpu.merge(x, y, cuts, order, 10**8)
         assert np.array_equal(got.view(np.uint32), ref.view(np.uint32))
     assert np.array_equal(ref, np.sort(np.concatenate((x, y))), equal_nan=True)
@@ -246,7 +246,7 @@ def test_engine_and_budget_choice(monkeypatch, reported, config, want):
 
 
 def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
-    from distsort.backends.pinned import PAGE, PinnedPool
+    from distsort.backends.outofcore.pinned import PAGE, PinnedPool
     locked, unlocked = [], []
     pool = PinnedPool(register=lambda a, n: locked.append((a, n)),
                       unregister=unlocked.append)
@@ -269,7 +269,7 @@ def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
 
 
 def test_pinned_pool_unlocks_free_blocks_before_passing_its_cap():
-    from distsort.backends.pinned import PAGE, PinnedPool
+    from distsort.backends.outofcore.pinned import PAGE, PinnedPool
     unlocked = []
     pool = PinnedPool(register=lambda a, n: None, unregister=unlocked.append, cap=3 * PAGE)
     a = pool.empty(PAGE, "uint8")

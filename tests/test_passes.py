@@ -1,7 +1,7 @@
-"""The launch plan of the GPU sort (``distsort.backends.passes``), on integers alone."""
+"""The launch plan of the GPU sort (``distsort.backends.gpu.passes``), on integers alone."""
 import pytest
 
-from distsort.backends import passes, tuning
+from distsort.backends.gpu import passes, tuning
 
 
 def network(p, merge=False):

@@ -1,10 +1,11 @@
-"""``distsort.backends.pins``: what a shared GPU chunk's owner holds until its reader is done."""
+"""``distsort.backends.share.keepalive``: what a shared GPU chunk's owner holds until its
+reader is done."""
 import gc
 import multiprocessing
 import time
 import weakref
 
-from distsort.backends.pins import Pins, mark_read
+from distsort.backends.share.keepalive import Pins, mark_read
 
 
 class Chunk:

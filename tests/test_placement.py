@@ -8,7 +8,7 @@ import pytest
 
 import distsort
 from distsort import api, locality
-from distsort.backends import cupy_local
+from distsort.backends.gpu import local_sort as cupy_local
 from distsort.graph import task_round
 from distsort.placement import floor_pow2, group_bounds, group_size, placement, starts
 from distsort.plan import plan_network
@@ -90,7 +90,7 @@ def test_choose_local_through_sort_owned(monkeypatch):
     import types
     import sys
     fake = types.SimpleNamespace(sort_inplace=lambda k, v, d: picked.append("bitonic"))
-    monkeypatch.setitem(sys.modules, "distsort.backends.launcher", fake)
+    monkeypatch.setitem(sys.modules, "distsort.backends.gpu.launcher", fake)
     keys = np.zeros(1000, dtype=np.float32)  # only its size and dtype are read
     order = distsort.backends.Order()
     for budget, want in ((10**6, "radix"), (10**3, "bitonic")):
@@ -252,7 +252,7 @@ def test_radix_order_matches_numpy_backend(dtype, monkeypatch):
     import sys
     import types
     from distsort.backends import Order
-    from distsort.backends import numpy as npb
+    from distsort.backends.cpu import numpy_backend as npb
     fake = types.SimpleNamespace(argsort=lambda a: np.argsort(a, kind="stable"))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     rng = np.random.default_rng(abs(hash(dtype)) % 2**32)

@@ -89,7 +89,7 @@ def test_device_budget_counts_the_pool(client):
     """The room left in a worker's RMM pool counts in its device budget (the driver sees
     the pool as used), so the radix path is taken where it fits."""
     def room():
-        from distsort.backends.cupy_local import _rmm_pool_free, device_budget
+        from distsort.backends.gpu.local_sort import _rmm_pool_free, device_budget
         return _rmm_pool_free(), device_budget(), cupy.cuda.runtime.memGetInfo()[1]
     for free, budget, total in client.run(room).values():
         assert free is not None and free > 0.15 * total and budget >= free, (free, budget)

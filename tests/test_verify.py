@@ -14,7 +14,7 @@ import pytest
 import distsort
 from distsort import verify as dv
 from distsort.backends import Order
-from distsort.backends import numpy as npb
+from distsort.backends.cpu import numpy_backend as npb
 from distsort.order import encode
 from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
 

@@ -44,7 +44,7 @@ Probe: TypeAlias = "np.ndarray | tuple[np.ndarray, ...]"
 class Backend(Protocol):
     """The functions the graph calls on chunks (``distsort.graph``).
 
-    >>> from distsort.backends import numpy as npb
+    >>> from distsort.backends.cpu import numpy_backend as npb
     >>> isinstance(npb, Backend), isinstance(npb, SharingBackend)
     (True, False)
     """
@@ -101,7 +101,7 @@ class Backend(Protocol):
 
 @runtime_checkable
 class SharingBackend(Backend, Protocol):
-    """A backend whose chunks another worker reads in place (``cupy_ipc``: GPU workers
+    """A backend whose chunks another worker reads in place (``share.ipc_backend``: GPU workers
     of one host): the graph then needs no edges, heads or tails."""
 
     def share(self, chunk: Chunk) -> Any:
@@ -127,7 +127,7 @@ def capabilities(backend) -> frozenset:
     """What ``backend`` declares it can do (its ``CAPABILITIES``; none where it declares
     nothing).  The graph asks this, never the backend's attributes.
 
-    >>> from distsort.backends import numpy as npb
+    >>> from distsort.backends.cpu import numpy_backend as npb
     >>> capabilities(npb)
     frozenset()
     """
@@ -142,12 +142,12 @@ def array_module_name(meta: Array) -> str:
 
 def get_backend(meta: Array, share: bool = False) -> ModuleType:
     """The backend module for arrays like ``meta``; ``share``: CuPy chunks are shared
-    between workers through CUDA IPC (``cupy_ipc``; workers of one host only)."""
+    between workers through CUDA IPC (``share.ipc_backend``; workers of one host only)."""
     if array_module_name(meta) == "cupy":
         if share:
-            from . import cupy_ipc as backend
+            from .share import ipc_backend as backend
         else:
-            from . import cupy as backend
+            from .gpu import cupy_backend as backend
     else:
-        from . import numpy as backend
+        from .cpu import numpy_backend as backend
     return backend

@@ -1,10 +1,10 @@
-"""The GPU engine of out-of-core sorts (``distsort.backends.hostruns``).
+"""The GPU engine of out-of-core sorts (``distsort.backends.outofcore.hostruns``).
 
-Runs live in page-locked host memory (``distsort.backends.pinned``: huge pages,
+Runs live in page-locked host memory (``distsort.backends.outofcore.pinned``: huge pages,
 registered with CUDA, kept for the next run of the same size, since locking pages
 costs about 0.2 s per GB and is paid once per worker).  A run is formed by copying
 its chunks in, sorting them in
-place (``distsort.backends.cupy.sort_inplace``) and copying them out; a merge copies
+place (``distsort.backends.gpu.cupy_backend.sort_inplace``) and copying them out; a merge copies
 each segment's two inputs in, merges them (``merge_runs``) and copies the result out,
 with two segments in flight on two streams, so that the copies of one overlap the
 other's kernels and the two directions of the link run at once.
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import cupy
 import numpy as np
 
-from . import cupy as gpu
+from ..gpu import cupy_backend as gpu
 from . import pinned
 from .hostruns import make_run, parts
 
@@ -218,10 +218,10 @@ def _merge(x, y, cuts, order, budget):
 
 def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     """Elements per segment of a k-way merge: two segments in flight, each its slices
-    and the radix sort's buffers (``cupy_local.radix_extra_bytes``), beside the output
+    and the radix sort's buffers (``gpu.local_sort.radix_extra_bytes``), beside the output
     chunk itself when it stays on the device (``like_gpu``), in ``fraction`` of the
     budget."""
-    from .cupy_local import radix_extra_bytes
+    from ..gpu.local_sort import radix_extra_bytes
     ks = np.dtype(keys_dtype).itemsize
     vs = 0 if values_dtype is None else np.dtype(values_dtype).itemsize
     room = (budget or cupy.cuda.Device().mem_info[0]) * fraction
@@ -242,7 +242,7 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
 
 
 def _merge_segments(runs, cuts, order, like_gpu, budget):
-    from .cupy_local import radix_extra_bytes, radix_sort
+    from ..gpu.local_sort import radix_extra_bytes, radix_sort
     keys, values = parts(runs[0])
     kdt, vdt = keys.dtype, None if values is None else values.dtype
     n = sum(cuts[-1]) - sum(cuts[0])

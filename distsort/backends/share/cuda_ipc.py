@@ -12,7 +12,7 @@ crossing elements with the copy engine (``cudaMemcpyAsync`` over NVLink).  One
 trip, started while the sorts still run, and only what crosses moves.
 
 Lifetime: the owner holds the share (chunk and event) until the partner's merge
-says (``pins``) that its copy is done; a thread of the reader's process waits for
+says (``keepalive``) that its copy is done; a thread of the reader's process waits for
 the copy and says so, while the merge's task ends as soon as its kernels are
 queued (the report to the scheduler then overlaps the copy and the merge).  Dask's
 reference to the share would not do: the active memory manager may drop the
@@ -49,7 +49,7 @@ from contextlib import contextmanager
 import cupy
 import numpy as np
 
-from .pins import mark_read, process_pins
+from .keepalive import mark_read, process_pins
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ the bitonic network between runs unchanged: edges, heads and tails are host view
 crossing counts are binary searches in host memory, and the merges of a compare-split
 stream through an *engine* in segments (``distsort.outofcore``):
 
-* ``"gpu"`` (``distsort.backends.stream_gpu``): copies in, the bitonic merge kernels,
+* ``"gpu"`` (``distsort.backends.outofcore.stream_gpu``): copies in, the bitonic merge kernels,
   copies out, two segments in flight on two CUDA streams;
 * ``"cpu"``: NumPy, the same segments one after the other (the reference, and what CI
   runs).
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..order import encode
-from .numpy import crossing_bound  # noqa: F401  (probes are NumPy's codes)
-from .numpy import first_not, order_codes, probe_codes
+from ...order import encode
+from ..cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
+from ..cpu.numpy_backend import first_not, order_codes, probe_codes
 
 
 def parts(run):
@@ -188,7 +188,7 @@ class HostRuns:
     def stage_held(self, held):
         """``stage`` of a persisted chunk read where its worker holds it
         (``distsort.held``: a spilled CuPy chunk is read from its host copy)."""
-        from ..held import read_held
+        from ...held import read_held
         return self.stage(read_held(held))
 
     def make_run(self, keys, values, order, starts=None):

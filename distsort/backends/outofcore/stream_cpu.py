@@ -1,4 +1,4 @@
-"""The NumPy engine of out-of-core sorts (``distsort.backends.hostruns``): the reference
+"""The NumPy engine of out-of-core sorts (``distsort.backends.outofcore.hostruns``): the reference
 of the GPU engine, run segment by segment, so that CI tests the executor's logic."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import itertools
 
 import numpy as np
 
-from ..order import decode, encode
+from ...order import decode, encode
 from .hostruns import make_run, parts, positions
-from .numpy import _keyed_perm
+from ..cpu.numpy_backend import _keyed_perm
 
 
 def record(name, seconds):

@@ -2,7 +2,7 @@
 block shape, runs which pass with which integer arguments.
 
 Pure functions of dtypes, sizes and a tuning table (``tuning.py``), tested without a
-GPU.  The GPU launcher (``backends/launcher.py``) and the CPU emulation of the kernels
+GPU.  The GPU launcher (``backends/gpu/launcher.py``) and the CPU emulation of the kernels
 in the tests (``tests/kernel_emulator.py``) both walk the list that ``sort_launches``
 or ``merge_launches`` gives, so the emulator runs what the GPU runs.
 """
@@ -36,7 +36,7 @@ def kernel_shape(tab: dict, key_dtype, value_dtype, n: int, aligned: bool = True
     table ``tab``: packed (``passes.packs``, 8-byte keys' shape) where the dtypes and
     ``n`` allow, the arrays are 8-byte ``aligned`` and it is a sort, not a ``merge``.
 
-    >>> from distsort.backends import tuning
+    >>> from distsort.backends.gpu import tuning
     >>> cfg, packed = kernel_shape(tuning.TABLES[9], "uint32", "uint32", 1 << 20)
     >>> packed, cfg.items_per_thread, kernel_shape(tuning.TABLES[9], "uint32", None, 9)[1]
     (True, 32, False)
@@ -56,7 +56,7 @@ def launch_plan(cfg: passes.Config, n: int, lanes: int = 1, packed: bool = False
     the lanes are bitonic and only merged; with ``runs`` (one lane) the first pass reads
     two sorted runs where they lie (``merge_pass``) and the rest merge.
 
-    >>> from distsort.backends import tuning
+    >>> from distsort.backends.gpu import tuning
     >>> cfg = passes.config(tuning.TABLES[9], 4)
     >>> [(x.kernel, x.step.mode, x.grid) for x in launch_plan(cfg, 1 << 15, lanes=3)]
     [('bitonic_pass', 0, (2, 3)), ('bitonic_pass', 2, (2, 3)), ('bitonic_pass', 1, (2, 3))]

@@ -16,11 +16,11 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from .. import memory
+from ... import memory
 from . import launcher
 from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
-from .cupy_local import sort_owned  # noqa: F401  (also the graph's group sorts)
-from .numpy import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
+from .local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
+from ..cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
 #: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``.
@@ -57,7 +57,7 @@ def crossing_count(a_top, b_bottom, descending):
 # ---------------------------------------------------------------- the interface
 def prepare(keys, values, order, start=None, local="bitonic"):
     """Copy one chunk (the input is never modified) and sort the copy: in place, or by
-    CUB's radix sort (``local``: ``cupy_local.sort_owned``; the graph passes the
+    CUB's radix sort (``local``: ``local_sort.sort_owned``; the graph passes the
     ``local=`` of ``distsort.sort``, whose default is ``"auto"``)."""
     vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
     # A merge later holds this chunk, the other chunk's head and the output: refuse a

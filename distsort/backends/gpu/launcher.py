@@ -1,4 +1,4 @@
-"""The GPU launcher: runs the launches of ``launch.py`` on CuPy arrays, with the kernels
+"""The GPU launcher: runs the launches of ``launch_plan.py`` on CuPy arrays, with the kernels
 of ``distsort/kernels`` (``sort.cu`` says what one pass does).
 
 Keys are the user's dtype (the kernels turn them into order codes on load and back on
@@ -13,8 +13,8 @@ import functools
 import cupy
 import numpy as np
 
-from ..kernels.loader import get_module
-from . import launch, passes, tuning
+from ...kernels.loader import get_module
+from . import launch_plan as launch, passes, tuning
 
 GRID_Y = 65535  # the largest grid y dimension: lanes beyond it take further launches
 
@@ -55,7 +55,7 @@ def pass_count(n, key_dtype, value_dtype=None, merge=False):
 
 
 def kernel_shape(keys, values=None, lanes=1, merge=False):
-    """``(block shape, packed)`` of ``sort_inplace`` of these arrays (``launch.kernel_shape``
+    """``(block shape, packed)`` of ``sort_inplace`` of these arrays (``launch_plan.kernel_shape``
     on this device, packed only where both arrays are 8-byte aligned)."""
     n = keys.size // lanes if lanes else 0
     vdtype = None if values is None else values.dtype
@@ -82,7 +82,7 @@ def _run(kernel, x, head, tail):
 
 def launches(keys, values=None, descending=False, lanes=1, merge=False, build=None):
     """``(launch, run)`` of each launch of ``sort_inplace`` of these (non-empty) arrays
-    (``launch.sort_launches``), one at a time (``benchmarks/pass_profile.py`` times them).
+    (``launch_plan.sort_launches``), one at a time (``benchmarks/pass_profile.py`` times them).
     ``build(shape, packed)``: the kernels of a block shape from another build (such as
     ``loader.Module(..., defines=...)``), default the library's."""
     n = keys.size // lanes

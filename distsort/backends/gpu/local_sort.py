@@ -1,6 +1,6 @@
 """Local sorts of the CuPy backend: CUB's radix sort where memory allows, else in place.
 
-``distsort.backends.cupy.prepare`` sorts each chunk it owns (a copy of the input)
+``distsort.backends.gpu.cupy_backend.prepare`` sorts each chunk it owns (a copy of the input)
 through :func:`sort_owned`, which picks the path by :func:`choose_local`:
 
 ``"radix"``
@@ -10,7 +10,7 @@ through :func:`sort_owned`, which picks the path by :func:`choose_local`:
     before ``+0.0``, argsort stable, ties of ``sort_by_key`` broken by the value.
     It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
 ``"bitonic"``
-    The in-place kernels (``distsort.backends.launcher.sort_inplace``): no extra memory.
+    The in-place kernels (``distsort.backends.gpu.launcher.sort_inplace``): no extra memory.
 ``"auto"``
     Radix where the worker's device budget (:func:`device_budget`: dask-cuda's
     ``device_memory_limit`` less what the worker holds, or the free device memory)
@@ -111,7 +111,7 @@ def device_budget(owned_bytes=0):
     device memory plus what CuPy's own pool caches."""
     limit, held = _dask_cuda_limits()
     if held is not None:
-        from .. import memory
+        from ... import memory
         if limit is None:
             limit = memory.largest_fitting_chunk(1, memory.device_capacity(), copies=1)
         return max(0, limit - held - int(owned_bytes))
@@ -143,7 +143,7 @@ def _rmm_pool_free():
 def device_limit():
     """Bytes of device memory a worker's chunks may take: dask-cuda's
     ``device_memory_limit`` where set, else the device's capacity."""
-    from .. import memory
+    from ... import memory
     limit, _ = _dask_cuda_limits()
     return limit if limit is not None else memory.device_capacity()
 
@@ -171,7 +171,7 @@ def radix_sort(keys, values, order, increasing_values=False):
     owned: keys alone are turned into their codes, sorted and turned back in place."""
     import cupy
 
-    from .numpy import order_codes
+    from ..cpu.numpy_backend import order_codes
     if values is None:
         codes = encode_codes(keys, descending=order.descending, in_place=True)
         codes.sort()  # thrust/CUB radix sort in place
@@ -211,11 +211,11 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
     (``kernels.loader.order_kernel``) where CuPy's operators take five, and with
     ``in_place`` overwrite their own storage (a contiguous copy's, for a view); other
     dtypes, and NumPy keys (the CPU tests of this path), go through ``order.encode``."""
-    from ..order import code_dtype, encode
-    from ..xp import namespace
+    from ...order import code_dtype, encode
+    from ...xp import namespace
     if keys.dtype.kind != "f" or namespace(keys) is np:
         return encode(keys, canonical=canonical, descending=descending)
-    from ..kernels.loader import order_kernel
+    from ...kernels.loader import order_kernel
     u = namespace(keys).ascontiguousarray(keys).view(code_dtype(keys.dtype))
     kernel = order_kernel("encode")
     return kernel(u, canonical, descending, u) if in_place else kernel(u, canonical, descending)
@@ -224,9 +224,9 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
 def decode_codes(codes, dtype, *, descending=False):
     """``order.decode(codes, dtype, copy=False)`` of CuPy ``codes``, in place; float
     keys in one elementwise pass."""
-    from ..order import decode
-    from ..xp import namespace
+    from ...order import decode
+    from ...xp import namespace
     if codes.dtype.kind == "u" and dtype.kind == "f" and namespace(codes) is not np:
-        from ..kernels.loader import order_kernel
+        from ...kernels.loader import order_kernel
         return order_kernel("decode")(codes, descending, codes).view(dtype)
     return decode(codes, dtype, descending=descending, copy=False)

@@ -1,7 +1,7 @@
 """The launch plan of the GPU sort: block shape and the passes over global memory.
 
 Pure functions of sizes and a tuning table (``tuning.py``), so that they are tested
-without a GPU; ``launch.py`` turns them into the launches that the GPU launcher and the
+without a GPU; ``launch_plan.py`` turns them into the launches that the GPU launcher and the
 CPU emulation of the kernels in the tests both run.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Tuning constants of the GPU kernels, one table per GPU generation.
 
 The kernel (``kernels/sort.cu``) says what one block does; the launch plan
-(``backends/launch.py``) picks from here how many elements a block holds, how many
+(``backends/gpu/launch_plan.py``) picks from here how many elements a block holds, how many
 threads it has and how many elements each thread holds in registers.
 
 ``smem``      bytes of shared memory one block may take (the tile is the largest

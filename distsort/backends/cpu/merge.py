@@ -23,7 +23,7 @@ which halved the merge of float64 keys with int64 values.
 
 The result is the one the NumPy code gives, bit for bit: keys-only chunks hold
 ``total`` codes, a bijection of the keys' bits, and a keyed chunk is ordered by the
-tuple of :func:`distsort.backends.numpy.order_codes`, which ends with bijective
+tuple of :func:`distsort.backends.cpu.numpy_backend.order_codes`, which ends with bijective
 codes of the key and the value, so equal tuples are equal elements and a sorted
 result is unique.  Ties still take the element of the lower run first, as the
 stable sorts did.  Nothing is written to the inputs.
@@ -186,7 +186,7 @@ def _encoding(dtype, descending=False):
     multiplier (all ones for floats, 0 otherwise), the bits always flipped (the sign for
     signed kinds), the count subtracted (floats' negative NaNs) and the final
     complement (descending)."""
-    from ..order import _float_constants
+    from ...order import _float_constants
     udt = np.dtype(f"u{dtype.itemsize}")
     bits = 8 * dtype.itemsize
     ones = (1 << bits) - 1
@@ -238,7 +238,7 @@ def merge_keyed(x, y, x_codes, y_codes):
     """Merge two keyed runs ``(keys, values)``, ascending by their code tuples.
 
     ``x_codes``/``y_codes`` are the runs' codes (1, 2 or 4 arrays: the packed codes
-    or the :func:`order_codes` of ``distsort.backends.numpy.merge_codes_of``).
+    or the :func:`order_codes` of ``distsort.backends.cpu.numpy_backend.merge_codes_of``).
     Returns new ``(keys, values)`` arrays of the runs' dtypes.
     """
     (xk, xv), (yk, yv) = x, y

@@ -11,7 +11,7 @@ and values at the end: the merges compare and move one integer per element, with
 no code made or undone per round.  Wider pairs are ``(keys, values)`` tuples.
 
 Merges (``merge_low``/``merge_high``) run in one linear pass compiled with numba
-(``distsort.backends.merge``, the optional ``fast`` extra) where numba is installed.
+(``distsort.backends.cpu.merge``, the optional ``fast`` extra) where numba is installed.
 Without it they sort the concatenation of the two runs again, with the same result
 bit for bit, about 3.5 times slower for keys alone and 45-50 times for keyed chunks
 (``benchmarks/merge.py``; the figures: ``docs/performance.md``).
@@ -23,20 +23,20 @@ import importlib
 
 import numpy as np
 
-from ..order import decode, encode
+from ...order import decode, encode
 
 #: Chunks shorter than this keep the NumPy code where a compiled pass exists
-#: (``distsort.backends.codes``, the gather in :func:`keyed_sort`, ``distsort.verify``):
+#: (``distsort.backends.cpu.codes``, the gather in :func:`keyed_sort`, ``distsort.verify``):
 #: loading the compiled code costs time and, in each worker process, memory (LLVM)
 #: that small chunks do not repay; a worker with a tight memory limit (a small
 #: out-of-core sort, 8 MiB chunks in 300 MB workers) sorts small chunks, and the
 #: memory it took there paused the workers for good.  Defined here, not in
-#: ``distsort.backends.merge``, which imports numba.
+#: ``distsort.backends.cpu.merge``, which imports numba.
 COMPILED_FROM = 1 << 22
 
 
 def _compiled(name):
-    """``distsort.backends.codes`` or ``merge``, imported where first used: they import
+    """``distsort.backends.cpu.codes`` or ``merge``, imported where first used: they import
     numba (half a second or more), which a sort of small chunks as one never needs."""
     return importlib.import_module(f"{__package__}.{name}")
 

@@ -2,7 +2,7 @@
 
 The NumPy backend sorts a keys-only chunk as the ``total`` codes of
 :mod:`distsort.order` with the sign bit flipped, viewed as signed integers
-(``distsort.backends.numpy._signed``).  In NumPy that is five to seven passes over the
+(``distsort.backends.cpu.numpy_backend._signed``).  In NumPy that is five to seven passes over the
 chunk, each with a temporary array, about as long as sorting the codes; here it is one
 pass that reads each key once and writes its code once, and the same for the way back
 (``decode``); the figures: ``docs/performance.md``.
@@ -21,7 +21,7 @@ Every map is a fixed bit operation on the key's unsigned bit pattern ``u`` of wi
 one xor.  The inverse takes ``c = code ^ flip``, ``v = c + shift`` and for floats
 ``u = v ^ (S | ((v >> (B - 1)) - 1))`` (``v`` modulo ``2**B``).
 
-Like :mod:`distsort.backends.merge` this needs numba (``ENABLED`` there switches
+Like :mod:`distsort.backends.cpu.merge` this needs numba (``ENABLED`` there switches
 both); :func:`signed_codes` and :func:`keys_from_signed` return None without it and
 the backend keeps its NumPy code.
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import merge as _merge
-from .numpy import COMPILED_FROM  # chunks shorter than this keep NumPy's code
+from .numpy_backend import COMPILED_FROM  # chunks shorter than this keep NumPy's code
 
 
 def _encode_py(u, out, consts):

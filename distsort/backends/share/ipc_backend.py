@@ -1,21 +1,23 @@
 """The CuPy backend for GPU workers of one host: chunks shared through CUDA IPC.
 
-The functions of :mod:`distsort.backends.cupy`, and for the compare-splits
+The functions of :mod:`distsort.backends.gpu.cupy_backend`, and for the compare-splits
 ``share`` and ``merge_low_shared`` / ``merge_high_shared``: each merge gets the
-partner's whole chunk as a :class:`~distsort.backends.cuda_ipc.Shared` (handles,
+partner's whole chunk as a :class:`~distsort.backends.share.cuda_ipc.Shared` (handles,
 no data), finds the crossing count across the two GPUs and copies only the
-crossing elements (see :mod:`distsort.backends.cuda_ipc`).  The graph uses them
+crossing elements (see :mod:`distsort.backends.share.cuda_ipc`).  The graph uses them
 instead of ``edges``/``head``/``tail`` when the backend has ``share``;
 ``distsort.sort`` picks this backend through ``distsort.locality.share_crossing_parts``.
 """
 from __future__ import annotations
 
 from .cuda_ipc import copy_in, opened, share  # noqa: F401  (the Backend's share)
-from .cupy import (crossing_bound, crossing_count, finish_keys,  # noqa: F401  (the Backend)
-                   finish_values, head, length, make_chunk, merge_high, merge_low, parts,
-                   prepare, probe, slice_chunk, sort_blocks, sort_owned, tail)
+from ..gpu.cupy_backend import (crossing_bound, crossing_count,  # noqa: F401  (the Backend)
+                                finish_keys, finish_values, head, length, make_chunk, merge_high,
+                                merge_low, parts, prepare, probe, slice_chunk, sort_blocks,
+                                sort_owned, tail)
 
-#: ``distsort.backends.CAPABILITIES``: those of ``distsort.backends.cupy``, and ``share``.
+#: ``distsort.backends.CAPABILITIES``: those of ``distsort.backends.gpu.cupy_backend``,
+# and ``share``.
 CAPABILITIES = frozenset({"local", "sort_owned", "share"})
 
 

@@ -1,0 +1,1 @@
+"""Out-of-core sorts: sorted runs in host memory, merged by a CPU or a GPU engine."""

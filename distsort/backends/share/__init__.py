@@ -1,0 +1,1 @@
+"""CuPy chunks shared in place by the GPU workers of one host (CUDA IPC), and their backend."""
