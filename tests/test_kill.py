@@ -112,9 +112,10 @@ def trial(tmp_path, rng, duration):
     news = expected(tmp_path, argv, outputs)
 
     sig = SIGNALS[int(rng.integers(len(SIGNALS)))]
-    # Half the interrupts anywhere in the run, half around its end (the publication).
-    delay = float(rng.uniform(0, duration) if rng.integers(2) else
-                  rng.uniform(0.75 * duration, 1.25 * duration))
+    # A third of the interrupts anywhere in the run, the others near its end (the
+    # sort, the publication, the summary).
+    delay = float(rng.uniform(0, duration) if rng.integers(3) == 0 else
+                  rng.uniform(0.8 * duration, 1.05 * duration))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
                              *argv], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
