@@ -187,24 +187,40 @@ def native(x):
     return x if x.dtype.isnative else x.byteswap().view(x.dtype.newbyteorder("="))
 
 
+def _exact(xp, x):
+    """Float ``x`` as int64 sign and magnitude: the same order as the values, exactly
+    (``-0.0`` and ``+0.0`` equal).  A GPU compares floats with subnormals flushed to
+    zero (CuPy: ``1e-45 == 0.0`` for float32), which would take correctly sorted
+    subnormals and zeros for equal keys out of order; NaNs are told apart separately.
+
+    >>> _exact(np, np.array([-1e-45, -0.0, 0.0, 1e-45], dtype=np.float32)).tolist()
+    [-1, 0, 0, 1]
+    """
+    u = x.view(f"u{x.dtype.itemsize}")
+    magnitude = (u & u.dtype.type((1 << (8 * x.dtype.itemsize - 1)) - 1)).astype(np.int64)
+    return xp.where(xp.signbit(x), -magnitude, magnitude)
+
+
 def _before(xp, b, a, total):
     """Mask: ``b`` comes strictly before ``a`` in NumPy's order, by comparing the values
     (never the sort's order codes, so a wrong code cannot pass unseen): NaNs last;
     with ``total`` also ``-0.0`` before ``+0.0`` (keys sorted alone)."""
-    bad = b < a
-    if a.dtype.kind == "f":
-        bad |= xp.isnan(a) & ~xp.isnan(b)
-        if total:
-            bad |= (b == a) & xp.signbit(b) & ~xp.signbit(a)
+    if a.dtype.kind != "f":
+        return b < a
+    na, nb = xp.isnan(a), xp.isnan(b)
+    ea, eb = _exact(xp, a), _exact(xp, b)
+    bad = ((eb < ea) & ~na & ~nb) | (na & ~nb)
+    if total:
+        bad |= (eb == ea) & ~na & ~nb & xp.signbit(b) & ~xp.signbit(a)
     return bad
 
 
 def _same(xp, a, b):
     """Mask: ``a`` and ``b`` are equal keys (``-0.0 == +0.0``, NaNs equal to each other)."""
-    same = a == b
-    if a.dtype.kind == "f":
-        same |= xp.isnan(a) & xp.isnan(b)
-    return same
+    if a.dtype.kind != "f":
+        return a == b
+    na, nb = xp.isnan(a), xp.isnan(b)
+    return ((_exact(xp, a) == _exact(xp, b)) & ~na & ~nb) | (na & nb)
 
 
 def _out_of_order(xp, keys, values, order):

@@ -399,3 +399,35 @@ def test_input_read_as_chunked_argsort_and_stable_sort_by_key_pass():
     np.testing.assert_array_equal(a, perm)
     np.testing.assert_array_equal(bits(k), bits(x[perm]))
     np.testing.assert_array_equal(s, v[perm])
+
+
+class _Flushing(np.ndarray):
+    """Floats whose comparisons flush subnormals to zero, as a GPU compares them."""
+
+    def _flushed(self):
+        x = self.view(np.ndarray)
+        return np.where(np.abs(x) < np.finfo(x.dtype).tiny, 0, x)
+
+    def __eq__(self, other):
+        return self._flushed() == np.asarray(other._flushed() if isinstance(other, _Flushing)
+                                             else other)
+
+    def __lt__(self, other):
+        return self._flushed() < np.asarray(other._flushed() if isinstance(other, _Flushing)
+                                            else other)
+
+    __hash__ = None
+
+
+def test_order_check_holds_where_comparisons_flush_subnormals():
+    """Subnormals and zeros sorted by argsort (1e-45 after 0.0, positions not ascending
+    across them) pass the check where comparisons flush subnormals (as CuPy's do on a
+    GPU), and a subnormal put before a zero is still caught."""
+    from distsort.backends import Order
+    from distsort.verify import _out_of_order
+    keys = np.array([0.0, 0.0, 1e-45, 1e-45], dtype=np.float32).view(_Flushing)
+    positions = np.array([2857, 2902, 38, 44])
+    assert not _out_of_order(np, keys, positions, Order(keyed=True)).any()
+    wrong = np.array([1e-45, 0.0], dtype=np.float32).view(_Flushing)
+    assert _out_of_order(np, wrong, None, Order()).tolist() == [True]
+    assert _out_of_order(np, wrong, np.array([1, 0]), Order(keyed=True)).tolist() == [True]
