@@ -285,7 +285,11 @@ def _network(chunks, itemsize, view, options, window):
     # are coalesced.
     too_large = len(chunks) == 1 and budget is not None and (
         (1 + GROUP_COPIES) * n * element > budget)
-    if too_large or len(regular) > slots * COALESCE_PER_SLOT:
+    # Only small chunks are coalesced: larger ones, which the user or the command chose
+    # to fit the workers' memory (a compare-split holds several at once), are kept.
+    small = budget is None or (
+        (1 + GROUP_COPIES) * COALESCE_PER_SLOT * regular[0] * element <= budget)
+    if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT):
         out = coalesced_chunks(n, slots, element, budget)
         group = (int(fixed) if fixed != "auto" else
                  group_size(len(out), slots, out[0] * element, budget) if grouped else 1)

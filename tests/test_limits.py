@@ -80,8 +80,10 @@ def test_a_chunk_that_fits_is_named():
     assert limits.needed_limit((elements + 2**18) * 8, 0.8) > 300 << 20
 
 
-#: Seconds a worker process lives before it is killed: time to join the cluster.
-JOINED = 2.0
+#: Seconds a worker process lives before it is killed: long enough to have started (the
+#: command counts a worker that dies before it joins, too), short enough that the sort
+#: cannot finish between the kills on a fast machine.
+JOINED = 0.5
 
 
 def _kill_workers(proc, log, stop, killed):

@@ -169,3 +169,22 @@ def test_strategy_setting():
                      SortOptions(strategy="one-device")).strategy == "one-device"
     with pytest.raises(ValueError, match="distsort.strategy"):
         plan_sort(chunks, 8, local(chunks), SortOptions(strategy="fast"))
+
+
+def test_chunks_sized_for_the_workers_are_not_coalesced():
+    """20 chunks of 8 MiB on two CPU workers of 300 MB (the command's --chunk-size for
+    them) stay as they are: coalesced into one per slot, a compare-split's chunks would
+    not fit a worker.  Chunks of 8 KiB are coalesced."""
+    from distsort.plan import regular_chunks
+    from distsort.sortplan import SortOptions, plan_sort
+    from distsort.view import ClusterView
+
+    def plan(chunk):
+        chunks = regular_chunks(20 * chunk, chunk)
+        view = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(1, 1),
+                           memory_limits=(300_000_000,) * 2, device_limits=(None, None),
+                           device_budgets=(None, None), owners=(None,) * len(chunks))
+        return plan_sort(chunks, 8, view, SortOptions()).chunks
+
+    assert plan(2**20) == (2**20,) * 20
+    assert len(plan(2**10)) < 20
