@@ -50,8 +50,20 @@ def local_path(path):
     return path[len("file://"):] if url_protocol(path) == "file" else path
 
 
+class _OneDimensional:
+    """What ``dask.array.from_array`` asks of a 1-D reader besides its dtype and shape."""
+
+    @property
+    def ndim(self):
+        return 1
+
+    @property
+    def size(self):
+        return self.shape[0]
+
+
 @dataclass(frozen=True)
-class NpyFile:
+class NpyFile(_OneDimensional):
     """A 1-D array in a .npy file, read and written by slices.
 
     It pickles as its path and layout (never its data), so tasks on any worker
@@ -62,14 +74,6 @@ class NpyFile:
     offset: int
     dtype: np.dtype
     shape: tuple
-
-    @property
-    def ndim(self):
-        return 1
-
-    @property
-    def size(self):
-        return self.shape[0]
 
     def _map(self):
         return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset,
@@ -177,7 +181,7 @@ def open_npy(path):
 
 
 @dataclass(frozen=True)
-class RemoteNpy:
+class RemoteNpy(_OneDimensional):
     """A 1-D array in a .npy file at a URL, read by slices through fsspec.
 
     It pickles as its URL and layout; each read opens the file (tasks on any worker
@@ -188,14 +192,6 @@ class RemoteNpy:
     offset: int
     dtype: np.dtype
     shape: tuple
-
-    @property
-    def ndim(self):
-        return 1
-
-    @property
-    def size(self):
-        return self.shape[0]
 
     def __getitem__(self, key):
         import fsspec

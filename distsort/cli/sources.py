@@ -62,20 +62,26 @@ def open_url(url, what="INPUT"):
     that wrote it (the sort in this process, not worker processes).
     """
     fs, path = _filesystem(url, what)
-    kind = file_kind(url)
+    return _opened(url, file_kind(url), open_remote_npy, what,
+                   missing=lambda: not fs.exists(path))
+
+
+def _opened(path, kind, open_npy_reader, what, missing=lambda: False):
+    """The :class:`Source` of ``path``, a ``.npy`` file read by ``open_npy_reader`` or a
+    zarr array, with a clear error where it is ``missing()`` or cannot be read."""
     try:
-        if not fs.exists(path):
-            raise CLIError(f"{what} {url}: no such file or directory")
+        if missing():
+            raise CLIError(f"{what} {path}: no such file or directory")
         if kind == "npy":
-            reader = open_remote_npy(url)
+            reader = open_npy_reader(path)
             dtype, shape = reader.dtype.newbyteorder("="), reader.shape
         else:
-            reader, dtype, shape = open_zarr(url)
+            reader, dtype, shape = open_zarr(path)
     except PermissionError:
-        raise CLIError(f"{what} {url}: permission denied") from None
+        raise CLIError(f"{what} {path}: permission denied") from None
     except (OSError, EOFError) as e:
-        raise CLIError(f"{what} {url}: cannot read ({e})") from e
-    return Source(url, kind, reader, np.dtype(dtype), int(shape[0]))
+        raise CLIError(f"{what} {path}: cannot read ({e})") from e
+    return Source(str(path), kind, reader, np.dtype(dtype), int(shape[0]))
 
 
 def open_source(path, what="INPUT"):
@@ -91,14 +97,4 @@ def open_source(path, what="INPUT"):
         raise CLIError(f"{what} {path}: is a directory, not a .npy file")
     if not os.access(path, os.R_OK):
         raise CLIError(f"{what} {path}: permission denied")
-    try:
-        if kind == "npy":
-            reader = open_npy(path)
-            dtype, shape = reader.dtype.newbyteorder("="), reader.shape
-        else:
-            reader, dtype, shape = open_zarr(path)
-    except PermissionError:
-        raise CLIError(f"{what} {path}: permission denied") from None
-    except (OSError, EOFError) as e:
-        raise CLIError(f"{what} {path}: cannot read ({e})") from e
-    return Source(str(path), kind, reader, np.dtype(dtype), int(shape[0]))
+    return _opened(path, kind, open_npy, what)
