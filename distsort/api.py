@@ -23,6 +23,7 @@ from .outofcore_graph import kway_sort_layers, pick_layer
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .sortplan import SortOptions, plan_sort
 from .verify import check_lanes, verified
+from .xp import namespace
 
 __all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
 
@@ -148,10 +149,8 @@ def _check_known_chunks(x, what):
 
 
 def _module(meta):
-    if array_module_name(meta) == "cupy":
-        import cupy
-        return cupy
-    return np
+    """NumPy or CuPy, for an array or chunk ``meta`` (refusing any other type)."""
+    return namespace(meta, strict=True)
 
 
 def _options(gpu, value_bytes, positions, local):

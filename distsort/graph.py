@@ -54,6 +54,7 @@ from .backends import capabilities
 from .held import Held
 from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
+from .xp import namespace as _namespace
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
 PROBES = 1024
@@ -473,14 +474,6 @@ def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, 
         return keys
     return network_layers(graph, keys, plan.chunks, backend, order, plan.window,
                           run=plan.group, local=plan.local)
-
-
-def _namespace(x):
-    if type(x).__module__.split(".")[0] == "cupy":
-        import cupy
-        return cupy
-    import numpy
-    return numpy
 
 
 def _slice(chunk, start, stop):

@@ -159,7 +159,8 @@ def share_crossing_parts(client=None, hosts=...) -> bool:
         return mode == "ipc"
     if hosts is ...:
         hosts = worker_hosts(client)
-    return bool(hosts) and len(hosts) > 1 and None not in hosts and len(set(hosts)) == 1
+    from .sortplan import _shares  # the plan's rule, which every sort follows
+    return _shares(mode, hosts, gpu=True)
 
 
 def keep_chunks_in_place(client=None) -> bool:

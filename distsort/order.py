@@ -30,9 +30,6 @@ import numpy as np
 
 from .xp import namespace
 
-#: The old name, still imported by ``distsort.api``.
-_namespace = namespace
-
 #: dtypes the backends sort, by kind and item size.
 SUPPORTED_KINDS = "biuf"
 #: datetime64 ("M") and timedelta64 ("m"): sorted as the uint64 codes of ``time_codes``.

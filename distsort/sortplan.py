@@ -264,7 +264,9 @@ def _plan_out_of_core(chunks, itemsize, view, options):
 
 
 def _shares(exchange, hosts, gpu):
-    """Whether GPU chunks are shared through CUDA IPC (``distsort.locality``)."""
+    """Whether GPU chunks are shared through CUDA IPC (``distsort.backends.share``): the
+    Dask config value ``distsort.exchange`` (``exchange``) where it names one, else with
+    several workers, all on one host."""
     if not gpu or exchange != "auto":
         return gpu and exchange == "ipc"
     return bool(hosts) and len(hosts) > 1 and None not in hosts and len(set(hosts)) == 1

@@ -6,7 +6,7 @@ partner's whole chunk as a :class:`~distsort.backends.share.cuda_ipc.Shared` (ha
 no data), finds the crossing count across the two GPUs and copies only the
 crossing elements (see :mod:`distsort.backends.share.cuda_ipc`).  The graph uses them
 instead of ``edges``/``head``/``tail`` when the backend has ``share``;
-``distsort.sort`` picks this backend through ``distsort.locality.share_crossing_parts``.
+``distsort.sort`` picks this backend where its plan says so (``distsort.sortplan``).
 """
 from __future__ import annotations
 
