@@ -31,6 +31,7 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
 """
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 from .backends.gpu.local_sort import radix_extra_bytes
@@ -336,7 +337,7 @@ def plan_sort(chunks, itemsize: int, view, options: SortOptions | None = None) -
     >>> p.strategy, p.chunks, p.group, len(p.pieces[0])
     ('network', (5000, 5000), 1, 500)
     """
-    chunks = tuple(int(c) for c in chunks)
+    chunks = tuple(map(int, chunks))
     options = SortOptions() if options is None else options
     if options.strategy not in ("auto",) + STRATEGIES:
         raise ValueError(f"distsort.strategy must be one of {('auto',) + STRATEGIES}, "
@@ -357,7 +358,9 @@ def plan_sort(chunks, itemsize: int, view, options: SortOptions | None = None) -
         if len(out) > view.slots(options.gpu) * COALESCE_PER_SLOT:  # tiny chunks out too
             out = coalesced_chunks(n, view.slots(options.gpu), itemsize + options.value_bytes,
                                    None)
-        pieces = (tuple((i, 0, c) for i, c in enumerate(chunks) if c) or ((0, 0, 0),),)
+        every = zip(range(len(chunks)), itertools.repeat(0), chunks)  # each chunk whole
+        pieces = (tuple(p for p in every if p[2]) if 0 in chunks else tuple(every),)
+        pieces = pieces if pieces[0] else (((0, 0, 0),),)
         return SortPlan("one-device", out, pieces, None, len(out), window, False,
                         options.local)
     return _network(chunks, itemsize, view, options, window)
