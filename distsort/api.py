@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
 from .backends.gpu.local_sort import LOCAL_SORTS
-from .backends import Order, array_module_name, get_backend
+from .backends import Order, array_module_name, capabilities, get_backend
 from .gather import gather
 from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
 from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
@@ -175,20 +175,41 @@ def _options(gpu, value_bytes, positions, local):
     return options
 
 
-def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
-    """Globally sort a 1-D array; returns the output (keys, values) Dask arrays.
-
-    Validate (the callers), read the cluster once (``distsort.view``), plan
-    (``distsort.sortplan``), build the graph (``distsort.graph``)."""
+def _plan_1d(keys, values, positions, local, value_bytes=None):
+    """``(view, plan)`` of a 1-D sort: the cluster read once (``distsort.view``) and the
+    plan (``distsort.sortplan``); ``value_bytes`` where the values take more room than
+    their own (``sort_by_key(..., stable=True)``'s positions)."""
     from .locality import keep_chunks_in_place  # imports distributed where a client is
     from .view import read_view
     gpu = array_module_name(keys._meta) == "cupy"
     placed = keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     view = read_view(keys.__dask_keys__(), None if values is None else values.__dask_keys__(),
                      gpu, placed)
-    value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
-    plan = plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
-                     _options(gpu, value_bytes, positions, local))
+    if value_bytes is None:
+        value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
+    return view, plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
+                           _options(gpu, value_bytes, positions, local))
+
+
+def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
+    """Globally sort a 1-D array; returns the output (keys, values) Dask arrays.
+
+    Validate (the callers), plan (:func:`_plan_1d`), build the graph
+    (:func:`_sort_planned`)."""
+    planned = _plan_1d(keys, values, positions, local)
+    return _sort_planned(keys, values, order, positions, planned, verify, what)
+
+
+def _sort_planned(keys, values, order, positions, planned, verify=False, what="sort"):
+    """The output (keys, values) Dask arrays of a 1-D sort planned as ``planned`` (the
+    ``(view, plan)`` of :func:`_plan_1d`): the graph (``distsort.graph``).
+    ``positions`` with ``values``: equal keys keep their input order (a "one-device"
+    plan only, ``sort_by_key(..., stable=True)``)."""
+    gpu = array_module_name(keys._meta) == "cupy"
+    view, plan = planned
+    stable = positions and values is not None
+    if stable and plan.strategy != "one-device":
+        raise ValueError("a stable sort with values runs on a one-device plan")
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
@@ -247,7 +268,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
                             None if ooc else backend.finish_values,
                             (order, keys.dtype, value_dtype), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
-        return verified(keys, values, out_keys, out_values, order, positions, what)
+        return verified(keys, values, out_keys, out_values, order, positions and not stable,
+                        what)
     return out_keys, out_values
 
 
@@ -476,6 +498,9 @@ def argsort_by_positions(keys, descending, verify, local, what):
     return _sort_1d(keys, None, order, positions=True, verify=verify, what=what, local=local)
 
 
+#: Bytes of a position beside each value in a stable one-device sort (the planned room).
+_POSITION_BYTES = 8
+
 #: On GPUs, positions are packed above values of at most this many bytes
 #: (:func:`_pack`): one network, no shuffle.
 _PACKED_VALUE_BYTES = 4
@@ -524,6 +549,12 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
         return out_keys, out_packed.map_blocks(
             _unpack, values.dtype, dtype=values.dtype,
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
+    if not verify and "stable" in capabilities(get_backend(keys._meta)):
+        # Room for the values and the positions (or their packed codes) beside the keys.
+        planned = _plan_1d(keys, values, False, local,
+                           value_bytes=values.dtype.itemsize + _POSITION_BYTES)
+        if planned[1].strategy == "one-device":  # one task, no shuffle of the values
+            return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
     return out_keys, gather((values,), perm)[0]
 

@@ -456,7 +456,10 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
     """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
     (and of ``values``, or positions from ``firsts``, the index of each slice's first
     element, where not None) as one run; returns it as chunks of ``sizes`` elements
-    (slices of the run).  ``keys`` and ``values``: the chunks, or :class:`Inline`."""
+    (slices of the run).  ``keys`` and ``values``: the chunks, or :class:`Inline`.
+    Both ``firsts`` and ``values``: equal keys in the order of their positions, the
+    values moving with them (``backend.stable_sort``; ``stable=True`` of
+    ``sort_by_key``), the slices in position order."""
     keys, values = (c.chunks if isinstance(c, Inline) else c for c in (keys, values))
     xp = _namespace(keys[0])
     bounds = bounds.tolist()
@@ -466,6 +469,12 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
                                for c, (a, b) in zip(arrays, bounds, strict=True)])
 
     k = gathered(keys)
+    if firsts is not None and values is not None:
+        if not np.all(firsts[1:] > firsts[:-1]):
+            raise ValueError("a stable group sort reads its slices in position order")
+        run = backend.stable_sort(k, gathered(values), order)
+        ends = list(itertools.accumulate(sizes))
+        return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
     if firsts is not None:
         v = _positions_of(xp, firsts, bounds)
     elif values is not None:

@@ -41,8 +41,8 @@ def _compiled(name):
     return importlib.import_module(f"{__package__}.{name}")
 
 
-#: What this backend can do beyond ``distsort.backends.Backend``: nothing more.
-CAPABILITIES = frozenset()
+#: What this backend can do beyond ``distsort.backends.Backend``: :func:`stable_sort`.
+CAPABILITIES = frozenset({"stable"})
 
 # Widths of a packed (key, value) code.
 _CODE32_BYTES, _CODE64_BYTES = 4, 8
@@ -255,6 +255,37 @@ def keyed_sort(keys, values, descending):
     codes = keyed_codes(keys, values, descending)
     codes.sort()
     return _unpack(codes, keys.dtype, values.dtype, descending)
+
+
+def stable_sort(keys, values, order):
+    """``(keys, values)`` (new arrays) sorted by key alone, equal keys (as NumPy calls
+    them: ``-0.0`` and ``+0.0``, every NaN) in their order here.
+
+    Keys of up to 4 bytes are packed with uint32 positions into one 64-bit code
+    (:func:`keyed_codes`, whose tie-break is then the position) and sorted as
+    integers; the values are taken by the positions.  Wider keys: the keyed order of
+    the keys with int64 positions (:func:`_runs_perm`), both arrays taken by it.
+
+    >>> from distsort.backends import Order
+    >>> k = np.array([2.0, 0.0, 1.0, -0.0, 0.0], dtype=np.float32)
+    >>> stable_sort(k, np.array([10, 20, 30, 40, 50]), Order(keyed=True))
+    (array([ 0., -0.,  0.,  1.,  2.], dtype=float32), array([20, 40, 50, 30, 10]))
+    """
+    keys, values = np.asarray(keys), np.asarray(values)
+    n = len(keys)
+    if keys.dtype.itemsize <= _CODE32_BYTES and n < 2**32:
+        positions = np.arange(n, dtype=np.uint32)
+        codes = keyed_codes(keys, positions, order.descending)
+        _signed(codes).sort()  # in place, as signed: NumPy's SIMD sort is faster there
+        _signed(codes)  # the sign bit flipped back: ``codes`` unsigned and sorted
+        kcodes, where = split_keyed_codes(codes, keys.dtype, positions.dtype,
+                                          order.descending)
+        out = decode(kcodes, keys.dtype, descending=order.descending, copy=False)
+        return out, np.take(values, where)
+    perm = _runs_perm(keys, np.arange(n, dtype=np.int64), order.descending)
+    if n >= COMPILED_FROM and _compiled("merge").ENABLED:
+        return _compiled("merge").take_pairs(keys, values, perm)
+    return np.take(keys, perm), np.take(values, perm)
 
 
 def _positions(start, shape, axis=-1):
