@@ -16,13 +16,10 @@ except ImportError:  # pragma: no cover
 
 from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
-from .gather import gather
 from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
 from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
-from .outofcore_graph import kway_sort_layers, pick_layer
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .sortplan import SortOptions, plan_sort
-from .verify import check_lanes, verified
 from .xp import namespace
 
 __all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
@@ -230,6 +227,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
         reads = {name: name if c is None else Inline(c) for name, c in held.items()}
         sources = [a for a in sources if held[a.name] is None]
     if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
+        from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(
             graph, keys.name, vname, plan.chunks, backend, order, positions,
             ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
@@ -248,6 +246,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
         elif ooc.merge == "kway":
             if name not in out.layers:  # keys alone: the merge's own layer
                 from .backends.outofcore.hostruns import pick
+                from .outofcore_graph import pick_layer
                 pick_layer(out, name, sorted_keys, pick, part)
         else:
             run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
@@ -268,6 +267,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
                             None if ooc else backend.finish_values,
                             (order, keys.dtype, value_dtype), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
+        from .verify import verified
         return verified(keys, values, out_keys, out_values, order, positions and not stable,
                         what)
     return out_keys, out_values
@@ -304,6 +304,7 @@ def _sort_along(x, axis, order, want, verify=False):
     def block(b):
         out = backend.sort_blocks(b, None, axis, order, positions=(want == "values"))
         if verify:  # in the same task: the block is only returned once checked
+            from .verify import check_lanes
             check_lanes(b, out[0], out[1], axis, order, "argsort" if index else "sort")
         return out[index]
 
@@ -556,6 +557,7 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
         if planned[1].strategy == "one-device":  # one task, no shuffle of the values
             return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
+    from .gather import gather
     return out_keys, gather((values,), perm)[0]
 
 
