@@ -24,6 +24,7 @@ that every engine gives the same runs bit for bit.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,24 +32,7 @@ import numpy as np
 from ...order import encode
 from ..cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
 from ..cpu.numpy_backend import first_not, order_codes, probe_codes
-
-
-def parts(run):
-    """``(keys, values or None)`` of a run."""
-    return run if isinstance(run, tuple) else (run, None)
-
-
-def make_run(keys, values):
-    return keys if values is None else (keys, values)
-
-
-def length(run):
-    return len(parts(run)[0])
-
-
-def slice_run(run, start, stop):
-    keys, values = parts(run)
-    return make_run(keys[start:stop], None if values is None else values[start:stop])
+from .runs import length, make_run, parts, positions, slice_run  # noqa: F401  (the runs' helpers)
 
 
 def code(run, i, order):
@@ -58,16 +42,6 @@ def code(run, i, order):
         return (int(encode(keys[i:i + 1], descending=order.descending)[0]),)
     return tuple(int(c[0]) for c in order_codes(keys[i:i + 1], values[i:i + 1],
                                                  order.descending))
-
-
-def positions(starts, pieces):
-    """The positions of the elements of ``pieces`` whose first ones are at ``starts``.
-
-    >>> positions([10, 0], [np.zeros(2), np.zeros(3)])
-    array([10, 11,  0,  1,  2])
-    """
-    return np.concatenate([np.arange(s, s + p.size, dtype=np.int64)
-                           for s, p in zip(starts, pieces, strict=True)])
 
 
 def crossing_count(top, bottom, order):
@@ -166,11 +140,14 @@ def pick(chunk, part):
 class HostRuns:
     """The backend of an out-of-core sort: runs in host memory merged by ``engine``
     (``"gpu"`` or ``"cpu"``) in segments of ``segment`` elements, within a device
-    ``budget`` in bytes (None: no limit)."""
+    ``budget`` in bytes (None: no limit).  ``read``: how a task reads a persisted
+    chunk that it names without depending on it (``distsort.held.read_held``; the
+    scheduling floor hands it down)."""
 
     engine: str = "cpu"
     segment: int = 1 << 24
     budget: int | None = None
+    read: Callable | None = None
 
     def _engine(self):
         if self.engine == "gpu":
@@ -186,10 +163,9 @@ class HostRuns:
         return self._engine().to_host(chunk)
 
     def stage_held(self, held):
-        """``stage`` of a persisted chunk read where its worker holds it
-        (``distsort.held``: a spilled CuPy chunk is read from its host copy)."""
-        from ...held import read_held
-        return self.stage(read_held(held))
+        """``stage`` of a persisted chunk read where its worker holds it (``read``: a
+        spilled CuPy chunk is read from its host copy)."""
+        return self.stage(self.read(held))
 
     def make_run(self, keys, values, order, starts=None):
         """The sorted run of the chunks ``keys`` (and ``values``, or each chunk's positions

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..gpu import cupy_backend as gpu
 from . import pinned
-from .hostruns import make_run, parts
+from .runs import make_run, parts
 
 
 #: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
