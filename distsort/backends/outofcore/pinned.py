@@ -1,28 +1,31 @@
 """Pinned host memory for out-of-core runs: huge pages, page-locked, kept for reuse.
 
-Copies between the GPU and host memory run at the link's speed (55 GB/s on an H200
-host) only from page-locked memory; pageable memory goes through the driver's staging
-buffers at about 9 GB/s.  Locking pages is slow, and it dominates an out-of-core sort
-run for the first time in a worker, so this module makes it cheaper and rarer:
+Copies between the GPU and host memory run at the link's speed only from page-locked
+memory; a copy from pageable memory goes through the driver's staging buffers at a
+fraction of it.  Making fresh memory resident is what costs (the kernel zeroes every
+page), far more than locking it, and it dominates an out-of-core sort run for the
+first time in a worker, so this module makes it cheaper and rarer:
 
-* a block is anonymous memory advised into transparent huge pages, touched once per
-  page, then registered with ``cudaHostRegister``: measured on an H200 host, 4 GiB in
-  0.79 s, where ``cudaHostAlloc`` (CuPy's pinned pool) took 2.2 s;
+* a block is anonymous memory advised into transparent huge pages, faulted in by
+  several threads at once (``MADV_POPULATE_WRITE`` on pieces of it; each page touched
+  where the kernel lacks it), then registered with ``cudaHostRegister`` in one call;
 * a block whose arrays are all gone goes back to a free list by size, and the next run
   of that size takes it without locking anything: the runs of a sort, and of the next
   sort of the same shape, come in a few sizes.
 
 ``register`` and ``unregister`` are the two calls into CUDA; the pool's logic is tested
-on the CPU with stand-ins.
+on the CPU with stand-ins.  Figures: ``docs/performance.md``.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import mmap
 import os
 import threading
 import weakref
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -45,6 +48,39 @@ def _host_memory():
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not Linux: no cap
         return None
+
+
+#: Threads that fault a new block in (the kernel zeroes the pages of each in parallel).
+POPULATE_THREADS = 8
+_MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+
+def _madvise():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc.madvise
+    except (OSError, AttributeError):
+        return None
+
+
+def populate(view, threads=POPULATE_THREADS):
+    """Make every page of the ``uint8`` array ``view`` (page aligned) resident, from
+    ``threads`` threads, each on a piece of whole pages.
+
+    >>> block = mmap.mmap(-1, 4 * PAGE); view = np.frombuffer(block, np.uint8)
+    >>> populate(view); int(view.sum())
+    0
+    """
+    madvise, address = _madvise(), view.ctypes.data
+    step = -(-view.size // threads // PAGE) * PAGE or PAGE
+
+    def one(start):
+        stop = min(view.size, start + step)
+        if madvise is None or madvise(address + start, stop - start, _MADV_POPULATE_WRITE):
+            view[start:stop:4096] = 0  # an older kernel: touch every page
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(0, view.size, step)))
 
 
 #: Free blocks are unlocked before the pool locks more than this part of host memory.
@@ -82,7 +118,7 @@ class PinnedPool:
         if hasattr(mmap, "MADV_HUGEPAGE"):
             block.madvise(mmap.MADV_HUGEPAGE)
         view = np.frombuffer(block, np.uint8)
-        view[::4096] = 0  # fault every page in now, not inside a copy
+        populate(view)  # now, not inside a copy
         self._register(view.ctypes.data, size)
         del view
         self.locked_bytes += size

@@ -12,6 +12,7 @@ the thread's own stream.  Back from the GPU the same, in the other order.
 from __future__ import annotations
 
 import functools
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -52,12 +53,14 @@ class StagingRing:
         self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(2 * threads)]
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="distsort-staging")
         self.threads = threads
+        self._lock = threading.Lock()
 
     def _run(self, work, dst, src):
         jobs = pieces(src.nbytes, self.size, self.threads)
-        futures = [self._pool.submit(work, w, dst, src, p) for w, p in enumerate(jobs) if p]
-        for f in futures:
-            f.result()
+        with self._lock:  # one copy at a time: a spill may come from another thread
+            futures = [self._pool.submit(work, w, dst, src, p) for w, p in enumerate(jobs) if p]
+            for f in futures:
+                f.result()
 
     def to_device(self, dst, src):
         """Copy the pageable NumPy array ``src`` into the contiguous CuPy array ``dst``

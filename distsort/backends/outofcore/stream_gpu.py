@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -30,7 +29,7 @@ import cupy
 import numpy as np
 
 from ..gpu import cupy_backend as gpu
-from . import pinned
+from . import hostbacked, pinned, staging  # hostbacked: dask-cuda spills through it
 from .runs import make_run, parts
 
 
@@ -57,7 +56,7 @@ def phase_seconds(reset=False):
     this process's out-of-core tasks, and its spills (``hostbacked.SPILLS``); ``reset``
     starts the count again."""
     out = dict(_SECONDS)
-    spills = getattr(sys.modules.get(__package__ + ".hostbacked"), "SPILLS", {})
+    spills = hostbacked.SPILLS
     out.update(spills)
     if reset:
         _SECONDS.clear()
@@ -125,14 +124,29 @@ def to_host(chunk):
     return out
 
 
+def is_pinned(a) -> bool:
+    """Whether the NumPy array ``a`` lies in page-locked memory that CUDA knows."""
+    try:
+        return cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data).type == 1  # host
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+
+
 def _fill(dst, pieces):
+    """Copy ``pieces`` one after the other into ``dst``: pinned host pieces directly,
+    pageable ones through the staging ring (``staging``: a single copy from pageable
+    memory runs at a fifth of the link's speed)."""
     off = 0
-    for p in pieces:
-        n = p.size
-        if isinstance(p, np.ndarray):
-            dst[off:off + n].set(np.ascontiguousarray(p).ravel())
+    cupy.cuda.get_current_stream().synchronize()  # ``dst``'s memory is free for the ring
+    for piece in pieces:
+        n, p = piece.size, piece.ravel()
+        if not isinstance(p, np.ndarray):
+            dst[off:off + n] = p
+        elif is_pinned(p) and p.flags.c_contiguous:
+            dst[off:off + n].set(p)
         else:
-            dst[off:off + n] = p.ravel()
+            with _phase("run_h2d_staged"):
+                staging.ring().to_device(dst[off:off + n], p)
         off += n
 
 
@@ -281,10 +295,9 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
             st.synchronize()
     if out is None:
         return make_run(hk, hv)
-    from .hostbacked import host_backed
     with _phase("kway_host_backed"):
-        return make_run(host_backed(hk, out[0]),
-                        None if hv is None else host_backed(hv, out[1]))
+        return make_run(hostbacked.host_backed(hk, out[0]),
+                        None if hv is None else hostbacked.host_backed(hv, out[1]))
 
 
 def output(piece, like_gpu, budget):
@@ -292,8 +305,7 @@ def output(piece, like_gpu, budget):
     a dask-cuda worker spills it to ``piece`` itself), else the host slice."""
     if not like_gpu:
         return piece
-    from .hostbacked import host_backed
     with one_at_a_time():
         make_room(piece.nbytes, budget)
         with _phase("output_h2d"):
-            return host_backed(piece)
+            return hostbacked.host_backed(piece)
