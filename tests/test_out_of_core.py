@@ -249,7 +249,7 @@ def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
     from distsort.backends.outofcore.pinned import PAGE, PinnedPool
     locked, unlocked = [], []
     pool = PinnedPool(register=lambda a, n: locked.append((a, n)),
-                      unregister=unlocked.append)
+                      unregister=unlocked.append, spares=False)
     a = pool.empty(3 * PAGE // 8, "float64")  # three pages
     a[:] = np.arange(len(a))
     view = a[5:9]
@@ -271,13 +271,33 @@ def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
 def test_pinned_pool_unlocks_free_blocks_before_passing_its_cap():
     from distsort.backends.outofcore.pinned import PAGE, PinnedPool
     unlocked = []
-    pool = PinnedPool(register=lambda a, n: None, unregister=unlocked.append, cap=3 * PAGE)
+    pool = PinnedPool(register=lambda a, n: None, unregister=unlocked.append, cap=3 * PAGE,
+                      spares=False)
     a = pool.empty(PAGE, "uint8")
     b = pool.empty(2 * PAGE, "uint8")
     del a  # a free block of one page
     c = pool.empty(PAGE + 1, "uint8")  # two pages more would pass the cap: trim first
     assert len(unlocked) == 1 and pool.stats()["locked_bytes"] == 4 * PAGE
     del b, c
+
+
+def test_pinned_pool_makes_one_spare_of_a_size_in_the_background():
+    """A request that finds no free block of its size leaves one spare of that size
+    made behind it; the next request takes the spare, and a free block makes none."""
+    from distsort.backends.outofcore.pinned import PAGE, PinnedPool
+    locked = []
+    pool = PinnedPool(register=lambda a, n: locked.append((a, n)), unregister=lambda a: None)
+    a = pool.empty(PAGE, "uint8")
+    pool.settle()
+    assert len(locked) == 2 and pool.stats()["locked_bytes"] == 2 * PAGE  # a's, a spare
+    b = pool.empty(PAGE, "uint8")  # the spare, and another spare behind it
+    pool.settle()
+    assert b.ctypes.data == locked[1][0] and len(locked) == 3
+    del a, b  # three free blocks: requests take them and make no spare
+    c, d = pool.empty(PAGE, "uint8"), pool.empty(PAGE, "uint8")
+    pool.settle()
+    assert len(locked) == 3 and pool.stats()["in_use_bytes"] == 2 * PAGE
+    del c, d
 
 
 def test_runs_form_where_persisted_chunks_live(cluster_client):

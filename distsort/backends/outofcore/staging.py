@@ -1,9 +1,10 @@
 """Copies between pageable host memory and the GPU through a small ring of pinned buffers.
 
-A copy from pageable memory goes through the driver's own staging and one thread:
-about 9 GB/s on an H200 host, a fifth of the link.  A :class:`StagingRing` holds two
+A copy from pageable memory goes through the driver's own staging and one thread, at a
+fraction of the link's speed, however many threads ask for it.  A :class:`StagingRing` holds two
 pinned buffers for each of its threads (pinned once, when the ring is made, and reused
-by every copy after); each thread copies its pieces of the array into one buffer (host
+by every copy after, one block of :func:`distsort.backends.outofcore.pinned.new_block`);
+each thread copies its pieces of the array into one buffer (host
 memory bandwidth, the GIL released) while the other buffer's copy to the GPU runs on
 the thread's own stream.  Back from the GPU the same, in the other order.
 
@@ -11,6 +12,7 @@ the thread's own stream.  Back from the GPU the same, in the other order.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -45,10 +47,13 @@ class StagingRing:
 
     def __init__(self, threads=THREADS, buffer_bytes=BUFFER_BYTES):
         import cupy
+
+        from .pinned import PAGE, new_block
         self.device = cupy.cuda.Device().id
-        self.size = int(buffer_bytes)
-        self._mem = [cupy.cuda.alloc_pinned_memory(self.size) for _ in range(2 * threads)]
-        self._bufs = [np.frombuffer(m, np.uint8, self.size) for m in self._mem]
+        self.size = -(-int(buffer_bytes) // PAGE) * PAGE
+        self._block = new_block(2 * threads * self.size)  # pinned once, kept
+        ring = np.frombuffer(self._block, np.uint8)
+        self._bufs = [ring[b * self.size:(b + 1) * self.size] for b in range(2 * threads)]
         self._streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(threads)]
         self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(2 * threads)]
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="distsort-staging")
@@ -103,8 +108,14 @@ class StagingRing:
                 np.copyto(dst[o:o + n], self._bufs[b][:n])
 
     def close(self):
-        """Stop the threads (the pinned buffers go back to CuPy's pinned pool)."""
+        """Stop the threads and unlock the buffers."""
+        import cupy
         self._pool.shutdown()
+        address = self._bufs[0].ctypes.data
+        self._bufs = []
+        cupy.cuda.runtime.hostUnregister(address)
+        with contextlib.suppress(BufferError):  # a view is still held: it keeps the block
+            self._block.close()
 
 
 @functools.cache

@@ -127,9 +127,10 @@ def to_host(chunk):
 def is_pinned(a) -> bool:
     """Whether the NumPy array ``a`` lies in page-locked memory that CUDA knows."""
     try:
-        return cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data).type == 1  # host
+        attributes = cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data)
     except cupy.cuda.runtime.CUDARuntimeError:
         return False
+    return getattr(attributes, "type", getattr(attributes, "memoryType", 0)) == 1  # host
 
 
 def _fill(dst, pieces):
