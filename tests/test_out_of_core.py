@@ -220,6 +220,39 @@ def test_gpu_engine_sorts_cupy_chunks_out_of_core(dtype):
     assert np.array_equal(got[3], v2.get())
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("nbytes", [0, 1, 4096 * 3 + 5, (2 << 20) * 7 + 12345])
+def test_staging_ring_copies_pageable_memory_both_ways(nbytes):
+    """Pieces dealt to three threads through buffers of one huge page each: every byte
+    arrives, in both directions, whatever the size."""
+    from distsort.backends.outofcore.pinned import PAGE
+    from distsort.backends.outofcore.staging import StagingRing
+    ring = StagingRing(threads=3, buffer_bytes=PAGE)
+    try:
+        host = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+        d = cupy.zeros(nbytes, np.uint8)
+        ring.to_device(d, host[::1])
+        assert np.array_equal(d.get(), host)
+        back = np.zeros(nbytes, np.uint8)
+        ring.to_host(back, d)
+        assert np.array_equal(back, host)
+        wide = cupy.asarray(host[: nbytes // 8 * 8].view(np.float64))
+        out = np.empty(wide.size, np.float64)  # other dtypes go as their bytes
+        ring.to_host(out, wide)
+        assert np.array_equal(out.view(np.uint8), host[: nbytes // 8 * 8])
+    finally:
+        ring.close()
+
+
+def test_staging_pieces_cover_the_array_once():
+    from distsort.backends.outofcore.staging import pieces
+    for nbytes, size, workers in [(0, 4, 3), (10, 4, 2), (100, 7, 5), (7, 100, 3)]:
+        got = sorted(p for w in pieces(nbytes, size, workers) for p in w)
+        assert [o for o, _ in got] == list(range(0, nbytes, size))
+        assert sum(n for _, n in got) == nbytes and all(n <= size for _, n in got)
+
+
 def _engine_of(array):
     engines = {getattr(task[0], "__self__", None) for layer in array.dask.layers.values()
                for task in layer.values() if isinstance(task, tuple) and task}
