@@ -1,10 +1,11 @@
 """The GPU engine of out-of-core sorts (``distsort.backends.outofcore.hostruns``).
 
 Runs live in page-locked host memory (``distsort.backends.outofcore.pinned``: huge pages,
-registered with CUDA, kept for the next run of the same size, since locking pages
-costs about 0.2 s per GB and is paid once per worker).  A run is formed by copying
-its chunks in, sorting them in
-place (``distsort.backends.gpu.cupy_backend.sort_inplace``) and copying them out; a merge copies
+registered with CUDA, kept for the next run of the same size, since making fresh memory
+resident is slow and is paid once per worker).  A run is formed by copying its chunks
+in (pageable ones through the staging ring, ``distsort.backends.outofcore.staging``),
+sorting them in place (``distsort.backends.gpu.cupy_backend.sort_inplace``) and copying
+them out; a merge copies
 each segment's two inputs in, merges them (``merge_runs``) and copies the result out,
 with two segments in flight on two streams, so that the copies of one overlap the
 other's kernels and the two directions of the link run at once.
