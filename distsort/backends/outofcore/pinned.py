@@ -179,11 +179,12 @@ class PinnedPool:
     def _make_spare(self, size):
         try:
             block = self._new_block(size)
-            with self._lock:
+        except (OSError, RuntimeError, ValueError):  # best effort: a request makes its own
+            block = None
+        with self._lock:
+            if block is not None:
                 self._free[size].append(block)
-        finally:
-            with self._lock:
-                self._pending.pop(size, None)
+            self._pending.pop(size, None)
 
     def settle(self):
         """Wait for the spare blocks being made."""

@@ -137,7 +137,7 @@ def is_pinned(a) -> bool:
 def _fill(dst, pieces):
     """Copy ``pieces`` one after the other into ``dst``: pinned host pieces directly,
     pageable ones through the staging ring (``staging``: a single copy from pageable
-    memory runs at a fifth of the link's speed)."""
+    memory runs at a fraction of the link's speed)."""
     off = 0
     cupy.cuda.get_current_stream().synchronize()  # ``dst``'s memory is free for the ring
     for piece in pieces:
