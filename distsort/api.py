@@ -196,7 +196,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     ooc = plan.out_of_core
     if ooc is not None:
         from .backends.outofcore.hostruns import HostRuns
-        backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget)
+        from .held import read_held
+        backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
     else:
         backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None

@@ -20,14 +20,11 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 #: the imports today.  Any other cycle fails ``test_no_new_cycle``; a group that grows
 #: (a new module joins the cycle) fails too.
 KNOWN_CYCLES = {
-    frozenset({"distsort.backends.outofcore.hostruns", "distsort.backends.outofcore.stream_cpu",
-               "distsort.backends.outofcore.stream_gpu"}),
     frozenset({"distsort.locality", "distsort.scheduler_plugin"}),
 }
 #: Imports of a higher floor that remain (importer, imported).
 KNOWN_UPWARD = {
     ("distsort.graph", "distsort.held"),
-    ("distsort.backends.outofcore.hostruns", "distsort.held"),
 }
 
 
@@ -158,16 +155,14 @@ def test_no_new_upward_import():
     assert not new, f"imports of a higher floor (docs/architecture.md): {sorted(new)}"
 
 
-@pytest.mark.xfail(strict=True, reason="cycles remain: backends.outofcore.hostruns <-> stream_cpu, "
-                   "stream_gpu; locality <-> scheduler_plugin (drop them from KNOWN_CYCLES "
-                   "and this mark once they are gone)")
+@pytest.mark.xfail(strict=True, reason="cycles remain: locality <-> scheduler_plugin (drop "
+                   "them from KNOWN_CYCLES and this mark once they are gone)")
 def test_no_cycle_at_all():
     assert not cycles(import_graph())
 
 
-@pytest.mark.xfail(strict=True, reason="upward imports remain: graph -> held, "
-                   "backends.outofcore.hostruns -> held (drop them from KNOWN_UPWARD and this mark "
-                   "once they are gone)")
+@pytest.mark.xfail(strict=True, reason="upward imports remain: graph -> held (drop them "
+                   "from KNOWN_UPWARD and this mark once they are gone)")
 def test_no_upward_import_at_all():
     assert not upward(import_graph(), floors())
 
