@@ -24,7 +24,7 @@ import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
 from distsort.cluster import bytes_sent_by_kind, diff_sent, ipc_read_stats
-from distsort.graph import round_task_kind, task_kind, task_round
+from distsort.taskkeys import round_task_kind, task_kind, task_round
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 

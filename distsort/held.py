@@ -12,38 +12,15 @@ keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of 
 host copy, a chunk on the device or in a plain store as it is.
 
 Without a dependency the scheduler would neither place the task nor keep the chunk
-alive for it.  :class:`distsort.locality.KeepChunksInPlace` does both when the graph
+alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the graph
 arrives: it restricts the task to the chunk's holder and holds the chunk for a
-client of its own (:data:`HOLDER`) until the task ends.
+client of its own (``distsort.taskkeys.HOLDER``) until the task ends.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-#: The scheduler-side client that holds chunks for the tasks reading them.
-HOLDER = "distsort-held-reads"
-
-
-@dataclass(frozen=True)
-class Held:
-    """The key of a persisted chunk that a task reads itself: an argument that Dask
-    does not take for a dependency."""
-
-    key: tuple
-
-
-def held_keys(run_spec) -> list:
-    """The keys a task (its ``run_spec``, as the scheduler holds it) reads through
-    :class:`Held` arguments.
-
-    >>> from dask._task_spec import Task
-    >>> held_keys(Task(("s", 0), print, Held(("x", 0)), 1))
-    [('x', 0)]
-    """
-    return [a.key for a in getattr(run_spec, "args", ()) if isinstance(a, Held)]
-
+from .taskkeys import Held
 
 def read_held(held: Held):
     """The chunk ``held`` refers to, from this worker's store where it is there (see

@@ -611,7 +611,7 @@ def test_in_process_sort_imports_no_cluster_library(tmp_path, rng):
         "'cpu', '--no-progress']) == 0\n"
         "print('light', light, 'distributed', 'distributed' in sys.modules)\n"
         "from distsort import sort, argsort, sort_by_key\n"
-        "from distsort.locality import KeepChunksInPlace\n"
+        "from distsort.scheduler_plugin import KeepChunksInPlace\n"
         "from distributed.diagnostics.plugin import SchedulerPlugin\n"
         "assert issubclass(KeepChunksInPlace, SchedulerPlugin)\n"
         "assert callable(distsort.cluster.connect) and 'sort' in dir(distsort)\n")

@@ -22,11 +22,9 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 KNOWN_CYCLES = {
     frozenset({"distsort.backends.outofcore.hostruns", "distsort.backends.outofcore.stream_cpu",
                "distsort.backends.outofcore.stream_gpu"}),
-    frozenset({"distsort.locality", "distsort.scheduler_plugin"}),
 }
 #: Imports of a higher floor that remain (importer, imported).
 KNOWN_UPWARD = {
-    ("distsort.graph", "distsort.held"),
     ("distsort.backends.outofcore.hostruns", "distsort.held"),
 }
 
@@ -159,13 +157,12 @@ def test_no_new_upward_import():
 
 
 @pytest.mark.xfail(strict=True, reason="cycles remain: backends.outofcore.hostruns <-> stream_cpu, "
-                   "stream_gpu; locality <-> scheduler_plugin (drop them from KNOWN_CYCLES "
-                   "and this mark once they are gone)")
+                   "stream_gpu (drop them from KNOWN_CYCLES and this mark once they are gone)")
 def test_no_cycle_at_all():
     assert not cycles(import_graph())
 
 
-@pytest.mark.xfail(strict=True, reason="upward imports remain: graph -> held, "
+@pytest.mark.xfail(strict=True, reason="upward imports remain: "
                    "backends.outofcore.hostruns -> held (drop them from KNOWN_UPWARD and this mark "
                    "once they are gone)")
 def test_no_upward_import_at_all():

@@ -3,7 +3,7 @@ bytes the workers sent to each other and spilled to disk, and the task time spen
 reading, sorting, writing and verifying."""
 import time
 
-from ..graph import round_task_kind
+from ..taskkeys import round_task_kind
 
 #: Task-key prefixes of the steps the summary names; every other task sorts.
 STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),

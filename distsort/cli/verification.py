@@ -57,7 +57,7 @@ def as_codes(arrays):
     """
     import numpy as np
     from dask.base import tokenize
-    # Named as the summaries are: kept where the chunk is (distsort.locality.STAYS).
+    # Named as the summaries are: kept where the chunk is (distsort.taskkeys.STAYS).
     return [a if a is None or a.dtype.kind not in TIME_KINDS else
             a.map_blocks(time_codes, dtype=np.uint64,
                          name="distsort-verify-summary-codes-" + tokenize(a.name))
