@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .backends import capabilities
+from .chunk import slice_chunk
 from .placement import group_bounds, starts
 from .plan import plan_network, spread_order
 from .taskkeys import Held, task_name
@@ -275,7 +276,7 @@ def regroup(backend, local, order, sizes, parts):
         k.sort()
         run = k
     ends = list(itertools.accumulate(sizes))
-    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
@@ -377,7 +378,7 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
     else:
         run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
-    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
 def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions):
@@ -400,12 +401,6 @@ def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, 
         return keys
     return network_layers(graph, keys, plan.chunks, backend, order, plan.window,
                           run=plan.group, local=plan.local)
-
-
-def _slice(chunk, start, stop):
-    if isinstance(chunk, tuple):
-        return tuple(x[start:stop] for x in chunk)
-    return chunk[start:stop]
 
 
 def finish_layer(graph, out_name, sorted_keys, func, *args):
