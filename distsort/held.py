@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dask_cuda_store
 from .taskkeys import Held
 
 def read_held(held: Held):
@@ -37,16 +38,13 @@ def peek(data, key):
     device tier as it is, a CuPy array in its host tier as a NumPy view of the host copy
     (:func:`host_view`), anything else by the store itself.  Raises KeyError where the
     store lacks ``key``."""
-    fast = getattr(getattr(data, "device_buffer", None), "fast", None)
-    if fast is not None:
-        on_device = getattr(fast, "d", fast)  # the LRU's dict: reading it moves nothing
-        if key in on_device:
-            return on_device[key]
-        host = getattr(data, "host", None)
-        if host is not None and key in host:
-            view = host_view(host[key])
-            if view is not None:
-                return view
+    tier, value = dask_cuda_store.tier_of(data, key)
+    if tier == "device":
+        return value
+    if tier == "host":
+        view = host_view(value)
+        if view is not None:
+            return view
     return data[key]
 
 

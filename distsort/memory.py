@@ -118,9 +118,8 @@ def device_capacity():
 
 def _worker_device_budget(dask_worker=None):
     """This worker's device budget: dask-cuda's ``device_memory_limit`` (bytes), or None."""
-    buffer = getattr(getattr(dask_worker, "data", None), "device_buffer", None)
-    n = getattr(buffer, "n", None)
-    return int(n) if isinstance(n, (int, float)) and n > 0 else None
+    from . import dask_cuda_store
+    return dask_cuda_store.spill_budget(getattr(dask_worker, "data", None))
 
 
 def worker_device_budgets(client):
