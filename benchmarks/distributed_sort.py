@@ -244,9 +244,8 @@ def verification(s, x):
     checksums of the keys); raises distsort.verify.VerificationError otherwise."""
     from dask import delayed
 
-    from distsort.backends import Order
     from distsort.verify import check, chunk_summaries
-    return delayed(check)(chunk_summaries(x), chunk_summaries(s, order=Order()), s.chunks[0])
+    return delayed(check)(chunk_summaries(x), chunk_summaries(s, descending=False), s.chunks[0])
 
 
 def check_sorted(client, s, x):

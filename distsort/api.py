@@ -1,8 +1,11 @@
 """The public functions: validation, backend choice, and the output arrays."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -21,11 +24,11 @@ from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_
 from .inputs import as_dask, check_flag, native_order, numpy_keywords
 from .outofcore_graph import kway_sort_layers, pick_layer
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
-from .sortplan import SortOptions, plan_sort
+from .sortplan import SortOptions, SortPlan, plan_sort
 from .verify import check_lanes, verified
 from .xp import namespace
 
-__all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
+__all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
 
 #: What the public functions take: a Dask array, or a NumPy or CuPy array (wrapped).
 ArrayLike = Any
@@ -153,9 +156,47 @@ def _module(meta):
     return namespace(meta, strict=True)
 
 
+#: The fields of :class:`~distsort.sortplan.SortOptions` that the configuration sets,
+#: and a :func:`planning` block may set instead.
+PLAN_OPTIONS = ("strategy", "exchange", "placement", "group", "engine", "device_memory_limit")
+#: The :func:`planning` block the current thread is in: ``(options, plans)``, or None.
+_PLANNING: contextvars.ContextVar = contextvars.ContextVar("distsort_planning", default=None)
+
+
+@contextlib.contextmanager
+def planning(**options: Any) -> Iterator[list[SortPlan]]:
+    """Within the block, plan the 1-D sorts with ``options`` and collect their plans.
+
+    ``options`` are fields of :class:`~distsort.sortplan.SortOptions` (``strategy``,
+    ``exchange``, ``placement``, ``group``, ``engine``, ``device_memory_limit``): they
+    take the place of the Dask config values ``distsort.*`` for the sorts built in the
+    block.  The list yielded receives the :class:`~distsort.sortplan.SortPlan` of each
+    sort, in order, as the graph is built: what the sort will do, read from the
+    plan it runs (the ``distsort`` command's summary reads it there).
+
+    >>> import dask.array as da, numpy as np
+    >>> x = da.from_array(np.arange(100.0)[::-1], chunks=10)
+    >>> with planning(device_memory_limit=400, engine="cpu") as plans:
+    ...     s = sort(x)
+    >>> plans[0].strategy, plans[0].out_of_core.budget
+    ('out-of-core', 400)
+    >>> bool((s.compute() == np.arange(100.0)).all())
+    True
+    """
+    unknown = sorted(set(options) - set(PLAN_OPTIONS))
+    if unknown:
+        raise TypeError(f"planning() takes the plan options {PLAN_OPTIONS}, got {unknown}")
+    plans: list[SortPlan] = []
+    token = _PLANNING.set((options, plans))
+    try:
+        yield plans
+    finally:
+        _PLANNING.reset(token)
+
+
 def _options(gpu, value_bytes, positions, local):
     """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
-    Dask config values ``distsort.*`` read once here."""
+    Dask config values ``distsort.*`` read once here (or a :func:`planning` block's)."""
     from dask.utils import parse_bytes
 
     from . import config
@@ -168,6 +209,8 @@ def _options(gpu, value_bytes, positions, local):
         strategy=config.get("strategy"), exchange=config.get("exchange"),
         placement=config.get("placement"), group=config.get("group"),
         engine=config.get("out-of-core-engine"), device_memory_limit=limit)
+    if _PLANNING.get() is not None:  # a planning() block's options, in place of the config's
+        options = options._replace(**_PLANNING.get()[0])
     for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
                                 ("placement", options.placement, PLACEMENTS)):
         if value not in allowed:
@@ -189,6 +232,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
     plan = plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
                      _options(gpu, value_bytes, positions, local))
+    if _PLANNING.get() is not None:
+        _PLANNING.get()[1].append(plan)
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side

@@ -49,7 +49,7 @@ import numpy as np
 from .backends import capabilities
 from .chunk import slice_chunk
 from .placement import group_bounds, starts
-from .plan import plan_network, spread_order
+from .plan import group_steps, plan_network, spread_order
 from .taskkeys import Held, task_name
 from .xp import namespace as _namespace
 
@@ -220,27 +220,6 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1
         # A round reads chunks that any earlier round (or the prepare layer) made.
         graph.add(f"round{round_id:02d}", tasks, set(graph.layers))
     return net.cur
-
-
-def group_steps(rounds, run):
-    """``rounds`` with the rounds whose pairs lie inside groups of ``run`` consecutive
-    chunks (half-cleaners of stride ``< run``, the tail of a stage) replaced by one
-    ``None`` per stage: a sort of each group as one gives what they give (each
-    group then holds its elements in order, the group's part of the bitonic merge).
-
-    >>> from distsort.plan import plan_network
-    >>> [(r.stage, r.stride) if r else None for r in group_steps(plan_network(8, 2), 2)]
-    [(4, 0), None, (8, 0), (8, 2), None]
-    """
-    out = []
-    for rnd in rounds:
-        if run > 1 and 0 < rnd.stride < run:
-            if out and out[-1] is None:
-                continue
-            out.append(None)
-        else:
-            out.append(rnd)
-    return out
 
 
 def regroup_tasks(net, tasks, round_id, run, local, edges):

@@ -40,10 +40,10 @@ from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner
                         needs_out_of_core, plan_out_of_core, run_lengths)
 from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
                         placement)
-from .plan import normalize_chunks, regular_chunks
+from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
-           "one_device_budget", "slot_budget", "coalesced_chunks", "cut_pieces",
+           "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
            "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
@@ -125,6 +125,34 @@ class SortPlan(NamedTuple):
     def rechunk(self) -> bool:
         """Whether the input is rechunked to ``chunks`` first (else read as it is)."""
         return self.pieces is None
+
+    @property
+    def rounds(self) -> int:
+        """Rounds of the network the sort runs: between chunks (the rounds inside a
+        group as one), between the runs out of core (none for the k-way merge), none
+        on one device.
+
+        >>> SortPlan("network", (10,) * 8, None, tuple(range(8)), 2).rounds
+        5
+        >>> SortPlan("one-device", (10,) * 8, ((),), None, 8).rounds
+        0
+        """
+        ooc = self.out_of_core
+        if ooc is not None:
+            return 0 if ooc.merge == "kway" else len(ooc.plan.rounds)
+        if self.strategy == "one-device":
+            return 0
+        return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))
+
+
+def usable_bytes(capacity: int) -> int:
+    """Bytes of a device of ``capacity`` bytes that a sort counts on: the capacity less
+    its reserve (``distsort.memory.RESERVE``, for the CUDA context and libraries).
+
+    >>> usable_bytes(100 * 10**9)
+    95000000000
+    """
+    return _usable(capacity, RESERVE)
 
 
 def _limit_of(limit, budgets):

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .connection import (check_visible, device_budget, fits_in_process, open_cluster,
-                         out_of_core, to_device, to_host)
+from .connection import (check_visible, fits_in_process, open_cluster, plan_options,
+                         to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
@@ -128,9 +128,26 @@ def check_other_writes(args, inputs, outputs):
         check_not_input(args.spill_dir, inputs, "--spill-dir")
 
 
-def sort_graph(job, chunk, gpu, verify=False):
+def sort_graph(job, chunk, cluster, options, verify=False):
     """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
-    GPU workers), ready to summarize and, through ``to_host``, to store."""
+    GPU workers), ready to summarize and, through ``to_host``, to store, and the
+    ``SortPlan`` they follow (``distsort.api.planning``, with the plan ``options``).
+
+    Out of core, the chunks go to the sort as NumPy arrays, also on GPU workers: the
+    out-of-core path's host input, which its GPU merges read in segments, instead of
+    each whole chunk to a GPU and back to the host first.  So where the plan of the
+    sort of CuPy chunks is out of core, the sort is built again of NumPy chunks.
+    """
+    from ..api import planning
+    with planning(**options) as plans:
+        inputs, out = _sort_arrays(job, chunk, cluster.gpu, verify)
+        if cluster.gpu and plans[-1].strategy == "out-of-core":
+            inputs, out = _sort_arrays(job, chunk, False, verify)
+    return inputs, out, plans[-1]
+
+
+def _sort_arrays(job, chunk, gpu, verify):
+    """``(inputs, outputs)`` of the job's sort; ``gpu``: of CuPy chunks."""
     import distsort
     keys = to_device(job.src.array(chunk), gpu)
     values = to_device(job.vals.array(chunk), gpu) if job.vals else None
@@ -187,11 +204,10 @@ def report_context(args, cluster):
     return performance_report(filename=str(Path(args.report).resolve()), mode="inline")
 
 
-def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
+def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args, plan):
     """Sort into the outputs' temporaries, with the fused summaries of ``--verify``;
     returns the facts measured and the output summaries (for ``--verify=reread``)."""
     import dask.array as da
-    nchunks = len(sorted_arrays[0].chunks[0])
     ins, outs = (fused_summaries(job, inputs, sorted_arrays, cluster.gpu) if args.verify
                  else ([], []))
     facts = {}
@@ -208,7 +224,7 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
         facts["steps"] = stats["steps"]
         # Only a complete count is reported (the task stream keeps a bounded
         # number of records).
-        if stats["tasks"] == crossing_tasks(nchunks):
+        if stats["tasks"] and stats["tasks"] == crossing_tasks(plan):
             facts["crossing"] = stats["crossing"]
     else:  # nothing to sort, nothing to check
         ins = outs = []
@@ -234,22 +250,18 @@ def run_sort(job, args, cluster, facts):
     Nothing is renamed into place before every output is written (and verified);
     see the module's docstring for the order of the renames and the clean-up.
     """
-    from ..outofcore import plan_out_of_core
-    from ..plan import plan_network
     t0 = time.perf_counter()
     inputs = [s.path for s in (job.src, job.vals) if s is not None and not url_protocol(s.path)]
     check_visible(cluster, inputs + [str(Path(p).resolve().parent) for p in job.outputs])
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(),
                            job.src.n)
-    with device_budget(args, cluster):
-        budget = out_of_core(cluster, job.src.n * job.sort_bytes())
-        inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu and not budget,
-                                           args.verify)
+    inputs, sorted_arrays, plan = sort_graph(job, chunk, cluster, plan_options(args, cluster),
+                                             args.verify)
     chunks = sorted_arrays[0].chunks[0]
-    facts.update(chunks=chunks, rounds=len(plan_network(len(chunks))))
-    if budget:  # the network joins runs of chunks, not chunks
-        plan = plan_out_of_core(chunks, job.sort_bytes(), budget)
-        facts.update(rounds=len(plan.rounds), out_of_core=(budget, plan.runs))
+    facts.update(chunks=chunks, rounds=plan.rounds, strategy=plan.strategy)
+    if plan.out_of_core is not None:  # the runs are merged, not the chunks
+        ooc = plan.out_of_core
+        facts.update(out_of_core=(ooc.budget, ooc.plan.runs), merge=ooc.merge)
     outputs = [Output(p, a.dtype, job.src.n, chunk)
                for p, a in zip(job.outputs, sorted_arrays, strict=False)]
     job.written = outputs
@@ -261,7 +273,7 @@ def run_sort(job, args, cluster, facts):
         before = cluster_counters(cluster.client)
         with _local_threads(cluster), report:
             measured, summaries = write_sorted(job, inputs, sorted_arrays, outputs, cluster,
-                                               args)
+                                               args, plan)
             facts.update(measured)
             facts.update(counters_since(before, cluster.client))
             if args.verify == "reread" and job.src.n:
