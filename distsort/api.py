@@ -112,7 +112,8 @@ def as_dask_array(x, what="x"):
 
 def wrap_plain(x):
     """A NumPy or CuPy array as a Dask array of one chunk, without hashing or copying
-    its data (``dask.array.from_array`` does both: 0.56 s and more per GiB).
+    its data (``dask.array.from_array`` does both: seconds per GiB, see
+    ``docs/performance.md``).
 
     The name is unique to the call (a random UUID), so two wraps never share keys;
     the array is read, never written, when the result is computed.
@@ -442,6 +443,8 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
             stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
+    Equal keys keep their input order, as in ``numpy.argsort(x, kind="stable")``.
+
     Parameters
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
@@ -500,10 +503,8 @@ def argsort_by_positions(keys, descending, verify, local, what):
     NumPy keys of up to 4 bytes (fewer than 2**32 of them) carry uint32 positions:
     key and position then pack into one 64-bit code that the CPU backend sorts and
     merges as one integer (``distsort.backends.cpu.numpy_backend.keyed_codes``), where int64
-    positions make a 12-byte pair that it sorts by permutation.  Measured with
-    ``benchmarks/keyed_cpu.py --stable`` (2^24 float32 keys with int32 values, 8
-    chunks, 2 threads):
-    ``benchmarks/results/keyed_cpu_stable_table_cpu-2cores_2026-11-25.json``.
+    positions make a 12-byte pair that it sorts by permutation
+    (``benchmarks/keyed_cpu.py --stable``; the figures: ``docs/performance.md``).
     """
     order = Order(descending=bool(descending), keyed=True)
     n = keys.shape[0]
@@ -543,14 +544,11 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     them (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes
     (and fewer than 2**32 elements): the values travel through the network packed
     under their positions (8 bytes), so the keyed sort's tie-break by value is one by
-    position: one network, no shuffle; wider values: an argsort and a gather.
-
-    Measured on the CPU (``benchmarks/keyed_cpu.py --stable``: 2^24 keys with values,
-    8 chunks, 2 threads, on a 2-core VM shared with other work, so wall times are
-    noisy; process time of the median run): float32+int32 1.56 s by value, 1.67 s
-    stable (1.07x), 2.36 s with values packed under positions (a 12-byte pair, which
-    the CPU backend merges by codes computed per comparison, 4x slower than the
-    8-byte codes of the order by value); int32+float32 1.37 / 1.81 (1.32x) / 2.25 s.
+    position: one network, no shuffle; wider values: an argsort and a gather.  On the
+    CPU, values packed under positions would make a 12-byte pair, which the CPU
+    backend merges by codes computed per comparison: slower than the sort by
+    positions and gather (``benchmarks/keyed_cpu.py --stable``; the figures:
+    ``docs/performance.md``).
     """
     n = keys.shape[0]
     gpu = array_module_name(keys._meta) == "cupy"
@@ -599,8 +597,8 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
         on NumPy chunks the keys are sorted with their positions and the values
-        gathered (1.07-1.32x the default order's CPU time for 2^24 4-byte keys
-        with 4-byte values on 2 cores); on CuPy chunks values of up to 4 bytes travel
+        gathered (a little more CPU time than the default order:
+        ``docs/performance.md``); on CuPy chunks values of up to 4 bytes travel
         packed with their positions as 8 bytes, wider ones are gathered after an
         argsort (``distsort.api._stable_by_key``).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array

@@ -3,17 +3,16 @@
 A task that takes a chunk as a dependency gets it as a live object: a dask-cuda
 worker whose chunk was spilled to host memory first copies it back to the device
 (``DeviceHostFile``) and, to stay within its limit, evicts another chunk through
-pageable memory.  On an H200 host that costs about 0.5 s per GB (the copy in at
-7 GB/s, the eviction at 3 GB/s), and an out-of-core sort of spilled CuPy chunks paid
-it twice per chunk: more than half of its time.  The stage tasks of an out-of-core
+pageable memory; an out-of-core sort of spilled CuPy chunks paid that twice per chunk,
+more than half of its time (``docs/performance.md``).  The stage tasks of an out-of-core
 sort only need the chunk's bytes on the host, so for a persisted input they take a
 :class:`Held` reference instead of a dependency and read the chunk where the worker
 keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of its
 host copy, a chunk on the device or in a plain store as it is.
 
 Without a dependency the scheduler would neither place the task nor keep the chunk
-alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the graph
-arrives: it restricts the task to the chunk's holder and holds the chunk for a
+alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the
+graph arrives: it restricts the task to the chunk's holder and holds the chunk for a
 client of its own (``distsort.taskkeys.HOLDER``) until the task ends.
 """
 from __future__ import annotations

@@ -47,8 +47,8 @@ __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
 #: Elements hashed per step: bounds the temporaries (a few uint64 arrays of this
 #: length, 32 MiB each), whatever the chunk size, on the GPU as on the CPU.
 BLOCK = 1 << 22
-#: On the CPU, blocks small enough that the temporaries stay in the core's cache:
-#: 2-5x faster than blocks of ``BLOCK`` (16M float32 keys, one core).
+#: On the CPU, blocks small enough that the temporaries stay in the core's cache: several
+#: times faster than blocks of ``BLOCK`` (``docs/performance.md``).
 CPU_BLOCK = 1 << 16
 _MOD = 1 << 64
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -50,9 +50,8 @@ def _local_options(args, gpu):
 IN_PROCESS_SHARE = 8
 #: Threads beyond one per core for the in-process sort.  Reads and writes block in
 #: the kernel (a write waits for the disk once the page cache holds enough dirty
-#: pages), and a thread that waits there would leave its core idle: with one thread
-#: per core a 2 GiB sort on 2 cores took 17.1 s, with two more 14.3 s (both with
-#: --verify, 256 MiB chunks).
+#: pages), and a thread that waits there would leave its core idle (the figures:
+#: ``docs/performance.md``).
 IN_PROCESS_EXTRA_THREADS = 2
 
 

@@ -316,9 +316,9 @@ def _sort_and_summarize(job, args):
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
-        # A sort in this process measures the disk first, alone: beside the sort's 34
-        # threads, or CuPy's import, the probe of a 16 GiB sort read the page cache at
-        # 136-147 MiB/s (the GIL, held between its reads).  Worker processes sort
+        # A sort in this process measures the disk first, alone: beside the sort's
+        # threads, or CuPy's import, the probe reads the page cache far slower (the
+        # GIL, held between its reads: docs/performance.md).  Worker processes sort
         # elsewhere: the disk is measured beside them, once they are up, and only the
         # summary waits for it (``await_floor``).
         if in_process:

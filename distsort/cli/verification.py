@@ -55,8 +55,8 @@ def fused_summaries(job, inputs, outputs, gpu=False):
     sort.  The input's are empty for argsort, whose check runs inside the sort.
 
     With ``gpu`` (GPU workers) NumPy chunks, an out-of-core sort's, are summarized on
-    the GPU: the one thread of a dask-cuda worker hashed them at about 1 GB/s, which
-    added 70% to an out-of-core sort of 24 GiB; a copy to the GPU runs at PCIe speed.
+    the GPU: the one thread of a dask-cuda worker hashes them far slower than a copy to
+    the GPU runs, at PCIe speed (``docs/performance.md``).
     """
     inputs = [None if a is None else to_device(a, gpu) for a in inputs]
     outputs = [to_device(a, gpu) for a in outputs]
