@@ -31,7 +31,8 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .backends.gpu.local_sort import radix_extra_bytes
 from .kway import choose_merge
@@ -41,6 +42,9 @@ from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner
 from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
                         placement)
 from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
+
+if TYPE_CHECKING:
+    from .clusterview import ClusterView
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
@@ -93,7 +97,7 @@ class OutOfCore(NamedTuple):
     engine: str
     budget: int
     plan: OutOfCorePlan
-    perm: tuple | None
+    perm: tuple[int, ...] | None
     stage: bool
     held: bool
     merge: str = "network"
@@ -112,9 +116,9 @@ class SortPlan(NamedTuple):
     """
 
     strategy: str
-    chunks: tuple
-    pieces: tuple | None
-    perm: tuple | None
+    chunks: tuple[int, ...]
+    pieces: tuple[tuple[tuple[int, int, int], ...], ...] | None
+    perm: tuple[int, ...] | None
     group: int
     window: int = 1
     share: bool = False
@@ -163,7 +167,7 @@ def _limit_of(limit, budgets):
     return min(known) if known else None
 
 
-def one_device_budget(view, options) -> int | None:
+def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes the one device of a sort may hold, or None where there is not one device
     (several workers, a scheduler that did not answer) or its memory is not known.
 
@@ -185,7 +189,7 @@ def one_device_budget(view, options) -> int | None:
     return _limit_of(options.device_memory_limit, devices)
 
 
-def slot_budget(view, options) -> int | None:
+def slot_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes one slot (a GPU, a CPU worker's thread) may hold, the smallest over the
     workers; None where not known.
 
@@ -349,7 +353,8 @@ def _network(chunks, itemsize, view, options, window):
     return SortPlan("network", regular, None, perm, group, window, share, options.local)
 
 
-def plan_sort(chunks, itemsize: int, view, options: SortOptions | None = None) -> SortPlan:
+def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
+              options: SortOptions | None = None) -> SortPlan:
     """The :class:`SortPlan` of a 1-D sort of an input chunked as ``chunks`` (any
     chunking), keys of ``itemsize`` bytes, on ``view`` (``distsort.view``).
 

@@ -100,7 +100,7 @@ def import_dask_array_lean():
                 del sys.modules[m]
 
 
-def main(argv=None, *, command_line=False):
+def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
     """Run the ``distsort`` command; returns the exit status.
 
     ``command_line``: this process is the command (:func:`run`), not a script that

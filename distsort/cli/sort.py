@@ -22,12 +22,13 @@ import contextlib
 import os
 import sys
 import time
-from argparse import ArgumentTypeError
+from argparse import ArgumentTypeError, Namespace
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .connection import (check_visible, fits_in_process, open_cluster, plan_options,
+from .connection import (Cluster, check_visible, fits_in_process, open_cluster, plan_options,
                          to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
@@ -45,34 +46,38 @@ from .summary import print_summary
 from .verification import fused_summaries, judge, reread
 
 
+if TYPE_CHECKING:
+    from ..sortplan import SortPlan
+
+
 @dataclass
 class SortJob:
     """What ``distsort sort`` was asked to do, once the arguments are checked."""
 
     src: Source
     vals: Source | None
-    outputs: list
+    outputs: list[str]  # OUTPUT, then --values-output where there are values
     mode: str  # "sort", "argsort" or "values"
     descending: bool
     stable: bool = False  # with values: equal keys in input order, not by value
     #: The outputs once being written (``Output``): which of them are published.
-    written: list = field(default_factory=list)
+    written: list[Output] = field(default_factory=list)
 
     @property
-    def published(self):
+    def published(self) -> bool:
         return any(o.committed for o in self.written)
 
     @property
-    def keyed(self):
+    def keyed(self) -> bool:
         return self.mode != "sort"
 
-    def sort_bytes(self):
+    def sort_bytes(self) -> int:
         """Bytes of an element as the sort holds it: the key and the value (argsort's
         int64 positions)."""
         value = 8 if self.mode == "argsort" else (self.vals.dtype.itemsize if self.vals else 0)
         return self.src.dtype.itemsize + value
 
-    def per_element(self):
+    def per_element(self) -> int:
         """Bytes a chunk element takes in the NumPy backend (codes + keys + values)."""
         k = self.src.dtype.itemsize
         if not self.keyed:
@@ -80,7 +85,7 @@ class SortJob:
         return 2 * k + (self.vals.dtype.itemsize if self.vals else 8)
 
 
-def check_sort_args(args):
+def check_sort_args(args: Namespace) -> SortJob:
     if bool(args.values) != bool(args.values_output):
         raise CLIError("--values and --values-output go together")
     if args.values and args.argsort:
@@ -128,7 +133,8 @@ def check_other_writes(args, inputs, outputs):
         check_not_input(args.spill_dir, inputs, "--spill-dir")
 
 
-def sort_graph(job, chunk, cluster, options, verify=False):
+def sort_graph(job: SortJob, chunk: int, cluster: Cluster, options: dict[str, Any],
+               verify: bool | str = False) -> tuple[tuple, list, SortPlan]:
     """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
     GPU workers), ready to summarize and, through ``to_host``, to store, and the
     ``SortPlan`` they follow (``distsort.api.planning``, with the plan ``options``).
@@ -244,7 +250,8 @@ def counters_since(before, client):
             if before[k] is not None and after[k] is not None}
 
 
-def run_sort(job, args, cluster, facts):
+def run_sort(job: SortJob, args: Namespace, cluster: Cluster, facts: dict[str, Any]
+             ) -> dict[str, Any]:
     """Sort, store, verify and publish, adding what was measured to ``facts``.
 
     Nothing is renamed into place before every output is written (and verified);
@@ -298,7 +305,7 @@ def _local_threads(cluster):
     return dask.config.set(num_workers=cluster.threads)
 
 
-def cmd_sort(args):
+def cmd_sort(args: Namespace) -> int:
     check_cluster_options(args)
     job = check_sort_args(args)
     try:
