@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import distsort
 from distsort.backends import Order
-from distsort.backends.outofcore import hostruns
+from distsort.backends.outofcore import hostruns, runs
 from distsort.order import encode
 from distsort.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core,
                                 run_lengths)
@@ -29,9 +29,9 @@ def _codes(run, order):
 def _sorted_run(rng, n, dtype, order, keyed):
     keys = random_keys(rng, n, dtype, duplicates=True)
     values = rng.integers(0, 4, n).astype(np.int32) if keyed else None
-    run = hostruns.make_run(keys, values)
+    run = runs.make_run(keys, values)
     perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
-    return hostruns.slice_run(hostruns.make_run(keys[perm], None if values is None
+    return runs.slice_run(runs.make_run(keys[perm], None if values is None
                                                 else values[perm]), 0, n)
 
 

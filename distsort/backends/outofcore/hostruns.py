@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...chunk import length, parts, split_high, split_low
+from ...chunk import slice_chunk as slice_run
 from ...order import encode
 from ..cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
 from ..cpu.numpy_backend import first_not, order_codes, probe_codes
-from .runs import length, make_run, parts, positions, slice_run  # noqa: F401  (the runs' helpers)
 
 
 def code(run, i, order):
@@ -213,23 +214,13 @@ class HostRuns:
 
     def merge_low(self, a, b_head, order):
         """The ``len(a)`` smallest of ``a`` and the higher run whose head is ``b_head``."""
-        k = crossing_count(a, b_head, order)
-        n = length(a)
-        if k == 0:
-            return a
-        if k == n:
-            return b_head if length(b_head) == k else slice_run(b_head, 0, k)
-        return self._merge(slice_run(a, 0, n - k), slice_run(b_head, 0, k), order)
+        return split_low(a, b_head, crossing_count(a, b_head, order),
+                         lambda x, y: self._merge(x, y, order))
 
     def merge_high(self, b, a_tail, order):
         """The ``len(b)`` largest of ``b`` and the lower run whose tail is ``a_tail``."""
-        k = crossing_count(a_tail, b, order)
-        n, m = length(a_tail), length(b)
-        if k == 0:
-            return b
-        if k == m:
-            return slice_run(a_tail, n - k, n)
-        return self._merge(slice_run(a_tail, n - k, n), slice_run(b, k, m), order)
+        return split_high(b, a_tail, crossing_count(a_tail, b, order),
+                          lambda x, y: self._merge(x, y, order))
 
     def _merge(self, x, y, order):
         cuts = segments(x, y, self.segment, order)

@@ -10,25 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...chunk import length, parts  # noqa: F401  (re-exported for the engines)
+from ...chunk import make_chunk as make_run, slice_chunk as slice_run  # noqa: F401
+
 __all__ = ["parts", "make_run", "length", "slice_run", "positions"]
-
-
-def parts(run):
-    """``(keys, values or None)`` of a run."""
-    return run if isinstance(run, tuple) else (run, None)
-
-
-def make_run(keys, values):
-    return keys if values is None else (keys, values)
-
-
-def length(run):
-    return len(parts(run)[0])
-
-
-def slice_run(run, start, stop):
-    keys, values = parts(run)
-    return make_run(keys[start:stop], None if values is None else values[start:stop])
 
 
 def positions(starts, pieces):

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 import cupy
 import numpy as np
 
+from ... import dask_cuda_store
 from ..gpu import cupy_backend as gpu
 from . import hostbacked, pinned, staging  # hostbacked: dask-cuda spills through it
 from .runs import make_run, parts
@@ -104,12 +105,7 @@ def make_room(nbytes, budget, phase="make_room"):
     ``phase``."""
     if budget is None:
         return
-    try:
-        from distributed import get_worker
-        data = get_worker().data
-    except (ImportError, ValueError):
-        return
-    fast = getattr(getattr(data, "device_buffer", None), "fast", None)
+    fast = dask_cuda_store.device_tier(dask_cuda_store.current())
     with _phase(phase):
         while fast is not None and len(fast) and fast.total_weight + nbytes > budget:
             fast.evict()
