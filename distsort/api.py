@@ -580,9 +580,14 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    NumPy chunks: the keys are sorted with their positions (:func:`argsort_by_positions`:
-    uint32 positions packed with keys of up to 4 bytes) and the values gathered by
-    them (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes
+    NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
+    one task sorts the keys' canonical codes with their positions and takes keys and
+    values by them (the backend's ``stable_sort``): no argsort output, no gather.
+    Other NumPy chunks: the keys are sorted with their positions
+    (:func:`argsort_by_positions`: uint32 positions packed with keys of up to 4 bytes)
+    and the values gathered by them (:func:`distsort.gather.gather`); with
+    ``verify`` the argsort is checked (the summaries of a keyed output check equal
+    keys ordered by value).  CuPy chunks with values of at most 4 bytes
     (and fewer than 2**32 elements): the values travel through the network packed
     under their positions (8 bytes), so the keyed sort's tie-break by value is one by
     position: one network, no shuffle; wider values: an argsort and a gather.  On the
@@ -644,9 +649,11 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
-        on NumPy chunks the keys are sorted with their positions and the values
-        gathered (a little more CPU time than the default order:
-        ``docs/performance.md``); on CuPy chunks values of up to 4 bytes travel
+        on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
+        their positions and keys and values taken by them in the same task, elsewhere
+        the keys are sorted with their positions and the values gathered (within
+        1.3x of the default order's time on the CPU: ``docs/performance.md``); on
+        CuPy chunks values of up to 4 bytes travel
         packed with their positions as 8 bytes, wider ones are gathered after an
         argsort (``distsort.api._stable_by_key``).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array

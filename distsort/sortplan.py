@@ -392,9 +392,8 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
             out = coalesced_chunks(n, view.slots(options.gpu), itemsize + options.value_bytes,
                                    None)
         every = zip(range(len(chunks)), itertools.repeat(0), chunks)  # each chunk whole
-        pieces = (tuple(p for p in every if p[2]) if 0 in chunks else tuple(every),)
-        pieces = pieces if pieces[0] else (((0, 0, 0),),)
-        return SortPlan("one-device", out, pieces, None, len(out), window, False,
-                        options.local)
+        whole = tuple(p for p in every if p[2]) if 0 in chunks else tuple(every)
+        return SortPlan("one-device", out, (whole or ((0, 0, 0),),), None, len(out), window,
+                        False, options.local)
     return _network(chunks, itemsize, view, options, window)
 
