@@ -278,7 +278,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     else:
         backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None
-    # The plan by its repr: Dask's token walks every piece of it (0.05 s for 10,000).
+    # The plan by its repr, one string: Dask's token walks every piece of it one by one.
     graph = SortGraph(tokenize(keys.name, vname, order, positions, repr(plan)))
     reads, sources = _inputs_read(keys, values, plan, view)
     if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
@@ -650,13 +650,12 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
         on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
-        their positions and keys and values taken by them in the same task, elsewhere
-        the keys are sorted with their positions and the values gathered (within
-        1.3x of the default order's time on the CPU: ``docs/performance.md``); on
-        CuPy chunks values of up to 4 bytes travel
-        packed with their positions as 8 bytes, wider ones are gathered after an
-        argsort (``distsort.api._stable_by_key``).  Both orders are
-        deterministic, whatever the chunking and backend.  NumPy and the array
+        their positions and keys and values taken by them in the same task; elsewhere
+        the keys are sorted with their positions and the values gathered (a little
+        more time than the default order: ``docs/performance.md``); on CuPy chunks
+        values of up to 4 bytes travel packed with their positions as 8 bytes, wider
+        ones are gathered after an argsort (``distsort.api._stable_by_key``).  Both
+        orders are deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
         order distsort always gave, and the faster one.
     verify : bool, optional
