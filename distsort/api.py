@@ -608,10 +608,14 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
             _unpack, values.dtype, dtype=values.dtype,
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
     if not verify and "stable" in capabilities(get_backend(keys._meta)):
-        # Room for the values and the positions (or their packed codes) beside the keys.
-        planned = _plan_1d(keys, values, False, local,
-                           value_bytes=values.dtype.itemsize + _POSITION_BYTES)
-        if planned[1].strategy == "one-device":  # one task, no shuffle of the values
+        # Room for the values and the positions (or their packed codes) beside the keys;
+        # where there is none at all (a budget for out-of-core runs of narrower pairs),
+        # the argsort's own plan decides.
+        planned = None
+        with contextlib.suppress(MemoryError):
+            planned = _plan_1d(keys, values, False, local,
+                               value_bytes=values.dtype.itemsize + _POSITION_BYTES)
+        if planned is not None and planned[1].strategy == "one-device":  # no shuffle
             return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
     from .gather import gather
