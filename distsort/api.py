@@ -23,6 +23,7 @@ from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run
 from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .sortplan import SortOptions, SortPlan, plan_sort
+from .taskkeys import HeldChunks
 from .xp import namespace
 
 __all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
@@ -241,14 +242,23 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     return _sort_planned(keys, values, order, positions, planned, verify, what)
 
 
-def _inputs_read(keys, values, plan, view):
+def _inputs_read(keys, values, plan, view, as_viewed):
     """``(reads, carried)``: what the sort's tasks take for each input array (by name):
-    its name, or its chunks themselves (``distsort.graph.Inline``) where the plan reads
-    them as they are, on Dask's local schedulers, and they are in memory; and the
-    inputs whose graphs the outputs carry."""
+    its name, or, where the plan reads the chunks as they are (``pieces``), the chunks
+    themselves (``distsort.graph.Inline``: on Dask's local schedulers, chunks in memory)
+    or their keys (``distsort.taskkeys.HeldChunks``: on a ``distributed`` cluster whose
+    scheduler plugin holds them, every chunk persisted, ``as_viewed``: the arrays whose
+    chunks ``view`` located); and the inputs whose graphs the outputs carry."""
     sources = [keys] + ([values] if values is not None else [])
-    if plan.pieces is None or view.distributed:
+    if plan.pieces is None:
         return {a.name: a.name for a in sources}, sources
+    if view.distributed:
+        owners = view.owners + (view.value_owners or ())
+        if not (as_viewed and view.placed and None not in owners):
+            return {a.name: a.name for a in sources}, sources
+        from .held import read_held_chunks
+        return {a.name: HeldChunks(a.__dask_keys__(), read_held_chunks, keep=a)
+                for a in sources}, []
     held = {a.name: chunks_in_memory(a) for a in sources}
     reads = {name: name if c is None else Inline(c) for name, c in held.items()}
     return reads, [a for a in sources if held[a.name] is None]
@@ -266,6 +276,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     stable = positions and values is not None
     if stable and plan.strategy != "one-device":
         raise ValueError("a stable sort with values runs on a one-device plan")
+    given = (keys.name, None if values is None else values.name)
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
@@ -280,7 +291,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     vname = values.name if values is not None else None
     # The plan by its repr, one string: Dask's token walks every piece of it one by one.
     graph = SortGraph(tokenize(keys.name, vname, order, positions, repr(plan)))
-    reads, sources = _inputs_read(keys, values, plan, view)
+    reads, sources = _inputs_read(keys, values, plan, view, given == (keys.name, vname))
     if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
         from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(
