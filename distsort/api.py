@@ -21,7 +21,8 @@ from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
 from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
 from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
-from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
+from .order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode, time_codes,
+                    time_from_codes)
 from .sortplan import SortOptions, SortPlan, plan_sort
 from .taskkeys import HeldChunks
 from .xp import namespace
@@ -582,6 +583,56 @@ def _pack(values, block_info=None):
     return (positions << np.uint64(32)) | bits
 
 
+#: On the CPU, integer keys and values of at most this many bytes together are packed
+#: around their positions into one uint64 (:func:`_pack_stable`): a sort of one integer.
+_PACKED_PAIR_BYTES = 4
+
+
+def _pack_stable(keys, values, descending, block_info=None):
+    """uint64 ``key code | position | value bits`` (the code at the top, the value's bits
+    at the bottom): ordered as the keys (``descending`` or not), equal keys by position.
+
+    >>> k, v = np.array([2, -1, 2], np.int16), np.array([7, 8, 9], np.uint16)
+    >>> p = _pack_stable(k, v, False, [{"array-location": [(0, 3)]}])
+    >>> np.argsort(p).tolist()
+    [1, 0, 2]
+    >>> [_unpack_stable(np.sort(p), part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
+    [[-1, 2, 2], [8, 7, 9]]
+    """
+    start = block_info[0]["array-location"][0][0]
+    value_bits = 8 * values.dtype.itemsize
+    codes = encode(keys, descending=descending).astype(np.uint64)
+    codes <<= np.uint64(64 - 8 * keys.dtype.itemsize)
+    codes |= np.arange(start, start + keys.size, dtype=np.uint64) << np.uint64(value_bits)
+    codes |= values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
+    return codes
+
+
+def _unpack_stable(packed, part, key_dtype, value_dtype, descending):
+    """The keys (``part`` 0) or the values (1) of :func:`_pack_stable`'s codes."""
+    key_dtype, value_dtype = np.dtype(key_dtype), np.dtype(value_dtype)
+    if part == 1:
+        return packed.astype(f"u{value_dtype.itemsize}").view(value_dtype)
+    codes = (packed >> np.uint64(64 - 8 * key_dtype.itemsize)).astype(code_dtype(key_dtype))
+    return decode(codes, key_dtype, descending=descending, copy=False)
+
+
+def _stable_packed(keys, values, descending, verify, local):
+    """``stable=True`` of NumPy integer keys and values of :data:`_PACKED_PAIR_BYTES`
+    together: one keys-only sort of their packed codes, no positions moved beside them
+    and no gather (``benchmarks/keyed_cpu.py --stable``)."""
+    if values.chunks != keys.chunks:
+        values = values.rechunk(keys.chunks)
+    token = tokenize(keys, values, descending)
+    packed = da.map_blocks(_pack_stable, keys, values, descending, dtype=np.uint64,
+                           name="distsort-pack-" + token)
+    out, _ = _sort_1d(packed, None, Order(descending=False), positions=False,
+                      verify=verify, what="sort_by_key", local=local)
+    return tuple(out.map_blocks(_unpack_stable, part, keys.dtype, values.dtype, descending,
+                                dtype=dtype, name=f"distsort-unpack{part}-" + token)
+                 for part, dtype in enumerate((keys.dtype, values.dtype)))
+
+
 def _unpack(packed, dtype):
     dtype = np.dtype(dtype)
     return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
@@ -591,7 +642,10 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
+    NumPy integer keys and values of at most 4 bytes together (fewer than 2**32): one
+    sort of uint64 codes that hold the key's code, the position and the value's bits
+    (:func:`_stable_packed`): nothing to gather, the sort of one integer.
+    Other NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
     one task sorts the keys' canonical codes with their positions and takes keys and
     values by them (the backend's ``stable_sort``): no argsort output, no gather.
     Other NumPy chunks: the keys are sorted with their positions
@@ -609,6 +663,9 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """
     n = keys.shape[0]
     gpu = array_module_name(keys._meta) == "cupy"
+    if (not gpu and n < 2**32 and keys.dtype.kind in "iu"
+            and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
+        return _stable_packed(keys, values, order.descending, verify, local)
     if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
         packed = values.map_blocks(_pack, dtype=np.uint64,
                                    meta=_module(values._meta).empty((0,), dtype=np.uint64),
