@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover
 from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
 from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
-from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
+from .inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
+                     numpy_keywords)
 from .order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode, time_codes,
                     time_from_codes)
 from .sortplan import SortOptions, SortPlan, plan_sort
@@ -243,19 +244,20 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     return _sort_planned(keys, values, order, positions, planned, verify, what)
 
 
-def _inputs_read(keys, values, plan, view, as_viewed):
+def _inputs_read(keys, values, plan, view):
     """``(reads, carried)``: what the sort's tasks take for each input array (by name):
     its name, or, where the plan reads the chunks as they are (``pieces``), the chunks
     themselves (``distsort.graph.Inline``: on Dask's local schedulers, chunks in memory)
     or their keys (``distsort.taskkeys.HeldChunks``: on a ``distributed`` cluster whose
-    scheduler plugin holds them, every chunk persisted, ``as_viewed``: the arrays whose
-    chunks ``view`` located); and the inputs whose graphs the outputs carry."""
+    scheduler plugin holds them, every chunk a future in the array's own graph, where
+    ``view`` located it); and the inputs whose graphs the outputs carry."""
     sources = [keys] + ([values] if values is not None else [])
     if plan.pieces is None:
         return {a.name: a.name for a in sources}, sources
     if view.distributed:
         owners = view.owners + (view.value_owners or ())
-        if not (as_viewed and view.placed and None not in owners):
+        if not (view.placed and None not in owners
+                and all(map(chunks_persisted, sources))):
             return {a.name: a.name for a in sources}, sources
         from .held import read_held_chunks
         return {a.name: HeldChunks(a.__dask_keys__(), read_held_chunks, keep=a)
@@ -277,7 +279,6 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     stable = positions and values is not None
     if stable and plan.strategy != "one-device":
         raise ValueError("a stable sort with values runs on a one-device plan")
-    given = (keys.name, None if values is None else values.name)
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
@@ -292,7 +293,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     vname = values.name if values is not None else None
     # The plan by its repr, one string: Dask's token walks every piece of it one by one.
     graph = SortGraph(tokenize(keys.name, vname, order, positions, repr(plan)))
-    reads, sources = _inputs_read(keys, values, plan, view, given == (keys.name, vname))
+    reads, sources = _inputs_read(keys, values, plan, view)
     if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
         from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(
@@ -642,13 +643,13 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    NumPy integer keys and values of at most 4 bytes together (fewer than 2**32): one
-    sort of uint64 codes that hold the key's code, the position and the value's bits
-    (:func:`_stable_packed`): nothing to gather, the sort of one integer.
-    Other NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
+    NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
     one task sorts the keys' canonical codes with their positions and takes keys and
     values by them (the backend's ``stable_sort``): no argsort output, no gather.
-    Other NumPy chunks: the keys are sorted with their positions
+    Other NumPy integer keys and values of at most 4 bytes together (fewer than 2**32):
+    one sort of uint64 codes that hold the key's code, the position and the value's
+    bits (:func:`_stable_packed`), nothing to gather.  Other NumPy chunks: the keys are
+    sorted with their positions
     (:func:`argsort_by_positions`: uint32 positions packed with keys of up to 4 bytes)
     and the values gathered by them (:func:`distsort.gather.gather`); with
     ``verify`` the argsort is checked (the summaries of a keyed output check equal
@@ -663,9 +664,6 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """
     n = keys.shape[0]
     gpu = array_module_name(keys._meta) == "cupy"
-    if (not gpu and n < 2**32 and keys.dtype.kind in "iu"
-            and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
-        return _stable_packed(keys, values, order.descending, verify, local)
     if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
         packed = values.map_blocks(_pack, dtype=np.uint64,
                                    meta=_module(values._meta).empty((0,), dtype=np.uint64),
@@ -685,6 +683,9 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
                                value_bytes=values.dtype.itemsize + _POSITION_BYTES)
         if planned is not None and planned[1].strategy == "one-device":  # no shuffle
             return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
+    if (not gpu and n < 2**32 and keys.dtype.kind in "iu"
+            and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
+        return _stable_packed(keys, values, order.descending, verify, local)
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
     from .gather import gather
     return out_keys, gather((values,), perm)[0]

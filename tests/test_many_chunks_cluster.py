@@ -119,3 +119,17 @@ def test_many_chunks_one_group_reads_both_workers(cluster_client):
     np.testing.assert_array_equal(_bits(got[0]), _bits(x[stable]))
     np.testing.assert_array_equal(got[1], v[stable])
     np.testing.assert_array_equal(got[2], stable)
+
+
+def test_lazy_array_whose_chunks_another_holds_is_computed(cluster_client):
+    """A lazy array whose chunks are in memory only through another persisted array is
+    read through its keys: nothing keeps those chunks for it."""
+    x = _keys(np.random.default_rng())
+    with cluster_client.as_current():
+        made = da.from_array(x, chunks=CHUNK)
+        other = cluster_client.persist(made)
+        distributed.wait(other, timeout=DEADLINE)
+        s = distsort.sort(made)
+        assert not any(isinstance(a, HeldChunks) for a in _group_args(s))
+        del other
+        np.testing.assert_array_equal(_bits(s.compute()), _bits(_sorted(x)))
