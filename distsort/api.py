@@ -724,7 +724,9 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
         on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
         their positions and keys and values taken by them in the same task; elsewhere
-        the keys are sorted with their positions and the values gathered (a little
+        integer keys and values of up to 4 bytes together are sorted as one integer
+        with their positions between them, and other keys are sorted with their
+        positions and the values gathered (a little
         more time than the default order: ``docs/performance.md``); on CuPy chunks
         values of up to 4 bytes travel packed with their positions as 8 bytes, wider
         ones are gathered after an argsort (``distsort.api._stable_by_key``).  Both
