@@ -397,12 +397,13 @@ def _prepare_func(backend, local):
 
 
 def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name, backend,
-                  order, group, local, positions):
+                  order, group, local, positions, by_position=False):
     """The tasks that sort each group of ``group`` consecutive positions as one
     (``group_prepare``, one task on one worker) from the slices ``pieces[g]``
     (``(input chunk, start, stop)``) of the input chunks (of sizes ``in_chunks``), and
     the chunks of sizes ``chunks`` (slices of the sorted run) they give, as the keys
-    ``keys``."""
+    ``keys``.  ``by_position``: ties of the key keep the input's order (the slices
+    are read in input order: a one-device plan's)."""
     offsets = tuple(itertools.accumulate(in_chunks, initial=0))
     tasks, parts = {}, {}
     for (lo, hi), mine in zip(group_bounds(len(chunks), group), pieces, strict=True):
@@ -418,18 +419,21 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
         values = ([(values_name, i) for i, _, _ in mine] if values_name is not None
                   else None)
         tasks[gkey] = (group_prepare, backend, local, order, firsts, bounds,
-                       list(chunks[lo:hi]), [(keys_name, i) for i, _, _ in mine], values)
+                       list(chunks[lo:hi]), [(keys_name, i) for i, _, _ in mine], values,
+                       by_position)
         for p in range(lo, hi):
             parts[keys[p]] = (operator.getitem, gkey, p - lo)
     graph.add("group", tasks, _input_names(keys_name, values_name))
     graph.add("prepare", parts, {f"distsort-group-{graph.token}"})
 
 
-def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
+def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values,
+                  by_position=False):
     """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
     (and of ``values``, or positions from ``firsts``, the index of each slice's first
     element, where not None) as one run; returns it as chunks of ``sizes`` elements
-    (slices of the run)."""
+    (slices of the run).  ``by_position``: equal keys keep the slices' order (a
+    backend with ``sort_owned``)."""
     xp = _namespace(keys[0])
     bounds = [(int(a), int(b)) for a, b in bounds]
 
@@ -447,18 +451,51 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
         v = None
     if "sort_owned" in capabilities(backend):  # sorts our concatenation in place: no copy
         increasing = firsts is not None and all(a < b for a, b in itertools.pairwise(firsts))
-        run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
+        run = backend.sort_owned(k, v, order, local, increasing_values=increasing,
+                                 by_position=by_position)
     else:
         run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
     return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
-def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions):
+def one_chunk(plan, in_chunks, local) -> bool:
+    """Whether a one-device sort reads one whole input chunk into one output chunk (a
+    plain array that fits), which :func:`chunk_output_layer` sorts in one task."""
+    return (plan.strategy == "one-device" and len(in_chunks) == 1
+            and len(plan.chunks) == 1 and local != "bitonic")
+
+
+def chunk_output_layer(graph, out_name, in_key, backend, order, local, part, finish_args):
+    """The output array's layer of a one-chunk sort (:func:`one_chunk`): one task,
+    ``sort_chunk``, reads the input chunk ``in_key`` and gives part ``part`` (0 the
+    keys, 1 an argsort's positions) of the sorted chunk; no other task runs.
+
+    Each output sorts on its own, so neither reads the other's tasks and no task
+    has two dependents to be fused differently in different graphs (the reason of
+    ``_output_layer``'s gate): computing argsort's positions gathers no key."""
+    graph.layers[out_name] = {(out_name, 0): (sort_chunk, backend, local, order, part,
+                                              in_key, finish_args)}
+    graph.dependencies[out_name] = {in_key[0]}
+    return out_name
+
+
+def sort_chunk(backend, local, order, part, chunk, finish_args):
+    """Part ``part`` of one whole ``chunk`` sorted on its own: ``backend.sort_chunk``,
+    or a sort by ``prepare`` then ``finish_keys``/``finish_values`` (``finish_args``)."""
+    if "sort_chunk" in capabilities(backend):
+        return backend.sort_chunk(chunk, order, local, part)
+    run = _prepare_func(backend, local)(chunk, None, order, 0 if order.keyed else None)
+    return (backend.finish_values if part else backend.finish_keys)(run, *finish_args)
+
+
+def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions,
+                by_position=False):
     """The layers of a ``distsort.sortplan.SortPlan`` on the input arrays ``keys_name``
     and ``values_name`` (or None), chunked as ``in_chunks`` (``plan.chunks`` where
     the plan rechunks them); returns the keys of the sorted chunks (runs, out of
-    core), in backend form."""
+    core), in backend form.  ``by_position``: a one-device plan's ties of the key keep
+    the input's order (``pieces_layers``)."""
     if plan.out_of_core is not None:
         ooc = plan.out_of_core
         return out_of_core_layers(graph, keys_name, values_name, plan.chunks, backend, order,
@@ -469,7 +506,7 @@ def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, 
                            positions, plan.window, plan.perm, plan.group, plan.local)
     keys = [(task_name("prepare", graph.token), p) for p in range(len(plan.chunks))]
     pieces_layers(graph, keys, plan.pieces, in_chunks, plan.chunks, keys_name, values_name,
-                  backend, order, plan.group, plan.local, positions)
+                  backend, order, plan.group, plan.local, positions, by_position)
     if plan.strategy == "one-device":
         return keys
     return network_layers(graph, keys, plan.chunks, backend, order, plan.window,

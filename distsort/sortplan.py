@@ -44,7 +44,7 @@ from .plan import normalize_chunks, regular_chunks
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "coalesced_chunks", "cut_pieces",
-           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER"]
+           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER", "WORK_CHUNKS"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
 #: with ``"auto"``).
@@ -58,6 +58,9 @@ CPU_BUDGET_DIVISOR = 4
 #: Pairs of the network in flight per worker: one merging while the next one's crossing
 #: part travels (per core on the local schedulers).
 PAIRS_PER_WORKER = 2
+#: Chunk-sized buffers a slot's share of the network needs beyond its chunks: the two
+#: outputs of each pair in flight, and one to spare.
+WORK_CHUNKS = 2 * PAIRS_PER_WORKER + 1
 
 
 class SortOptions(NamedTuple):
@@ -188,17 +191,24 @@ def _fits_one_device(n, itemsize, options, budget):
 
 
 def coalesced_chunks(n: int, slots: int, element: int, budget: int | None) -> tuple:
-    """The regular chunking of a coalesced input: one chunk per slot, smaller where a
-    group sort of it (the chunk and ``GROUP_COPIES`` more) would not fit ``budget``.
+    """The regular chunking of a coalesced input: one chunk per slot, smaller where it
+    would not fit ``budget`` beside the slot's share of the data (held there, persisted
+    or made for the sort, until the sort has read it): a group sort holds
+    ``GROUP_COPIES`` chunk-sized copies, the network :data:`WORK_CHUNKS` (the outputs
+    of the pairs in flight, and one to spare).  Where nothing larger than one element
+    fits, chunks of one element each: the caller keeps the input's own chunks.
 
     >>> coalesced_chunks(10**6, 2, 8, None)
     (500000, 500000)
-    >>> coalesced_chunks(10**6, 2, 8, 8 * 10**6)  # 3 chunk-sized copies in 8 MB
-    (333333, 333333, 333333, 1)
+    >>> coalesced_chunks(10**6, 2, 8, 24 * 10**6)  # 4 MB held, 20 MB for 5 chunks
+    (500000, 500000)
+    >>> coalesced_chunks(10**6, 2, 8, 8 * 10**6)  # 4 MB held, 4 MB for 5 chunks
+    (100000, 100000, 100000, 100000, 100000, 100000, 100000, 100000, 100000, 100000)
     """
     m = -(-n // max(1, slots))
     if budget is not None:
-        m = min(m, budget // ((1 + GROUP_COPIES) * max(1, element)))
+        room = budget - m * element
+        m = min(m, room // (max(GROUP_COPIES, WORK_CHUNKS) * max(1, element)))
     return regular_chunks(n, max(1, m))
 
 
@@ -291,8 +301,11 @@ def _network(chunks, itemsize, view, options, window):
     # to fit the workers' memory (a compare-split holds several at once), are kept.
     small = budget is None or (
         (1 + GROUP_COPIES) * COALESCE_PER_SLOT * regular[0] * element <= budget)
-    if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT):
-        out = coalesced_chunks(n, slots, element, budget)
+    out = (coalesced_chunks(n, slots, element, budget)
+           if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT) else None)
+    if out is not None and (too_large or out[0] >= regular[0]):
+        # Coalesced, unless beside the data held only chunks smaller than the input's
+        # own would fit: then the network runs on the input's chunks, sorted in place.
         group = (int(fixed) if fixed != "auto" else
                  group_size(len(out), slots, out[0] * element, budget) if grouped else 1)
         order = placement(owners) if view.workers else tuple(range(len(chunks)))

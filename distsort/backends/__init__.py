@@ -117,10 +117,12 @@ class SharingBackend(Backend, Protocol):
 #: What a backend may declare in its ``CAPABILITIES`` beyond :class:`Backend`:
 #: ``"local"`` (its ``prepare`` takes the local sort, ``local=``), ``"sort_owned"``
 #: (``sort_owned(keys, values, order, local, increasing_values)`` sorts arrays the task
-#: owns, in place where it can: group sorts use it instead of ``prepare``), ``"share"``
-#: (a :class:`SharingBackend`: the network shares whole chunks instead of sending
-#: crossing parts).
-CAPABILITIES = ("local", "sort_owned", "share")
+#: owns, in place where it can: group sorts use it instead of ``prepare``),
+#: ``"sort_chunk"`` (``sort_chunk(keys, order, local, part)``: one whole chunk sorted
+#: into one output chunk, the keys or an argsort's positions alone, by one task),
+#: ``"share"`` (a :class:`SharingBackend`: the network shares whole chunks instead of
+#: sending crossing parts).
+CAPABILITIES = ("local", "sort_owned", "sort_chunk", "share")
 
 
 def capabilities(backend) -> frozenset:

@@ -17,14 +17,15 @@ import cupy
 import numpy as np
 
 from ... import memory
-from . import launcher
+from . import launcher, local_sort
 from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
 from .local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
 from ..cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
-#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``.
-CAPABILITIES = frozenset({"local", "sort_owned"})
+#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``;
+#: ``sort_chunk``.
+CAPABILITIES = frozenset({"local", "sort_owned", "sort_chunk"})
 
 
 def parts(chunk):
@@ -156,3 +157,9 @@ def sort_blocks(keys, values, axis, order, positions=False):
     sort_inplace(k, v, order.descending, lanes=lanes)
     k = cupy.moveaxis(k, -1, axis)
     return k, (None if v is None else cupy.moveaxis(v, -1, axis))
+
+
+def sort_chunk(keys, order, local="auto", part=0):
+    """One whole chunk sorted on its own into one output chunk (``local_sort.sort_chunk``:
+    ``part`` 0 the keys, 1 an argsort's positions alone)."""
+    return local_sort.sort_chunk(cupy.asarray(keys), order, local, part)
