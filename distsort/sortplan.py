@@ -44,7 +44,8 @@ from .plan import normalize_chunks, regular_chunks
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "coalesced_chunks", "cut_pieces",
-           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER", "WORK_CHUNKS"]
+           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER", "WORK_CHUNKS",
+           "fits_in_place"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
 #: with ``"auto"``).
@@ -193,21 +194,22 @@ def _fits_one_device(n, itemsize, options, budget):
 def coalesced_chunks(n: int, slots: int, element: int, budget: int | None) -> tuple:
     """The regular chunking of a coalesced input: one chunk per slot, smaller where it
     would not fit ``budget`` beside the slot's share of the data (held there, persisted
-    or made for the sort, until the sort has read it): a group sort holds
+    or made for the sort, until the sort has read it) and ``memory.RESERVE``: a group
+    sort holds
     ``GROUP_COPIES`` chunk-sized copies, the network :data:`WORK_CHUNKS` (the outputs
     of the pairs in flight, and one to spare).  Where nothing larger than one element
     fits, chunks of one element each: the caller keeps the input's own chunks.
 
     >>> coalesced_chunks(10**6, 2, 8, None)
     (500000, 500000)
-    >>> coalesced_chunks(10**6, 2, 8, 24 * 10**6)  # 4 MB held, 20 MB for 5 chunks
-    (500000, 500000)
-    >>> coalesced_chunks(10**6, 2, 8, 8 * 10**6)  # 4 MB held, 4 MB for 5 chunks
-    (100000, 100000, 100000, 100000, 100000, 100000, 100000, 100000, 100000, 100000)
+    >>> coalesced_chunks(10**6, 2, 8, 25 * 10**6)  # 4 MB held, 5 chunks in 19.75 MB
+    (493750, 493750, 12500)
+    >>> coalesced_chunks(10**6, 2, 8, 10**7)  # 4 MB held, 5.5 MB for 5 chunks
+    (137500, 137500, 137500, 137500, 137500, 137500, 137500, 37500)
     """
     m = -(-n // max(1, slots))
     if budget is not None:
-        room = budget - m * element
+        room = _usable(budget, RESERVE) - m * element
         m = min(m, room // (max(GROUP_COPIES, WORK_CHUNKS) * max(1, element)))
     return regular_chunks(n, max(1, m))
 
@@ -238,6 +240,27 @@ def cut_pieces(order, chunks, bounds) -> tuple:
     return tuple(out)
 
 
+def fits_in_place(chunks, element: int, budgets) -> bool:
+    """Whether the network sorts ``chunks`` (elements of ``element`` bytes) in the
+    devices' memory: each device's share of the data and :data:`WORK_CHUNKS` of the
+    largest chunk (the outputs of the pairs in flight) fit its budget (bytes; None:
+    unknown, so no).  Then the data stay on the devices, sorted in place, however
+    much of the budget they take: out of core would move them through host memory
+    (93 GiB on one 139 GiB H200 passed a worker's 126 GiB host limit).
+
+    >>> fits_in_place((500,) * 50, 4, [120_000])  # 100 kB of data, 10 kB working
+    True
+    >>> fits_in_place((25_000,), 4, [120_000])  # one chunk: no room for its output
+    False
+    """
+    budgets = list(budgets)
+    if not budgets or not all(budgets) or not chunks:
+        return False
+    share = -(-sum(chunks) * element // len(budgets))
+    return all(share + WORK_CHUNKS * max(chunks) * element <= _usable(b, RESERVE)
+               for b in budgets)
+
+
 def _plan_out_of_core(chunks, itemsize, view, options):
     """An :class:`OutOfCore` and its regular chunking where the data outgrow the
     workers' device budgets, else None."""
@@ -252,7 +275,7 @@ def _plan_out_of_core(chunks, itemsize, view, options):
         budgets = list(reported)
     element = itemsize + options.value_bytes
     n = sum(chunks)
-    if not needs_out_of_core(n * element, budgets):
+    if not needs_out_of_core(n * element, budgets) or fits_in_place(chunks, element, budgets):
         return None
     budget = min(budgets)
     regular = normalize_chunks(chunks)
