@@ -438,8 +438,10 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values,
     bounds = [(int(a), int(b)) for a, b in bounds]
 
     def gathered(arrays):  # a new array: the sort below owns it
-        return xp.concatenate([xp.asarray(c).ravel()[a:b]
-                               for c, (a, b) in zip(arrays, bounds, strict=True)])
+        parts = [xp.asarray(c).ravel()[a:b] for c, (a, b) in zip(arrays, bounds, strict=True)]
+        if by_position and len(parts) == 1:  # a sort by position only reads: no copy
+            return parts[0]
+        return xp.concatenate(parts)
 
     k = gathered(keys)
     if firsts is not None:

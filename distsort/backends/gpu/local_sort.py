@@ -165,7 +165,9 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False,
     by ``order``; returns the chunk (keys, or ``(keys, values)``).
     ``increasing_values``: the values are increasing (argsort's positions), so a
     stable sort by the key alone orders them.  ``by_position``: ties are broken by
-    position (the chunk is in input order), which only the radix path does."""
+    position (the chunk is in input order), which only the radix path does; it only
+    reads ``keys`` and ``values`` (a group sort of one input chunk passes them
+    uncopied)."""
     owned = keys.nbytes + (0 if values is None else values.nbytes)
     vsize = 0 if values is None else values.dtype.itemsize
     if by_position or _path(keys, vsize, local, increasing_values, owned) == "radix":
