@@ -147,6 +147,26 @@ def timed_persist(client, make, args):
     return seconds, state
 
 
+def settle(client, x, timeout=60):
+    """Wait until the cluster holds nothing but the input ``x``: a failed run's tasks are
+    forgotten (their tracebacks hold the device memory the run had taken), then
+    collect garbage and free CuPy's pool, so that the next run starts with the device
+    as it was."""
+    import gc
+
+    from dask.core import flatten
+    keep = {str(k) for k in flatten(x.__dask_keys__())}
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end and client.run_on_scheduler(_other_tasks, keep=keep):
+        time.sleep(0.05)
+    client.run(gc.collect)
+    client.run(_free_pools)
+
+
+def _other_tasks(keep, dask_scheduler=None):
+    return any(str(k) not in keep for k in dask_scheduler.tasks)
+
+
 def failure(e):
     """How a row records a run that failed (out of memory, mostly)."""
     return f"failed: {type(e).__name__}: {str(e)[:160]}"
@@ -188,12 +208,14 @@ def dask_row(client, case, args):
             client, lambda: x.rechunk(-1).map_blocks(cupy.sort), args)
     except Exception as e:  # noqa: BLE001  (recorded)
         row["naive_s"], elementwise = failure(e), False
+        settle(client, x)
     if not elementwise:
         release(client, y)
     try:
         row["seconds"], s = timed_persist(client, lambda: distsort.sort(x), args)
     except Exception as e:  # noqa: BLE001  (recorded)
         release(client, y)
+        settle(client, x)
         return dict(row, seconds=failure(e), correct=False)
     if elementwise:  # float32 normals hold no zeros: cupy.sort's order is NumPy's
         ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
