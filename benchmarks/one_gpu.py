@@ -359,7 +359,7 @@ def plot(path):
     import matplotlib.pyplot as plt
     doc = json.loads(Path(path).read_text())
     rows = [r for r in doc["rows"] if r.get("ratio")]
-    variants = sorted({r.get("variant", "") for r in rows})
+    variants = list(dict.fromkeys(r.get("variant", "") for r in rows))  # as measured
     cases = list(dict.fromkeys(r["case"] for r in rows))
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(cases) * len(variants) + 1.5))
     height = 0.8 / max(1, len(variants))

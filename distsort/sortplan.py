@@ -8,18 +8,21 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     All the chunks, their sorted copy and the radix sort's buffers fit the budget of
     the one device that sorts them (one GPU, one CPU worker, or this process on
     Dask's local schedulers): one task gathers the chunks, sorts them once and
-    splits the result into the output chunks.  No network, no round trip through
-    the scheduler per round.
+    splits the result into the output chunks (one whole chunk into one, a plain
+    array: the output's own task, ``distsort.graph.one_chunk``).  No network, no
+    round trip through the scheduler per round.
 ``"network"``
     The bitonic network of compare-splits between chunks (``distsort.plan``),
     positions following where the chunks live and groups of consecutive positions
     sorted as one within the budget (``distsort.placement``).  An input of more
     chunks than the workers need (:data:`COALESCE_PER_SLOT` per slot) is coalesced
     first: the group sorts read slices of the input chunks themselves (``pieces``),
-    so nothing moves twice and the task count does not grow with the input's.
+    so nothing moves twice and the task count does not grow with the input's; the
+    coalesced chunks fit beside the data a slot holds (:func:`coalesced_chunks`).
 ``"out-of-core"``
-    The data outgrow the workers' device budgets: runs in host memory and the
-    network between them (``distsort.outofcore``).
+    The data outgrow the workers' device budgets, and the network could not run in
+    them (:func:`fits_in_place`): runs in host memory and a merge between them
+    (``distsort.outofcore``).
 
 >>> from distsort.view import ClusterView
 >>> view = ClusterView.local(cores=2, memory=16 * 2**30, chunks=4)

@@ -5,9 +5,11 @@ through :func:`sort_owned`, which picks the path by :func:`choose_local`:
 
 ``"radix"``
     ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, several times faster than the
-    bitonic kernels: ``docs/performance.md``) on distsort's order codes, so
-    the result is the one of every other path bit for bit: NaNs last, ``-0.0``
-    before ``+0.0``, argsort stable, ties of ``sort_by_key`` broken by the value.
+    bitonic kernels: ``docs/performance.md``) on ascending integer and float32/64
+    keys as they are (:func:`sort_keys`, :func:`stable_perm`: floats then put in
+    distsort's order), on distsort's order codes otherwise, so the result is the one
+    of every other path bit for bit: NaNs last, ``-0.0`` before ``+0.0``, argsort
+    stable, ties of ``sort_by_key`` broken by the value (or by position).
     It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
 ``"bitonic"``
     The in-place kernels (``distsort.backends.gpu.launcher.sort_inplace``): no extra memory.
