@@ -121,8 +121,10 @@ class SharingBackend(Backend, Protocol):
 #: ``"sort_chunk"`` (``sort_chunk(keys, order, local, part)``: one whole chunk sorted
 #: into one output chunk, the keys or an argsort's positions alone, by one task),
 #: ``"share"`` (a :class:`SharingBackend`: the network shares whole chunks instead of
-#: sending crossing parts).
-CAPABILITIES = ("local", "sort_owned", "sort_chunk", "share")
+#: sending crossing parts), ``"stable"`` (``stable_sort(keys, values, order)``: a
+#: key-value sort of one run with equal keys in their order in it, which a group sort
+#: of the whole input in input order uses for ``sort_by_key(..., stable=True)``).
+CAPABILITIES = ("local", "sort_owned", "sort_chunk", "share", "stable")
 
 
 def capabilities(backend: Any) -> frozenset[str]:
@@ -131,7 +133,7 @@ def capabilities(backend: Any) -> frozenset[str]:
 
     >>> from distsort.backends.cpu import numpy_backend as npb
     >>> capabilities(npb)
-    frozenset()
+    frozenset({'stable'})
     """
     return frozenset(getattr(backend, "CAPABILITIES", ()))
 

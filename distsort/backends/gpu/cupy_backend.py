@@ -26,8 +26,8 @@ from ..cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (prob
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
 #: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``;
-#: ``sort_chunk``.
-CAPABILITIES = frozenset({"local", "sort_owned", "sort_chunk"})
+#: ``sort_chunk``; ``stable``.
+CAPABILITIES = frozenset({"local", "sort_owned", "sort_chunk", "stable"})
 
 
 def merge_runs(a, b, descending=False):
@@ -119,3 +119,11 @@ def sort_chunk(keys, order, local="auto", part=0):
     """One whole chunk sorted on its own into one output chunk (``local_sort.sort_chunk``:
     ``part`` 0 the keys, 1 an argsort's positions alone)."""
     return local_sort.sort_chunk(cupy.asarray(keys), order, local, part)
+
+
+def stable_sort(keys, values, order):
+    """``(keys, values)`` (new arrays) sorted by key alone, equal keys in their order
+    here: one stable radix sort of the keys, both taken by it
+    (``local_sort.radix_sort(..., by_position=True)``; the arrays are only read)."""
+    return local_sort.radix_sort(cupy.asarray(keys), cupy.asarray(values), order,
+                                 by_position=True)

@@ -147,19 +147,15 @@ def _path(keys, value_size, local, increasing_values, owned):
                         device_budget(owned) if local == "auto" else None, local)
 
 
-def sort_owned(keys, values, order, local="auto", increasing_values=False,
-               by_position=False):
+def sort_owned(keys, values, order, local="auto", increasing_values=False):
     """Sort ``keys`` (and ``values``: arrays this task owns, that may be overwritten)
     by ``order``; returns the chunk (keys, or ``(keys, values)``).
     ``increasing_values``: the values are increasing (argsort's positions), so a
-    stable sort by the key alone orders them.  ``by_position``: ties are broken by
-    position (the chunk is in input order), which only the radix path does; it only
-    reads ``keys`` and ``values`` (a group sort of one input chunk passes them
-    uncopied)."""
+    stable sort by the key alone orders them."""
     owned = keys.nbytes + (0 if values is None else values.nbytes)
     vsize = 0 if values is None else values.dtype.itemsize
-    if by_position or _path(keys, vsize, local, increasing_values, owned) == "radix":
-        return radix_sort(keys, values, order, increasing_values, by_position)
+    if _path(keys, vsize, local, increasing_values, owned) == "radix":
+        return radix_sort(keys, values, order, increasing_values)
     from .launcher import sort_inplace
     sort_inplace(keys, values, order.descending)
     return keys if values is None else (keys, values)
@@ -201,7 +197,7 @@ def radix_sort(keys, values, order, increasing_values=False, by_position=False):
     :func:`sort_keys`).  ``increasing_values``: the values are increasing positions
     (argsort's); ``by_position``: ties of the key are broken by position, not by
     the value (a stable ``sort_by_key``: one stable sort by the key alone, then the
-    values gathered)."""
+    values gathered; ``keys`` and ``values`` are then only read)."""
     import cupy
 
     from ..cpu.numpy_backend import order_codes
