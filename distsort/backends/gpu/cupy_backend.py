@@ -19,14 +19,15 @@ import numpy as np
 from ... import memory
 from ...chunk import (head, length, make_chunk, parts, slice_chunk,  # noqa: F401  (the Backend)
                       split_high, split_low, tail)
-from . import launcher
+from . import launcher, local_sort
 from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
 from .local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
 from ..cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
-#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``.
-CAPABILITIES = frozenset({"local", "sort_owned"})
+#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``;
+#: ``sort_chunk``; ``stable``.
+CAPABILITIES = frozenset({"local", "sort_owned", "sort_chunk", "stable"})
 
 
 def merge_runs(a, b, descending=False):
@@ -112,3 +113,17 @@ def sort_blocks(keys, values, axis, order, positions=False):
     sort_inplace(k, v, order.descending, lanes=lanes)
     k = cupy.moveaxis(k, -1, axis)
     return k, (None if v is None else cupy.moveaxis(v, -1, axis))
+
+
+def sort_chunk(keys, order, local="auto", part=0):
+    """One whole chunk sorted on its own into one output chunk (``local_sort.sort_chunk``:
+    ``part`` 0 the keys, 1 an argsort's positions alone)."""
+    return local_sort.sort_chunk(cupy.asarray(keys), order, local, part)
+
+
+def stable_sort(keys, values, order):
+    """``(keys, values)`` (new arrays) sorted by key alone, equal keys in their order
+    here: one stable radix sort of the keys, both taken by it
+    (``local_sort.radix_sort(..., by_position=True)``; the arrays are only read)."""
+    return local_sort.radix_sort(cupy.asarray(keys), cupy.asarray(values), order,
+                                 by_position=True)
