@@ -27,14 +27,15 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .connection import (check_visible, device_budget, fits_in_process, open_cluster,
-                         out_of_core, to_device, to_host)
+from .connection import (Cluster, check_visible, device_budget, fits_in_process,
+                         open_cluster, out_of_core, to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
 from .files import local_path, url_protocol
 from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
+from .ondisk import host_budget, sort_on_disk
 from .outputs import Output, check_not_input, check_output_path, publish
 from .temporaries import clean_directory
 from .progress import compute
@@ -301,6 +302,9 @@ def cmd_sort(args):
 
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
+    memory = host_budget(args, job)
+    if memory:
+        return _sort_on_disk(job, args, memory, t0)
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
@@ -332,6 +336,22 @@ def _sort_and_summarize(job, args):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
         os.close(devnull)
+    return OK
+
+
+def _sort_on_disk(job, args, memory, t0):
+    """An input larger than host memory: runs on the disk, one k-way merge
+    (:mod:`distsort.cli.ondisk`); the disk measured first, alone."""
+    from .connection import in_process_threads
+    floor = disk_floor(job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
+    facts = {"start": time.perf_counter() - t0, "disk": floor}
+    sort_on_disk(job, args, memory, facts)
+    facts["wall"] = time.perf_counter() - t0
+    threads = min(in_process_threads(), (os.cpu_count() or 1) + 1)
+    cluster = Cluster(None, f"{threads} threads of this process on {os.cpu_count()} cores "
+                            "(larger than memory: sorted through the disk)", gpu=False)
+    print("distsort sort: done", flush=True)
+    print_summary(job, cluster, facts)
     return OK
 
 
