@@ -22,7 +22,7 @@ output written): twice what a copy of the file moves.
 
 >>> p = plan_disk_sort(10_000, 12, 60_000, tasks=3)
 >>> p.runs, p.segment
-((1666, 1667, 1667, 1666, 1667, 1667), 1666)
+((1428, 1429, 1428, 1429, 1428, 1429, 1429), 1666)
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 import errno
 import functools
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -113,8 +114,8 @@ def plan_disk_sort(n, per_element, memory, tasks=3, stride=STRIDE):
     """
     piece = max(1, int(memory) // (int(tasks) * int(per_element)))
     count = -(-n // piece)
-    runs = tuple(b - a for a, b in zip(*(
-        [n * r // count for r in range(count + 1)][s:] for s in (0, 1)), strict=False))
+    cuts = [n * r // count for r in range(count + 1)] if count else [0]
+    runs = tuple(b - a for a, b in itertools.pairwise(cuts))
     return DiskPlan(runs, max(1, min(piece, n)), int(tasks), int(stride))
 
 

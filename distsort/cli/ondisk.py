@@ -26,6 +26,9 @@ from .temporaries import remove, temporary_name
 ROOM_MARGIN = (0.01, 64 << 20)
 
 
+_NO_PUNCH = ", both in full (this filesystem cannot free the runs as they are merged)"
+
+
 def _sortable_dtype(dtype):
     """The dtype the runs hold: datetime64/timedelta64 as their uint64 codes."""
     return np.dtype(np.uint64) if np.dtype(dtype).kind in TIME_KINDS else np.dtype(dtype)
@@ -94,7 +97,7 @@ def check_room(job, plan):
             raise CLIError(
                 f"{d}: not enough free disk space for a sort larger than memory: it needs "
                 f"{fmt_bytes(room)} ({room:,} bytes: the runs, then the output as they are "
-                f"merged{'' if punch else ', both in full (this filesystem cannot free the runs as they are merged)'}), "
+                f"merged{'' if punch else _NO_PUNCH}), "
                 f"{fmt_bytes(free)} is free; free space there or write OUTPUT elsewhere")
     return punch
 

@@ -34,79 +34,79 @@ DIGIT_BITS = 11
 RADIX_FROM = 1 << 12
 
 
-def _sort_py(u, out, tmp, consts, is_float, passes):  # pragma: no cover - compiled
-    """``out`` = the keys of bits ``u`` sorted by their codes (``tmp``: scratch of
-    ``u``'s size and dtype; ``u`` is left as it was).
-
-    ``consts`` are ``codes._constants``: ``S, shift, flip, B - 1, F, 1, 2**B - 1``
-    (``S``: the sign bit of signed keys, 0 for others); the codes there are signed
-    (``flip`` holds the top bit), so each digit is read from the code with its top
-    bit flipped (the unsigned order).
-    """
+@_merge._jit_inline
+def _code(x, consts):  # pragma: no cover - compiled
+    """The code of key bits ``x`` in the unsigned order (``consts``: a tuple of
+    ``codes._constants``: ``S, shift, flip, B - 1, F, 1, 2**B - 1``; ``S`` the sign
+    bit of signed keys, 0 for others; a tuple, not an array, so that they stay in
+    registers).  The codes there are signed (``flip`` holds the top bit): here the
+    top bit is flipped back."""
     sign, shift, flip, top, floats = consts[0], consts[1], consts[2], consts[3], consts[4]
-    one, ones = consts[5], consts[6]
     zero = shift - shift
-    high = one << top  # the top bit: signed codes to unsigned order and back
-    n = u.shape[0]
+    c = (((x ^ (sign | ((zero - (x >> top)) & floats))) - shift) ^ flip) & consts[6]
+    return c ^ (consts[5] << top)
+
+
+@_merge._jit_inline
+def _key(c, consts, is_float):  # pragma: no cover - compiled
+    """The key bits of a code of :func:`_code`."""
+    sign, shift, flip, top, one = consts[0], consts[1], consts[2], consts[3], consts[5]
+    v = (((c ^ (one << top)) ^ flip) + shift) & consts[6]
+    if is_float:
+        v ^= sign | ((v >> top) - one)
+    elif sign:
+        v ^= sign
+    return v
+
+
+@_merge._jit
+def _counts(u, consts, passes):  # pragma: no cover - compiled
+    """Where each digit's keys start in each pass (exclusive prefix sums of the
+    digits' counts), and which passes move anything: a digit that every key shares
+    moves nothing."""
     radix = 1 << DIGIT_BITS
-    mask = radix - 1
     counts = np.zeros((passes, radix), np.int64)
-    for i in range(n):
-        x = u[i]
-        c = (((x ^ (sign | ((zero - (x >> top)) & floats))) - shift) ^ flip) & ones
-        c ^= high
+    for i in range(u.shape[0]):
+        c = _code(u[i], consts)
         for p in range(passes):
-            counts[p, (c >> (p * DIGIT_BITS)) & mask] += 1
-    # A digit that every key shares moves nothing: such passes are skipped.
+            counts[p, (c >> (p * DIGIT_BITS)) & (radix - 1)] += 1
     live = np.zeros(passes, np.bool_)
     for p in range(passes):
-        live[p] = counts[p].max() < n
+        live[p] = counts[p].max() < u.shape[0]
         total = 0
         for d in range(radix):
             k = counts[p, d]
             counts[p, d] = total
             total += k
-    last, left = -1, 0
-    for p in range(passes):
-        if live[p]:
-            last = p
-            left += 1
-    src = u
-    first = True
-    for p in range(passes):
-        if not live[p]:
-            continue
-        left -= 1  # live passes after this one: the last writes ``out``
-        dst = out if left % 2 == 0 else tmp
-        at = counts[p]
-        for i in range(n):
-            x = src[i]
-            if first:  # keys in, codes out (unsigned order)
-                x = ((((x ^ (sign | ((zero - (x >> top)) & floats))) - shift) ^ flip)
-                     & ones) ^ high
-            d = (x >> (p * DIGIT_BITS)) & mask
-            if p == last:  # codes in, keys out
-                v = (((x ^ high) ^ flip) + shift) & ones
-                if is_float:
-                    v ^= sign | ((v >> top) - one)
-                elif sign:
-                    v ^= sign
-                x = v
-            dst[at[d]] = x
-            at[d] += 1
-        src = dst
-        first = False
-    if last < 0:  # every key equal: nothing moved
+    return counts, live
+
+
+@_merge._jit
+def _move(src, dst, at, p, first, last, consts, is_float):  # noqa: PLR0913, PLR0917  # pragma: no cover - compiled
+    """One pass: ``src`` to ``dst`` by digit ``p`` (``at``: where each digit's keys
+    go); the first pass reads keys and writes codes, the last writes keys again."""
+    mask = (1 << DIGIT_BITS) - 1
+    for i in range(src.shape[0]):
+        x = _code(src[i], consts) if first else src[i]
+        d = (x >> (p * DIGIT_BITS)) & mask
+        dst[at[d]] = _key(x, consts, is_float) if last else x
+        at[d] += 1
+
+
+def _radix(u, out, tmp, consts, is_float):
+    """``out`` = the keys of bits ``u`` sorted by their codes, through ``tmp``
+    (scratch of ``u``'s size and dtype; ``u`` is left as it was)."""
+    passes = -(-8 * u.dtype.itemsize // DIGIT_BITS)
+    counts, live = _counts(u, consts, passes)
+    todo = [p for p in range(passes) if live[p]]
+    if not todo:  # every key equal
         out[:] = u
-
-
-_KERNEL = {}
-
-
-def _kernel():
-    if "sort" not in _KERNEL:
-        _KERNEL["sort"] = _merge.numba.njit(cache=True, nogil=True)(_sort_py)
-    return _KERNEL["sort"]
+        return
+    src = u
+    for n, p in enumerate(todo):
+        dst = out if (len(todo) - 1 - n) % 2 == 0 else tmp  # the last pass: ``out``
+        _move(src, dst, counts[p], p, n == 0, n == len(todo) - 1, consts, is_float)
+        src = dst
 
 
 def sort_keys(keys, descending=False, out=None, tmp=None):
@@ -128,6 +128,6 @@ def sort_keys(keys, descending=False, out=None, tmp=None):
     udt = np.dtype(f"u{width}")
     tmp = np.empty(keys.shape[0], udt) if tmp is None else tmp.view(udt)
     consts, is_float = _constants(keys.dtype, descending)
-    passes = -(-8 * width // DIGIT_BITS)
-    _kernel()(keys.view(udt), out.view(udt), tmp, consts, is_float, passes)
+    consts = tuple(consts)  # NumPy scalars: numba keeps their width
+    _radix(keys.view(udt), out.view(udt), tmp, consts, is_float)
     return out
