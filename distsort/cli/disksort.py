@@ -61,6 +61,8 @@ MEMORY_SHARE = 0.5
 IN_MEMORY_COPIES = 3
 #: Bytes per read or write call.
 IO_BLOCK = 64 << 20
+#: Bytes of a page: the unit of ``O_DIRECT`` writes and of hole punching.
+PAGE = 4096
 #: ``fallocate``'s flags that free a range of a file and keep its size.
 _PUNCH_HOLE = 0x02 | 0x01
 
@@ -154,29 +156,98 @@ class Region:
                 done += got
         return out
 
+    def at(self, start):
+        """The byte offset in the file of element ``start``."""
+        return self.offset + start * self.dtype.itemsize
+
     def write(self, start, values):
-        """``values`` at element ``start``, the disk's writeback started at once."""
-        data = memoryview(np.ascontiguousarray(values).view(np.uint8))
-        fd = os.open(self.path, os.O_WRONLY)
-        try:
-            first = pos = self.offset + start * self.dtype.itemsize
-            while data:
-                n = os.pwrite(fd, data[:IO_BLOCK], pos)
-                data, pos = data[n:], pos + n
-            write_behind(fd, first, pos - first)
-        finally:
-            os.close(fd)
+        """``values`` at element ``start``: the whole pages of the range straight to
+        the disk (``O_DIRECT``) where ``values`` lies in memory as the range lies in
+        the file (:func:`aligned_empty`), the rest through the page cache."""
+        values = np.ascontiguousarray(values)
+        data = memoryview(values.view(np.uint8))
+        pos = self.at(start)
+        lo = min(len(data), -pos % PAGE)
+        hi = lo + (len(data) - lo) // PAGE * PAGE
+        if hi > lo and (values.ctypes.data - pos) % PAGE == 0 and _direct_write(
+                self.path, data[lo:hi], pos + lo):
+            _buffered_write(self.path, data[:lo], pos)
+            _buffered_write(self.path, data[hi:], pos + hi)
+        else:
+            _buffered_write(self.path, data, pos)
 
     def free(self, start, stop):
         """Give the disk space of elements ``start:stop`` back (whole pages inside the
         range; their contents read as zeros afterwards).  False where the filesystem
         cannot."""
-        page = 4096
-        lo = -(-(self.offset + start * self.dtype.itemsize) // page) * page
-        hi = (self.offset + stop * self.dtype.itemsize) // page * page
+        lo = -(-self.at(start) // PAGE) * PAGE
+        hi = self.at(stop) // PAGE * PAGE
         if hi <= lo:
             return True
         return punch_hole(self.path, lo, hi - lo)
+
+
+def _buffered_write(path, data, pos):
+    """``data`` at byte ``pos`` through the page cache, its writeback started at once."""
+    if not len(data):
+        return
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        first = pos
+        while data:
+            n = os.pwrite(fd, data[:IO_BLOCK], pos)
+            data, pos = data[n:], pos + n
+        write_behind(fd, first, pos - first)
+    finally:
+        os.close(fd)
+
+
+def _direct_write(path, data, pos):
+    """``data`` (whole pages, page-aligned in memory) at byte ``pos`` (page-aligned)
+    with ``O_DIRECT``; False where the filesystem refuses it (tmpfs), nothing written.
+
+    Through the page cache the 2-core machine wrote 368-610 MB/s (``dd
+    conv=fdatasync``), straight 2.0 GB/s (``oflag=direct``), 2026-11-25: copying
+    into the cache and writing it back took a core the sort needs.
+    """
+    flag = getattr(os, "O_DIRECT", 0)
+    known = _DIRECT_OK.get(path)
+    if not flag or known is False:
+        return False
+    fd = os.open(path, os.O_WRONLY | flag)
+    try:
+        while data:
+            try:
+                n = os.pwrite(fd, data[:IO_BLOCK], pos)
+            except OSError as e:
+                if e.errno != errno.EINVAL or known:
+                    raise
+                _DIRECT_OK[path] = False  # refused before anything was written
+                return False
+            _DIRECT_OK[path] = known = True
+            data, pos = data[n:], pos + n
+        return True
+    finally:
+        os.close(fd)
+
+
+#: Whether each file took ``O_DIRECT`` writes (absent: not tried yet).
+_DIRECT_OK = {}
+
+
+def aligned_empty(n, dtype, pos):
+    """An empty array of ``n`` elements whose address is ``pos`` modulo a page: laid
+    out in memory as a range starting at byte ``pos`` of a file, so that its whole
+    pages can be written with ``O_DIRECT``.
+
+    >>> a = aligned_empty(10, np.float32, 4100)
+    >>> (a.ctypes.data - 4100) % PAGE, a.shape
+    (0, (10,))
+    """
+    dtype = np.dtype(dtype)
+    raw = np.empty(n * dtype.itemsize + PAGE, np.uint8)
+    shift = (pos - raw.ctypes.data) % PAGE
+    return raw[shift:shift + n * dtype.itemsize].view(dtype)
 
 
 @functools.cache
@@ -241,11 +312,12 @@ def probe_codes(keys, payload, order, descending):
     return tuple(order_codes(keys, payload, descending))
 
 
-def sort_piece(keys, payload, order, descending):
+def sort_piece(keys, payload, order, descending, out=None):
     """``(keys, payload)`` sorted in ``order``; equal elements keep their order (so
-    a segment made of the runs' slices in run order merges them stably)."""
+    a segment made of the runs' slices in run order merges them stably).  Keys alone
+    are sorted into ``out`` where given."""
     if payload is None:
-        return sort_keys(keys, descending), None
+        return sort_keys(keys, descending, out=out), None
     if order == "by-value":
         perm = np.lexsort(order_codes(keys, payload, descending)[::-1])
     else:
@@ -370,7 +442,8 @@ def form_runs(job, plan, pool, progress=None):
         keys = sortable(job.read_keys(start, stop))
         payload = _payload(job, start, stop)
         summary = job.summarize_in(keys, payload, start) if job.summarize_in else None
-        keys, payload = sort_piece(keys, payload, job.order, job.descending)
+        out = aligned_empty(len(keys), keys.dtype, job.runs[0].at(start))
+        keys, payload = sort_piece(keys, payload, job.order, job.descending, out)
         for region, part in zip(job.runs, (keys, payload), strict=True):
             if region is not None:
                 region.write(start, part)
@@ -419,9 +492,12 @@ def merge_runs(job, plan, samples, pool, progress=None):
                 payload_run.read(starts[j] + a, starts[j] + b, payload[o:o + b - a])
             o += b - a
         freed.done(s, c1)
-        keys, payload = sort_piece(keys, payload, job.order, job.descending)
-        summary = job.summarize_out(keys, payload) if job.summarize_out else None
         rank = sum(c0)
+        into = next((r for r in job.outputs if r is not None), None)
+        out = (aligned_empty(m, keys.dtype, into.at(rank))
+               if payload is None and keys.dtype == into.dtype else None)
+        keys, payload = sort_piece(keys, payload, job.order, job.descending, out)
+        summary = job.summarize_out(keys, payload) if job.summarize_out else None
         for region, part in zip(job.outputs, (keys, payload), strict=True):
             if region is not None:
                 region.write(rank, unsortable(part, region.dtype))

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..order import TIME_KINDS
+from . import disksort
 from .disksort import (MEMORY_SHARE, DiskJob, Region, can_free, disk_room, disk_sort,
                        element_bytes, merged_file, needs_disk, plan_disk_sort)
 from .errors import VERIFY_FAILED, CLIError
@@ -69,7 +70,8 @@ def plan_for(job, memory):
     waiting for the disk)."""
     payload = 8 if job.mode == "argsort" else (job.vals.dtype.itemsize if job.vals else 0)
     per = element_bytes(job.src.dtype.itemsize, payload, _order(job))
-    return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 1)
+    return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 1,
+                          stride=disksort.STRIDE)
 
 
 def check_room(job, plan):
@@ -98,7 +100,8 @@ def check_room(job, plan):
                 f"{d}: not enough free disk space for a sort larger than memory: it needs "
                 f"{fmt_bytes(room)} ({room:,} bytes: the runs, then the output as they are "
                 f"merged{'' if punch else _NO_PUNCH}), "
-                f"{fmt_bytes(free)} is free; free space there or write OUTPUT elsewhere")
+                f"{fmt_bytes(free)} ({free:,} bytes) is free; free space there or write "
+                "OUTPUT elsewhere")
     return punch
 
 
