@@ -128,7 +128,8 @@ def main(argv=None):
     size = int(_ram() * args.ram_factor) // (64 << 20) * (64 << 20)
     if args.quick:
         size, args.distsort_args = 1 << 30, args.distsort_args + ["--host-memory-limit", "64MB"]
-    args.seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**32)
+    if args.seed is None:
+        args.seed = int(np.random.SeedSequence().entropy % 2**32)
     workdir = args.dir or tempfile.mkdtemp(prefix="larger_than_ram-")
     free = shutil.disk_usage(workdir).free
     if free < 2.05 * size:
