@@ -139,7 +139,7 @@ def test_freeing_and_direct_writes(tmp_path):
     path.write_bytes(b"\0" * 100)
     r = disksort.Region(str(path), 100, np.dtype(np.uint32), 5000)
     x = np.arange(5000, dtype=np.uint32)
-    out = disksort.aligned_empty(5000, np.uint32, r.at(0))
+    out = disksort.scratch("test", 5000, np.uint32, r.at(0))
     out[:] = x
     r.write(0, out)
     r.write(7, x[7:20] + 1)  # unaligned: through the page cache

@@ -167,7 +167,8 @@ def sort_on_disk(job, args, memory, facts):
         merged = ([None] + merged if job.mode == "argsort"
                   else merged + [None] * (2 - len(merged)))
         summarize_in, summarize_out = _summaries(job) if args.verify else (None, None)
-        disk_job = DiskJob(job.src.n, lambda a, b: job.src.reader[a:b],
+        disk_job = DiskJob(job.src.n, dtypes[0] if job.mode != "argsort" else
+                           job.src.dtype.newbyteorder("="), _reader(job.src),
                            (lambda a, b: job.vals.reader[a:b]) if job.vals else None,
                            job.mode == "argsort", _order(job), job.descending,
                            tuple(runs), tuple(merged), summarize_in, summarize_out)
@@ -189,6 +190,17 @@ def sort_on_disk(job, args, memory, facts):
         "merge_seconds": done["merge_seconds"],
         "directory": str(Path(job.outputs[0]).resolve().parent)})
     return facts
+
+
+def _reader(src):
+    """``read_keys`` of a DiskJob: a native .npy file read straight into the buffer
+    given, other inputs through their readers (which convert the byte order)."""
+    from .files import NpyFile
+    r = src.reader
+    if isinstance(r, NpyFile) and r.dtype.isnative:
+        region = Region(r.path, r.offset, r.dtype, src.n)
+        return lambda a, b, out: region.read(a, b, out)
+    return lambda a, b, out: r[a:b]
 
 
 def _judge(job, done):
