@@ -198,8 +198,7 @@ def _reader(src):
     from .files import NpyFile
     r = src.reader
     if isinstance(r, NpyFile) and r.dtype.isnative:
-        region = Region(r.path, r.offset, r.dtype, src.n)
-        return lambda a, b, out: region.read(a, b, out)
+        return Region(r.path, r.offset, r.dtype, src.n).read
     return lambda a, b, out: r[a:b]
 
 
