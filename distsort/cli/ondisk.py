@@ -90,7 +90,9 @@ def check_room(job, plan):
     if job.mode == "argsort":  # the keys' runs: a temporary beside OUTPUT
         d = str(Path(job.outputs[0]).resolve().parent)
         runs[d] += n * key
-    flight = 2 * plan.tasks * plan.segment * (key + payload)
+    # Segments finish out of order: up to ``tasks`` of them written before the runs
+    # they read are freed.
+    flight = plan.tasks * plan.segment * (key + payload)
     for d, out in need.items():
         margin = int(ROOM_MARGIN[0] * runs[d]) + ROOM_MARGIN[1]
         room = disk_room(runs[d], out, flight, punch) + margin
