@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -66,6 +65,26 @@ def direct_rates(src, directory, nbytes=PROBE):
     return nbytes / read, nbytes / write
 
 
+def timed_with_peak(cmd):
+    """``timed(cmd)`` and the process's peak resident memory (polled every 0.2 s)."""
+    import psutil
+    t0 = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, proc.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        sys.stderr.write(stdout + stderr)
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit status {proc.returncode}")
+    return wall, stdout, peak
+
+
 def sort_command(src, out, extra):
     return [sys.executable, "-m", "distsort.cli", "sort", str(src), str(out), "--device", "cpu",
             "--no-progress", *extra]
@@ -92,8 +111,8 @@ def measure(size, workdir, args):
         copy.unlink()
         subprocess.run(["sync"], check=True)
         row["load_sort"] = loadavg()
-        row["sort_s"], stdout = timed(sort_command(src, out, args.distsort_args))
-        row["sort_peak_rss"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss << 10
+        row["sort_s"], stdout, row["sort_peak_rss"] = timed_with_peak(
+            sort_command(src, out, args.distsort_args))
         row["summary"] = [line.strip() for line in stdout.splitlines() if line.startswith("  ")]
         row["disk_path"] = any("larger than memory" in s for s in row["summary"])
         t1 = time.perf_counter()
