@@ -111,8 +111,12 @@ def measure(size, workdir, args):
         copy.unlink()
         subprocess.run(["sync"], check=True)
         row["load_sort"] = loadavg()
+        before = _child_cpu()
         row["sort_s"], stdout, row["sort_peak_rss"] = timed_with_peak(
             sort_command(src, out, args.distsort_args))
+        # CPU seconds (user + system) the sort took: over its wall time, the cores it got
+        row["sort_cpu_s"] = round(_child_cpu() - before, 1)
+        row["sort_cores"] = round(row["sort_cpu_s"] / row["sort_s"], 2)
         row["summary"] = [line.strip() for line in stdout.splitlines() if line.startswith("  ")]
         row["disk_path"] = any("larger than memory" in s for s in row["summary"])
         t1 = time.perf_counter()
@@ -128,6 +132,12 @@ def measure(size, workdir, args):
     row["ratio_to_floor"] = row["sort_s"] / row["floor_s"]
     row["copy_floor_s"] = size / row["read_Bps"] + size / row["write_Bps"]
     return row
+
+
+def _child_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _ram():
@@ -158,7 +168,8 @@ def main(argv=None):
     row["seed"] = args.seed
     print_table([row], [("bytes", "{:,}"), ("dd_s", "{:.1f}"), ("sort_s", "{:.1f}"),
                         ("ratio_to_dd", "{:.2f}"), ("floor_s", "{:.1f}"),
-                        ("ratio_to_floor", "{:.2f}"), ("load_sort", "{}")])
+                        ("ratio_to_floor", "{:.2f}"), ("sort_cores", "{}"),
+                        ("load_sort", "{}")])
     for line in row["summary"]:
         print(line)
     found = re.search(r"(\d+) sorted runs", " ".join(row["summary"]))
