@@ -24,7 +24,7 @@ import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
 from distsort.cluster import bytes_sent_by_kind, diff_sent, ipc_read_stats
-from distsort.graph import round_task_kind, task_kind, task_round
+from distsort.taskkeys import round_task_kind, task_kind, task_round
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 
@@ -244,9 +244,8 @@ def verification(s, x):
     checksums of the keys); raises distsort.verify.VerificationError otherwise."""
     from dask import delayed
 
-    from distsort.backends import Order
     from distsort.verify import check, chunk_summaries
-    return delayed(check)(chunk_summaries(x), chunk_summaries(s, order=Order()), s.chunks[0])
+    return delayed(check)(chunk_summaries(x), chunk_summaries(s, descending=False), s.chunks[0])
 
 
 def check_sorted(client, s, x):

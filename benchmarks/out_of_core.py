@@ -250,6 +250,13 @@ def add_floor(row, bw):
     return row
 
 
+def _when(row):
+    """A row's place among the sorts of its worker, for the plot."""
+    if row.get("first_in_worker", row.get("warmup")):
+        return "first sort (cold)"
+    return f"first {row['dtype']} sort" if row.get("warmup") else "warm"
+
+
 def plot(path):
     import json
 
@@ -259,7 +266,7 @@ def plot(path):
     doc = json.loads(Path(path).read_text())
     rows = [r for r in doc["rows"] if "floor_s" in r]
     labels = [f"{r['dtype']} {r['bytes'] / 2**30:.0f} GiB\n{r['gpus']} GPU, {r['input']} input"
-              f"\n{'first sort (cold)' if r.get('warmup') else 'warm'}" for r in rows]
+              f"\n{_when(r)}" for r in rows]
     fig, ax = plt.subplots(figsize=(1.8 * len(rows) + 2, 4))
     xs = range(len(rows))
     ax.bar([i - 0.2 for i in xs], [r["seconds"] for r in rows], 0.4, label="distsort")

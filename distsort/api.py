@@ -1,8 +1,11 @@
 """The public functions: validation, backend choice, and the output arrays."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -21,11 +24,11 @@ from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_
 from .inputs import as_dask, check_flag, native_order, numpy_keywords
 from .outofcore_graph import kway_sort_layers, pick_layer
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
-from .sortplan import SortOptions, plan_sort
+from .sortplan import SortOptions, SortPlan, plan_sort
 from .verify import check_lanes, verified
 from .xp import namespace
 
-__all__ = ["sort", "argsort", "sort_by_key"]  # tables: distsort.tables
+__all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
 
 #: What the public functions take: a Dask array, or a NumPy or CuPy array (wrapped).
 ArrayLike = Any
@@ -109,7 +112,8 @@ def as_dask_array(x, what="x"):
 
 def wrap_plain(x):
     """A NumPy or CuPy array as a Dask array of one chunk, without hashing or copying
-    its data (``dask.array.from_array`` does both: 0.56 s and more per GiB).
+    its data (``dask.array.from_array`` does both: seconds per GiB, see
+    ``docs/performance.md``).
 
     The name is unique to the call (a random UUID), so two wraps never share keys;
     the array is read, never written, when the result is computed.
@@ -153,9 +157,47 @@ def _module(meta):
     return namespace(meta, strict=True)
 
 
+#: The fields of :class:`~distsort.sortplan.SortOptions` that the configuration sets,
+#: and a :func:`planning` block may set instead.
+PLAN_OPTIONS = ("strategy", "exchange", "placement", "group", "engine", "device_memory_limit")
+#: The :func:`planning` block the current thread is in: ``(options, plans)``, or None.
+_PLANNING: contextvars.ContextVar = contextvars.ContextVar("distsort_planning", default=None)
+
+
+@contextlib.contextmanager
+def planning(**options: Any) -> Iterator[list[SortPlan]]:
+    """Within the block, plan the 1-D sorts with ``options`` and collect their plans.
+
+    ``options`` are fields of :class:`~distsort.sortplan.SortOptions` (``strategy``,
+    ``exchange``, ``placement``, ``group``, ``engine``, ``device_memory_limit``): they
+    take the place of the Dask config values ``distsort.*`` for the sorts built in the
+    block.  The list yielded receives the :class:`~distsort.sortplan.SortPlan` of each
+    sort, in order, as the graph is built: what the sort will do, read from the
+    plan it runs (the ``distsort`` command's summary reads it there).
+
+    >>> import dask.array as da, numpy as np
+    >>> x = da.from_array(np.arange(100.0)[::-1], chunks=10)
+    >>> with planning(device_memory_limit=400, engine="cpu") as plans:
+    ...     s = sort(x)
+    >>> plans[0].strategy, plans[0].out_of_core.budget
+    ('out-of-core', 400)
+    >>> bool((s.compute() == np.arange(100.0)).all())
+    True
+    """
+    unknown = sorted(set(options) - set(PLAN_OPTIONS))
+    if unknown:
+        raise TypeError(f"planning() takes the plan options {PLAN_OPTIONS}, got {unknown}")
+    plans: list[SortPlan] = []
+    token = _PLANNING.set((options, plans))
+    try:
+        yield plans
+    finally:
+        _PLANNING.reset(token)
+
+
 def _options(gpu, value_bytes, positions, local):
     """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
-    Dask config values ``distsort.*`` read once here."""
+    Dask config values ``distsort.*`` read once here (or a :func:`planning` block's)."""
     from dask.utils import parse_bytes
 
     from . import config
@@ -168,6 +210,8 @@ def _options(gpu, value_bytes, positions, local):
         strategy=config.get("strategy"), exchange=config.get("exchange"),
         placement=config.get("placement"), group=config.get("group"),
         engine=config.get("out-of-core-engine"), device_memory_limit=limit)
+    if _PLANNING.get() is not None:  # a planning() block's options, in place of the config's
+        options = options._replace(**_PLANNING.get()[0])
     for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
                                 ("placement", options.placement, PLACEMENTS)):
         if value not in allowed:
@@ -189,6 +233,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
     plan = plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
                      _options(gpu, value_bytes, positions, local))
+    if _PLANNING.get() is not None:
+        _PLANNING.get()[1].append(plan)
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
@@ -196,7 +242,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     ooc = plan.out_of_core
     if ooc is not None:
         from .backends.outofcore.hostruns import HostRuns
-        backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget)
+        from .held import read_held
+        backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
     else:
         backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None
@@ -397,6 +444,8 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
             stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort an array, as int64; 1-D arrays are sorted across chunks.
 
+    Equal keys keep their input order, as in ``numpy.argsort(x, kind="stable")``.
+
     Parameters
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
@@ -455,10 +504,8 @@ def argsort_by_positions(keys, descending, verify, local, what):
     NumPy keys of up to 4 bytes (fewer than 2**32 of them) carry uint32 positions:
     key and position then pack into one 64-bit code that the CPU backend sorts and
     merges as one integer (``distsort.backends.cpu.numpy_backend.keyed_codes``), where int64
-    positions make a 12-byte pair that it sorts by permutation.  Measured with
-    ``benchmarks/keyed_cpu.py --stable`` (2^24 float32 keys with int32 values, 8
-    chunks, 2 threads):
-    ``benchmarks/results/keyed_cpu_stable_table_cpu-2cores_2026-11-25.json``.
+    positions make a 12-byte pair that it sorts by permutation
+    (``benchmarks/keyed_cpu.py --stable``; the figures: ``docs/performance.md``).
     """
     order = Order(descending=bool(descending), keyed=True)
     n = keys.shape[0]
@@ -498,14 +545,11 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     them (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes
     (and fewer than 2**32 elements): the values travel through the network packed
     under their positions (8 bytes), so the keyed sort's tie-break by value is one by
-    position: one network, no shuffle; wider values: an argsort and a gather.
-
-    Measured on the CPU (``benchmarks/keyed_cpu.py --stable``: 2^24 keys with values,
-    8 chunks, 2 threads, on a 2-core VM shared with other work, so wall times are
-    noisy; process time of the median run): float32+int32 1.56 s by value, 1.67 s
-    stable (1.07x), 2.36 s with values packed under positions (a 12-byte pair, which
-    the CPU backend merges by codes computed per comparison, 4x slower than the
-    8-byte codes of the order by value); int32+float32 1.37 / 1.81 (1.32x) / 2.25 s.
+    position: one network, no shuffle; wider values: an argsort and a gather.  On the
+    CPU, values packed under positions would make a 12-byte pair, which the CPU
+    backend merges by codes computed per comparison: slower than the sort by
+    positions and gather (``benchmarks/keyed_cpu.py --stable``; the figures:
+    ``docs/performance.md``).
     """
     n = keys.shape[0]
     gpu = array_module_name(keys._meta) == "cupy"
@@ -554,8 +598,8 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
         on NumPy chunks the keys are sorted with their positions and the values
-        gathered (1.07-1.32x the default order's CPU time for 2^24 4-byte keys
-        with 4-byte values on 2 cores); on CuPy chunks values of up to 4 bytes travel
+        gathered (a little more CPU time than the default order:
+        ``docs/performance.md``); on CuPy chunks values of up to 4 bytes travel
         packed with their positions as 8 bytes, wider ones are gathered after an
         argsort (``distsort.api._stable_by_key``).  Both orders are
         deterministic, whatever the chunking and backend.  NumPy and the array

@@ -3,11 +3,9 @@
 Builders here take names, chunk sizes and a backend module and return graph
 layers; they touch no data.  Layer names are tokenized, so the same sort of the
 same array gives the same graph, and each round of the network is a layer of its
-own (``distsort-round03-<token>``).  Task keys name the kind of task before anything
-with a digit, ``("distsort-low-r03-<token>", i)``, because Dask's ``key_split`` cuts
-a name at its first word with a digit: the scheduler's task prefix is
-``distsort-low`` (one progress bar and task-stream colour per kind) and its task group
-is the whole name (one per kind and round).  See :data:`TASK_KINDS`.
+own (``distsort-round03-<token>``).  Task keys follow ``distsort.taskkeys``
+(``("distsort-low-r03-<token>", i)``: one task prefix per kind, one task group per
+kind and round).
 
 Each chunk, as soon as it is made (sorted by ``prepare`` or by a merge), gets an
 ``edges`` task: a sample of its top and bottom elements, taken while the chunk is
@@ -44,16 +42,15 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from dask.utils import key_split
 
 from .backends import capabilities
-from .held import Held
+from .chunk import slice_chunk
 from .placement import group_bounds, starts
-from .plan import plan_network, spread_order
+from .plan import group_steps, plan_network, spread_order
+from .taskkeys import Held, task_name
 from .xp import namespace as _namespace
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
@@ -97,76 +94,6 @@ class SortGraph:
         """
         return SortGraph(self.token, dict(self.layers),
                          {name: set(deps) for name, deps in self.dependencies.items()})
-
-
-#: What the tasks of a sort do; the scheduler's task prefix of each is
-#: ``distsort-<kind>``.  ``prepare`` copies and sorts a chunk; ``edges`` samples a
-#: chunk's ends; ``tail`` and ``head`` are the crossing parts; ``low`` and ``high``
-#: the merges; ``share`` and ``done`` those of backends that share chunks (GPUs of
-#: one host).  The output arrays' tasks are ``distsort-sort`` (and
-#: ``distsort-sort-values``), as named in ``distsort.api``; they wait for one
-#: ``distsort-outputs`` task (None: see ``_output_layer``).
-TASK_KINDS = ("prepare", "edges", "tail", "head", "low", "high", "share", "done")
-
-#: Keys of the tasks of a round: ``("distsort-head-r03-<token>", 5)``.
-_ROUND_TASK = re.compile(r"^distsort-([a-z]+)-r(\d+)-")
-
-
-def task_name(kind, token, round_id=None):
-    """The name of a distsort task (the first part of its key): ``distsort-<kind>``,
-    which Dask's ``key_split`` keeps whole, then the round, if any, and the token.
-
-    >>> from dask.utils import key_split
-    >>> task_name("low", "5f0e", 3)
-    'distsort-low-r03-5f0e'
-    >>> key_split((task_name("low", "5f0e", 3), 7)), key_split(task_name("prepare", "5f0e"))
-    ('distsort-low', 'distsort-prepare')
-    """
-    if round_id is None:
-        return f"distsort-{kind}-{token}"
-    return f"distsort-{kind}-r{round_id:02d}-{token}"
-
-
-def _round_match(key):
-    return _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
-
-
-def round_task_kind(key):
-    """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"edges"``, ...),
-    from its key; None for keys of other tasks.
-
-    >>> round_task_kind(("distsort-head-r03-5f0e", 5))
-    'head'
-    >>> round_task_kind(("distsort-prepare-5f0e", 5)) is None
-    True
-    """
-    m = _round_match(key)
-    return m.group(1) if m else None
-
-
-def task_kind(key):
-    """The kind of any task: for distsort's, its task prefix less ``distsort-``
-    (``"head"``, ``"prepare"``, ``"sort"``, ``"verify-input"``, ...); for others, the
-    first word of the name.
-
-    >>> task_kind(("distsort-tail-r01-5f0e", 2)), task_kind(("array-5f0e", 2))
-    ('tail', 'array')
-    """
-    name = str(key[0] if isinstance(key, tuple) else key)
-    if name.startswith("distsort-"):
-        return key_split(name)[len("distsort-"):]
-    return name.split("-", maxsplit=1)[0]
-
-
-def task_round(key):
-    """The round of the network a task belongs to, from its key; None for keys of
-    tasks outside the rounds.
-
-    >>> task_round(("distsort-low-r03-5f0e", 2)), task_round(("distsort-edges-5f0e", 2))
-    (3, None)
-    """
-    m = _round_match(key)
-    return int(m.group(2)) if m else None
 
 
 def probe_stride(length):
@@ -295,34 +222,13 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1
     return net.cur
 
 
-def group_steps(rounds, run):
-    """``rounds`` with the rounds whose pairs lie inside groups of ``run`` consecutive
-    chunks (half-cleaners of stride ``< run``, the tail of a stage) replaced by one
-    ``None`` per stage: a sort of each group as one gives what they give (each
-    group then holds its elements in order, the group's part of the bitonic merge).
-
-    >>> from distsort.plan import plan_network
-    >>> [(r.stage, r.stride) if r else None for r in group_steps(plan_network(8, 2), 2)]
-    [(4, 0), None, (8, 0), (8, 2), None]
-    """
-    out = []
-    for rnd in rounds:
-        if run > 1 and 0 < rnd.stride < run:
-            if out and out[-1] is None:
-                continue
-            out.append(None)
-        else:
-            out.append(rnd)
-    return out
-
-
 def regroup_tasks(net, tasks, round_id, run, local, edges):
     """One task per group of ``run`` positions sorting its current chunks as one
     (``regroup``), and the chunks (slices) it gives as the new chunks."""
     graph, cur = net.graph, net.cur
     for lo, hi in group_bounds(len(cur), run):
         # Keyed by its first position, as the chunk it reads there: the scheduler plugin
-        # (``locality.keeps``) then runs it on that chunk's worker, which holds the group.
+        # (``taskkeys.keeps``) then runs it on that chunk's worker, which holds the group.
         gkey = (task_name("regroup", graph.token, round_id), lo)
         tasks[gkey] = (regroup, net.backend, local, net.order, list(net.chunks[lo:hi]),
                        list(cur[lo:hi]))
@@ -349,7 +255,7 @@ def regroup(backend, local, order, sizes, parts):
         k.sort()
         run = k
     ends = list(itertools.accumulate(sizes))
-    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
@@ -406,7 +312,7 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
     offsets = tuple(itertools.accumulate(in_chunks, initial=0))
     tasks, parts = {}, {}
     for (lo, hi), mine in zip(group_bounds(len(chunks), group), pieces, strict=True):
-        # Keyed by its first position: the scheduler plugin (``locality.keeps``: a
+        # Keyed by its first position: the scheduler plugin (``taskkeys.keeps``: a
         # ``distsort-group`` task reads input chunks of any index) runs it where its
         # input lives.
         gkey = (task_name("group", graph.token), lo)
@@ -451,7 +357,7 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
     else:
         run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
-    return tuple(_slice(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
 
 
 def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions):
@@ -474,12 +380,6 @@ def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, 
         return keys
     return network_layers(graph, keys, plan.chunks, backend, order, plan.window,
                           run=plan.group, local=plan.local)
-
-
-def _slice(chunk, start, stop):
-    if isinstance(chunk, tuple):
-        return tuple(x[start:stop] for x in chunk)
-    return chunk[start:stop]
 
 
 def finish_layer(graph, out_name, sorted_keys, func, *args):

@@ -3,47 +3,24 @@
 A task that takes a chunk as a dependency gets it as a live object: a dask-cuda
 worker whose chunk was spilled to host memory first copies it back to the device
 (``DeviceHostFile``) and, to stay within its limit, evicts another chunk through
-pageable memory.  On an H200 host that costs about 0.5 s per GB (the copy in at
-7 GB/s, the eviction at 3 GB/s), and an out-of-core sort of spilled CuPy chunks paid
-it twice per chunk: more than half of its time.  The stage tasks of an out-of-core
+pageable memory; an out-of-core sort of spilled CuPy chunks paid that twice per chunk,
+more than half of its time (``docs/performance.md``).  The stage tasks of an out-of-core
 sort only need the chunk's bytes on the host, so for a persisted input they take a
 :class:`Held` reference instead of a dependency and read the chunk where the worker
 keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of its
 host copy, a chunk on the device or in a plain store as it is.
 
 Without a dependency the scheduler would neither place the task nor keep the chunk
-alive for it.  :class:`distsort.locality.KeepChunksInPlace` does both when the graph
-arrives: it restricts the task to the chunk's holder and holds the chunk for a
-client of its own (:data:`HOLDER`) until the task ends.
+alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the
+graph arrives: it restricts the task to the chunk's holder and holds the chunk for a
+client of its own (``distsort.taskkeys.HOLDER``) until the task ends.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-#: The scheduler-side client that holds chunks for the tasks reading them.
-HOLDER = "distsort-held-reads"
-
-
-@dataclass(frozen=True)
-class Held:
-    """The key of a persisted chunk that a task reads itself: an argument that Dask
-    does not take for a dependency."""
-
-    key: tuple
-
-
-def held_keys(run_spec) -> list:
-    """The keys a task (its ``run_spec``, as the scheduler holds it) reads through
-    :class:`Held` arguments.
-
-    >>> from dask._task_spec import Task
-    >>> held_keys(Task(("s", 0), print, Held(("x", 0)), 1))
-    [('x', 0)]
-    """
-    return [a.key for a in getattr(run_spec, "args", ()) if isinstance(a, Held)]
-
+from . import dask_cuda_store
+from .taskkeys import Held
 
 def read_held(held: Held):
     """The chunk ``held`` refers to, from this worker's store where it is there (see
@@ -60,16 +37,13 @@ def peek(data, key):
     device tier as it is, a CuPy array in its host tier as a NumPy view of the host copy
     (:func:`host_view`), anything else by the store itself.  Raises KeyError where the
     store lacks ``key``."""
-    fast = getattr(getattr(data, "device_buffer", None), "fast", None)
-    if fast is not None:
-        on_device = getattr(fast, "d", fast)  # the LRU's dict: reading it moves nothing
-        if key in on_device:
-            return on_device[key]
-        host = getattr(data, "host", None)
-        if host is not None and key in host:
-            view = host_view(host[key])
-            if view is not None:
-                return view
+    tier, value = dask_cuda_store.tier_of(data, key)
+    if tier == "device":
+        return value
+    if tier == "host":
+        view = host_view(value)
+        if view is not None:
+            return view
     return data[key]
 
 

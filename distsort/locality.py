@@ -8,15 +8,16 @@ bandwidth -- so with fast links (NVLink) or a busy worker it often runs the task
 on the partner's worker and moves the whole chunk.  Dask 2026.7 drops layer
 annotations of arrays, so the graph cannot ask for a worker itself.
 
-:class:`KeepChunksInPlace` restricts every distsort task that reads a chunk (its
-compare-split, and also its edges, head or tail, and the finishing step: on two
-CPU workers restricting the compare-splits alone still moved whole chunks), as
-soon as the chunk is computed, to the worker(s) holding it; the restriction is loose, so
-that a task whose worker died still runs elsewhere.  ``distsort.sort`` (and
-``argsort``, ``sort_by_key``) registers it on the current ``distributed`` client's
-scheduler once, through :func:`keep_chunks_in_place`.  It also places the tasks that
-read persisted chunks without a dependency (``distsort.held``) where those chunks
-are, and keeps the chunks for them until they end.
+:class:`distsort.scheduler_plugin.KeepChunksInPlace` restricts every distsort
+task that reads a chunk (its compare-split, and also its edges, head or tail, and the
+finishing step: on two CPU workers restricting the compare-splits alone still moved
+whole chunks), as soon as the chunk is computed, to the worker(s) holding it; the
+restriction is loose, so that a task whose worker died still runs elsewhere.
+``distsort.sort`` (and ``argsort``, ``sort_by_key``) registers it on the current
+``distributed`` client's scheduler once, through :func:`keep_chunks_in_place`; the task
+names it reads are those of ``distsort.taskkeys``.  It also places the tasks that read
+persisted chunks without a dependency (``distsort.held``) where those chunks are, and
+keeps the chunks for them until they end.
 
 :func:`pairs_in_flight` sizes the window of compare-splits that may run at once
 (``distsort.graph``), which bounds what a worker holds beyond its own chunks, and
@@ -31,66 +32,13 @@ import warnings
 
 import dask
 
-PLUGIN_NAME = "distsort-keep-chunks-in-place"
+from .taskkeys import PLUGIN_NAME
+
 #: Pairs in flight per worker: one merging while the next one's crossing part travels.
 PAIRS_PER_WORKER = 2
 #: Values of the config ``distsort.exchange``: how crossing parts travel between GPUs.
 EXCHANGES = ("auto", "ipc", "comm")
 _registered: dict = {}  # scheduler address -> whether the plugin is there
-
-
-# A chunk's key: (collection name, chunk index).
-_KEY_LEN = 2
-
-
-#: Tasks that read chunks whose index is not theirs (placement gives position ``p`` input
-#: chunk ``perm[p]``; a ``part`` slices its group's sorted run, keyed by the group's
-#: first position): they run where their input lives, whatever its index.  A part run
-#: elsewhere fetched the whole run (two parts of a 512 MiB sort on two CPU workers).
-READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-",
-               "distsort-part-")
-#: Tasks that may read persisted chunks without a dependency (``distsort.held``).
-READS_HELD = ("distsort-stagek-", "distsort-stagev-")
-#: Tasks kept strictly where their chunks are: the scheduler's work stealing moves a
-#: loosely restricted task (and the chunk it reads) to an idle worker.  A verify summary
-#: waiting behind its worker's sort was stolen with its input chunk (``--verify`` on two
-#: CPU workers: a whole 256 MiB chunk sent in 3 of 3 runs).  The restriction is set
-#: again each time the chunk is computed, so a lost worker's summaries follow the chunk.
-STAYS = ("distsort-verify-summary-", "distsort-verify-input-", "distsort-verify-output-")
-#: Lazy input read by distsort's own tasks (the command's files): chunk ``i`` of ``c``
-#: is read on worker ``i * W // c``, so that the network's neighbours start together.
-LAID_OUT = ("distsort-read-",)
-
-
-def keeps(dependent_key, key) -> bool:
-    """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
-    a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
-    chunk position, or one that reads chunks of other positions (``READS_INPUT``).
-
-    >>> keeps(("distsort-low-r01-t", 3), ("distsort-high-r00-t", 3))
-    True
-    >>> keeps(("distsort-prepare-t", 1), ("array-t", 2)), keeps(("distsort-low-r01-t", 1), ("x", 2))
-    (True, False)
-    >>> keeps(("distsort-part-r01-t", 3), ("distsort-regroup-r01-t", 0))
-    True
-    """
-    if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
-        return False
-    if len(dependent_key) != _KEY_LEN or len(key) != _KEY_LEN:
-        return False
-    name = str(dependent_key[0])
-    return name.startswith(READS_INPUT) or (dependent_key[1] == key[1]
-                                            and name.startswith("distsort-"))
-
-
-def __getattr__(name):
-    # The plugin subclasses distributed's SchedulerPlugin: defined where distributed
-    # is imported anyway (a client exists), so that a sort on Dask's local schedulers
-    # does not import distributed (a few tenths of a second).
-    if name == "KeepChunksInPlace":
-        from .scheduler_plugin import KeepChunksInPlace
-        return KeepChunksInPlace
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _current_client(client=None):
@@ -148,6 +96,8 @@ def share_crossing_parts(client=None, hosts=...) -> bool:
     of one host that cannot map each other's GPU memory (separate containers).
 
     >>> import dask
+
+from .taskkeys import PLUGIN_NAME
     >>> with dask.config.set({"distsort.exchange": "comm"}):
     ...     share_crossing_parts()
     False
@@ -164,10 +114,10 @@ def share_crossing_parts(client=None, hosts=...) -> bool:
 
 
 def keep_chunks_in_place(client=None) -> bool:
-    """Register :class:`KeepChunksInPlace` on the scheduler of ``client`` (default: the
-    current client, if there is one), once per scheduler.  Returns whether it is
-    registered; where it cannot be (the scheduler cannot import distsort, an
-    asynchronous client), warns once and the sort runs without it.
+    """Register ``distsort.scheduler_plugin.KeepChunksInPlace`` on the scheduler of
+    ``client`` (default: the current client, if there is one), once per scheduler.
+    Returns whether it is registered; where it cannot be (the scheduler cannot import
+    distsort, an asynchronous client), warns once and the sort runs without it.
 
     >>> from distributed import Client                     # doctest: +SKIP
     >>> keep_chunks_in_place(Client("tcp://scheduler:8786"))  # doctest: +SKIP

@@ -118,40 +118,5 @@ def device_capacity():
 
 def _worker_device_budget(dask_worker=None):
     """This worker's device budget: dask-cuda's ``device_memory_limit`` (bytes), or None."""
-    buffer = getattr(getattr(dask_worker, "data", None), "device_buffer", None)
-    n = getattr(buffer, "n", None)
-    return int(n) if isinstance(n, (int, float)) and n > 0 else None
-
-
-def worker_device_budgets(client):
-    """The dask-cuda ``device_memory_limit`` of each worker of ``client`` (None where a
-    worker has none), in one round trip; ``[None]`` without a client or an answer."""
-    if client is None or client.asynchronous:
-        return [None]
-    try:
-        return list(client.run(_worker_device_budget).values()) or [None]
-    except Exception:  # noqa: BLE001  (no answer: no budget, as without a cluster)
-        return [None]
-
-
-def device_budgets(reported, workers=1):
-    """The device budget of each worker, in bytes (None: no budget): the Dask config
-    value ``distsort.device-memory-limit`` (bytes or a string such as ``"4GB"``) for each
-    of ``workers`` workers where it is set, else what the workers ``reported``
-    (``worker_device_budgets``).
-
-    >>> import dask
-    >>> with dask.config.set({"distsort.device-memory-limit": "4GB"}):
-    ...     device_budgets([None], workers=2)
-    [4000000000, 4000000000]
-    >>> device_budgets([8 * 10**9, None])
-    [8000000000, None]
-    """
-    from dask.utils import parse_bytes
-
-    from . import config
-    limit = config.get("device-memory-limit")
-    if limit in (None, 0, "0"):
-        return list(reported)
-    limit = parse_bytes(limit) if isinstance(limit, str) else int(limit)
-    return [limit] * max(1, workers)
+    from . import dask_cuda_store
+    return dask_cuda_store.spill_budget(getattr(dask_worker, "data", None))

@@ -23,22 +23,27 @@ its measured figures: ``docs/out_of_core.md``.
 4. *Finish.*  After the network, each output chunk is a slice of a run (copied to the
    GPU for CuPy output); after the k-way merge the merged chunks are the output.
 
-The floor: with ``N`` bytes of keys (and values) and pinned copies at ``h2d`` and
-``d2h`` bytes/s that overlap (the two directions are separate DMA engines), the k-way
-merge moves every byte once each way to form the runs and once each way to merge them::
+Host memory (``distsort.backends.outofcore``): the input stays where it is (pageable
+input reaches the GPU through a small ring of pinned buffers filled by several
+threads); the runs and the output chunks are page-locked blocks made once per worker
+and reused by later sorts.
 
-    floor = 2 * N / min(h2d, d2h)       (+ N / d2h to take CuPy input off the GPU)
+The floor: with ``N`` bytes of keys (and values) and pinned copies at ``b`` bytes/s in
+each direction while both run (separate DMA engines), the k-way merge moves every byte
+once each way to form the runs and once each way to merge them::
+
+    floor = (2 * N + N_in) / b      (N_in = N for CuPy input taken off the GPU, else 0)
 
 16 GiB of float32 with a 4 GB budget: runs of 3 chunks of 1 GiB, 6 runs, 32 GiB each
 way (``kway.kway_bytes_moved``; 48 GiB device to host for CuPy input).  The network
 between the same runs moves ``(1 + r) * N`` with ``r = 6`` rounds of 2 or 3
-compare-splits: 98 GiB each way (``bytes_moved``).  Both at the measured bandwidth:
+compare-splits: 98 GiB each way (``bytes_moved``).  Measured times against this floor:
 ``docs/out_of_core.md``.
-Not counted in the floor: CuPy input that dask-cuda has spilled to host memory is read
-there, as pageable memory (``distsort.held``), and
-what it still holds on the device is spilled first; the CuPy output chunks, which it
-spills again, spill to their pinned host copies without a copy
-(``distsort.backends.outofcore.hostbacked``).
+Not counted in the floor: pageable input (NumPy chunks, CuPy chunks that dask-cuda has
+spilled, read where it keeps them: ``distsort.held``) is copied into the staging ring on
+the host; CuPy input still on the device is spilled first, through the same ring; the
+CuPy output chunks, which dask-cuda spills again, spill to their pinned host copies
+without a copy (``distsort.backends.outofcore.hostbacked``).
 
 Examples
 --------

@@ -84,6 +84,26 @@ def plan_network(c: int, run: int = 1) -> tuple[Round, ...]:
     return tuple(rounds)
 
 
+def group_steps(rounds, run: int) -> list:
+    """``rounds`` with the rounds whose pairs lie inside groups of ``run`` consecutive
+    chunks (half-cleaners of stride ``< run``, the tail of a stage) replaced by one
+    ``None`` per stage: a sort of each group as one gives what they give (each
+    group then holds its elements in order, the group's part of the bitonic merge).
+
+    >>> [(r.stage, r.stride) if r else None for r in group_steps(plan_network(8, 2), 2)]
+    [(4, 0), None, (8, 0), (8, 2), None]
+    """
+    out = []
+    for rnd in rounds:
+        if run > 1 and 0 < rnd.stride < run:
+            if out and out[-1] is None:
+                continue
+            out.append(None)
+        else:
+            out.append(rnd)
+    return out
+
+
 def spread_order(pairs, c: int) -> tuple[tuple[int, int], ...]:
     """The pairs of a round in the order the merge lets them start: by the bit-reversed
     index of the lower chunk, so that consecutive pairs belong to different workers

@@ -7,8 +7,7 @@ from collections import Counter, defaultdict
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from .held import HOLDER, held_keys
-from .locality import _KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS, keeps
+from .taskkeys import HOLDER, KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS, held_keys, keeps
 
 
 class KeepChunksInPlace(SchedulerPlugin):
@@ -29,7 +28,7 @@ class KeepChunksInPlace(SchedulerPlugin):
     def update_graph(self, scheduler, *, tasks, **kwargs):
         laid_out = defaultdict(list)
         for key in tasks:
-            if not (isinstance(key, tuple) and len(key) == _KEY_LEN):
+            if not (isinstance(key, tuple) and len(key) == KEY_LEN):
                 continue
             name = str(key[0])
             if key not in self.holds and name.startswith(READS_HELD):

@@ -31,7 +31,8 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .backends.gpu.local_sort import radix_extra_bytes
 from .kway import choose_merge
@@ -40,10 +41,13 @@ from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner
                         needs_out_of_core, plan_out_of_core, run_lengths)
 from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
                         placement)
-from .plan import normalize_chunks, regular_chunks
+from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
+
+if TYPE_CHECKING:
+    from .clusterview import ClusterView
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
-           "one_device_budget", "slot_budget", "coalesced_chunks", "cut_pieces",
+           "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
            "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
@@ -93,7 +97,7 @@ class OutOfCore(NamedTuple):
     engine: str
     budget: int
     plan: OutOfCorePlan
-    perm: tuple | None
+    perm: tuple[int, ...] | None
     stage: bool
     held: bool
     merge: str = "network"
@@ -112,9 +116,9 @@ class SortPlan(NamedTuple):
     """
 
     strategy: str
-    chunks: tuple
-    pieces: tuple | None
-    perm: tuple | None
+    chunks: tuple[int, ...]
+    pieces: tuple[tuple[tuple[int, int, int], ...], ...] | None
+    perm: tuple[int, ...] | None
     group: int
     window: int = 1
     share: bool = False
@@ -126,6 +130,34 @@ class SortPlan(NamedTuple):
         """Whether the input is rechunked to ``chunks`` first (else read as it is)."""
         return self.pieces is None
 
+    @property
+    def rounds(self) -> int:
+        """Rounds of the network the sort runs: between chunks (the rounds inside a
+        group as one), between the runs out of core (none for the k-way merge), none
+        on one device.
+
+        >>> SortPlan("network", (10,) * 8, None, tuple(range(8)), 2).rounds
+        5
+        >>> SortPlan("one-device", (10,) * 8, ((),), None, 8).rounds
+        0
+        """
+        ooc = self.out_of_core
+        if ooc is not None:
+            return 0 if ooc.merge == "kway" else len(ooc.plan.rounds)
+        if self.strategy == "one-device":
+            return 0
+        return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))
+
+
+def usable_bytes(capacity: int) -> int:
+    """Bytes of a device of ``capacity`` bytes that a sort counts on: the capacity less
+    its reserve (``distsort.memory.RESERVE``, for the CUDA context and libraries).
+
+    >>> usable_bytes(100 * 10**9)
+    95000000000
+    """
+    return _usable(capacity, RESERVE)
+
 
 def _limit_of(limit, budgets):
     """The smallest of ``budgets`` (None where not known), or ``limit`` where set."""
@@ -135,7 +167,7 @@ def _limit_of(limit, budgets):
     return min(known) if known else None
 
 
-def one_device_budget(view, options) -> int | None:
+def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes the one device of a sort may hold, or None where there is not one device
     (several workers, a scheduler that did not answer) or its memory is not known.
 
@@ -157,7 +189,7 @@ def one_device_budget(view, options) -> int | None:
     return _limit_of(options.device_memory_limit, devices)
 
 
-def slot_budget(view, options) -> int | None:
+def slot_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes one slot (a GPU, a CPU worker's thread) may hold, the smallest over the
     workers; None where not known.
 
@@ -321,7 +353,8 @@ def _network(chunks, itemsize, view, options, window):
     return SortPlan("network", regular, None, perm, group, window, share, options.local)
 
 
-def plan_sort(chunks, itemsize: int, view, options: SortOptions | None = None) -> SortPlan:
+def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
+              options: SortOptions | None = None) -> SortPlan:
     """The :class:`SortPlan` of a 1-D sort of an input chunked as ``chunks`` (any
     chunking), keys of ``itemsize`` bytes, on ``view`` (``distsort.view``).
 

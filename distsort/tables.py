@@ -16,6 +16,8 @@ the 64-bit groups), each pass one sort and one gather.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -159,7 +161,7 @@ def _validated(arrays, what, shape=None, chunks=None):
 
 
 @numpy_keywords
-def lexsort(keys, *, verify=False, local="auto"):
+def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort 1-D arrays lexicographically, as int64: ``numpy.lexsort``.
 
     Parameters
@@ -200,7 +202,8 @@ def lexsort(keys, *, verify=False, local="auto"):
     return _lexsort_perm(keys, verify=verify, local=local)
 
 
-def sort_table(keys, values, *, descending=False, verify=False, local="auto"):
+def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool = False,
+               local: str = "auto") -> tuple[Any, Any]:
     """What :func:`distsort.sort_by_key` does for a tuple of keys or a tuple (or dict)
     of value arrays: the sorted keys and the values in the same structure.
 
@@ -241,8 +244,9 @@ def sort_table(keys, values, *, descending=False, verify=False, local="auto"):
 
 
 @numpy_keywords
-def sort_by_key(keys, values, *, descending=False, stable=None, verify=False,
-                local="auto"):
+def sort_by_key(keys: Any, values: Any, *, descending: bool = False,
+                stable: bool | None = None, verify: bool = False,
+                local: str = "auto") -> tuple[Any, Any]:
     """``distsort.sort_by_key``: :func:`distsort.api.sort_by_key` for one key array and
     one value array, :func:`sort_table` for a tuple of keys or a tuple (or dict) of
     value arrays (the docstring below is the API's)."""

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backends import Order
 from .backends.cpu.numpy_backend import COMPILED_FROM  # NumPy chunks this long are hashed compiled
+from .order import TIME_KINDS, time_codes
 from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
@@ -45,8 +47,8 @@ __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
 #: Elements hashed per step: bounds the temporaries (a few uint64 arrays of this
 #: length, 32 MiB each), whatever the chunk size, on the GPU as on the CPU.
 BLOCK = 1 << 22
-#: On the CPU, blocks small enough that the temporaries stay in the core's cache:
-#: 2-5x faster than blocks of ``BLOCK`` (16M float32 keys, one core).
+#: On the CPU, blocks small enough that the temporaries stay in the core's cache: several
+#: times faster than blocks of ``BLOCK`` (``docs/performance.md``).
 CPU_BLOCK = 1 << 16
 _MOD = 1 << 64
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -421,8 +423,15 @@ def release(chunk, passed):
     return chunk
 
 
+def _as_codes(x):
+    """datetime64/timedelta64 ``x`` as its uint64 order codes (NaT last, a bijection:
+    ``distsort.order.time_codes``), which the summaries hash and order; others as they
+    are."""
+    return x if x is None or x.dtype.kind not in TIME_KINDS else time_codes(x)
+
+
 def _summary(keys, values, start, order):
-    return summarize(keys, values, start=start, order=order)
+    return summarize(_as_codes(keys), _as_codes(values), start=start, order=order)
 
 
 def summary_tasks(name, keys, values, chunks, positions=False, order=None):
@@ -441,21 +450,24 @@ def summary_tasks(name, keys, values, chunks, positions=False, order=None):
             for i in range(len(chunks))}
 
 
-def chunk_summaries(keys, values=None, *, positions=False, order=None):
+def chunk_summaries(keys, values=None, *, positions=False, descending=None, keyed=False):
     """A delayed :class:`Summary` of every chunk of 1-D Dask arrays (nothing computed).
 
     Computed with the tasks that make the chunks (in one ``compute``), each summary
-    runs where its chunk already is: no chunk is read or moved again for it.
+    runs where its chunk already is: no chunk is read or moved again for it.  With
+    ``descending`` (True or False, not None) each chunk's order is checked too (an
+    output's summary), equal keys ordered by value where ``keyed``.  datetime64 and
+    timedelta64 chunks are summarized as their order codes.
 
     Examples
     --------
     >>> import dask, dask.array as da, numpy as np
-    >>> from distsort.backends import Order
     >>> x = da.from_array(np.array([3, 1, 2, 5]), chunks=2)
-    >>> s = dask.compute(*chunk_summaries(x, order=Order()))
+    >>> s = dask.compute(*chunk_summaries(x, descending=False))
     >>> [(c.count, c.disorder) for c in s]
     [(2, 1), (2, 0)]
     """
+    order = None if descending is None else Order(descending=bool(descending), keyed=keyed)
     from dask.base import tokenize
     from dask.delayed import Delayed
 

@@ -5,71 +5,17 @@ workers (hosts, threads, memory limits) and the worker holding each input chunk,
 the workers once per set of workers for their device memory (dask-cuda's
 ``device_memory_limit``, the GPU's capacity); without a client it describes this
 process (Dask's local schedulers).  Nothing below the plan (``distsort.sortplan``)
-asks the scheduler again: the plan is pure arithmetic on the view.
-
->>> v = ClusterView.local(cores=4, memory=16 * 2**30)
->>> v.distributed, v.slots(gpu=False), v.slots(gpu=True)
-(False, 4, 1)
+asks the scheduler again: the plan is pure arithmetic on the view (the dataclass
+itself is ``distsort.clusterview``'s, beside the plan).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+
+from .clusterview import ClusterView
 
 __all__ = ["ClusterView", "read_view"]
-
-
-@dataclass(frozen=True)
-class ClusterView:
-    """The workers of a sort and where its input chunks live.
-
-    ``workers`` is empty on Dask's local schedulers (this process sorts); otherwise
-    ``hosts``, ``threads``, ``memory_limits`` (bytes, None: none),
-    ``device_limits`` (bytes a worker's chunks may take on its GPU: dask-cuda's
-    ``device_memory_limit``, else the GPU's capacity; None: no GPU or not known) and
-    ``device_budgets`` (dask-cuda's ``device_memory_limit`` alone: the budget past
-    which a sort runs out of core) have one entry per worker.  ``owners``: the worker
-    holding each key chunk (None: not in memory); ``value_owners`` the same for the
-    values (None: no values).  ``placed``: distsort's scheduler plugin is registered.
-    ``cores``, ``memory`` and ``device`` describe this process, for the local
-    schedulers.
-    """
-
-    workers: tuple = ()
-    hosts: tuple | None = None  # None: no client; (None,): a client that did not answer
-    threads: tuple = ()
-    memory_limits: tuple = ()
-    device_limits: tuple = ()
-    device_budgets: tuple = ()
-    owners: tuple = ()
-    value_owners: tuple | None = None
-    placed: bool = False
-    cores: int = 1
-    memory: int | None = None
-    device: int | None = None
-
-    @classmethod
-    def local(cls, cores=1, memory=None, device=None, chunks=0):
-        """The view of Dask's local schedulers: this process, ``chunks`` lazy chunks."""
-        return cls(cores=cores, memory=memory, device=device, owners=(None,) * chunks)
-
-    @property
-    def distributed(self) -> bool:
-        """Whether a ``distributed`` client runs the sort."""
-        return self.hosts is not None
-
-    def slots(self, gpu: bool) -> int:
-        """Chunks sorted at once: one per GPU (one on the local schedulers), one per
-        thread of CPU workers (one per core on the local schedulers).
-
-        >>> ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(4, 2)).slots(False)
-        6
-        """
-        if not self.workers:
-            return 1 if gpu else max(1, self.cores)
-        if gpu:
-            return len(self.workers)
-        return max(1, sum(int(t or 1) for t in self.threads))
 
 
 def _local_memory():
@@ -114,7 +60,8 @@ def _device_facts(gpu, dask_worker=None):
 _device_cache: dict = {}  # (scheduler, workers, gpu) -> device facts of each worker
 
 
-def read_view(keys=(), value_keys=None, gpu=False, placed=False) -> ClusterView:
+def read_view(keys: Iterable = (), value_keys: Iterable | None = None, gpu: bool = False,
+              placed: bool = False) -> ClusterView:
     """The :class:`ClusterView` of a sort of the chunks ``keys`` (and ``value_keys``)
     on the current ``distributed`` client, else on this process.
 

@@ -14,8 +14,8 @@ distributed = pytest.importorskip("distributed")
 
 import distsort  # noqa: E402
 from distsort import cluster as cl  # noqa: E402
-from distsort import locality  # noqa: E402
-from distsort.graph import round_task_kind, task_round  # noqa: E402
+from distsort import locality, taskkeys  # noqa: E402
+from distsort.taskkeys import round_task_kind, task_round  # noqa: E402
 from distsort.plan import plan_network  # noqa: E402
 from arrays import assert_only_crossing_parts_travel  # noqa: E402
 
@@ -165,19 +165,19 @@ def test_pairs_in_flight_and_memory_stay_bounded(cluster_client):
 
 
 def _has_plugin(dask_scheduler=None):
-    return locality.PLUGIN_NAME in dask_scheduler.plugins
+    return taskkeys.PLUGIN_NAME in dask_scheduler.plugins
 
 
 def test_keeps_reads_the_chunk_position():
     """Which tasks the plugin restricts: distsort's tasks of the same chunk position."""
     chunk = ("distsort-low-r02-abc", 3)
-    assert locality.keeps(("distsort-high-r03-abc", 3), chunk)
-    assert locality.keeps(("distsort-edges-r02-abc", 3), chunk)
-    assert locality.keeps(("distsort-sort-abc", 3), chunk)  # the output's task
-    assert locality.keeps(("distsort-prepare-abc", 3), ("array-xyz", 3))
-    assert not locality.keeps(("distsort-low-r03-abc", 2), chunk)  # the partner's
-    assert not locality.keeps(("other-task", 3), chunk)
-    assert not locality.keeps("distsort-sort-abc", chunk)
+    assert taskkeys.keeps(("distsort-high-r03-abc", 3), chunk)
+    assert taskkeys.keeps(("distsort-edges-r02-abc", 3), chunk)
+    assert taskkeys.keeps(("distsort-sort-abc", 3), chunk)  # the output's task
+    assert taskkeys.keeps(("distsort-prepare-abc", 3), ("array-xyz", 3))
+    assert not taskkeys.keeps(("distsort-low-r03-abc", 2), chunk)  # the partner's
+    assert not taskkeys.keeps(("other-task", 3), chunk)
+    assert not taskkeys.keeps("distsort-sort-abc", chunk)
 
 
 def test_plugin_registration_without_a_client_or_when_it_fails(monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 
 import distsort
 from distsort import api
-from distsort.graph import TASK_KINDS, round_task_kind, task_name, task_round
+from distsort.taskkeys import TASK_KINDS, round_task_kind, task_name, task_round
 from distsort.plan import plan_network
 from test_graph_shared import _shared_numpy
 

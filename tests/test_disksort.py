@@ -1,4 +1,4 @@
-"""The command's path for inputs larger than host memory (``distsort.cli.disksort``,
+"""The command's path for inputs larger than host memory (``distsort.disksort``,
 ``distsort.cli.ondisk``): the plan and the co-ranks on integers against brute force,
 then whole sorts under a tiny forced memory budget, bit for bit against NumPy."""
 import bisect
@@ -11,7 +11,8 @@ import pytest
 
 from arrays import DTYPES, bits, kernel_order, random_keys, stable_argsort
 from distsort import cli
-from distsort.cli import disksort, ondisk
+from distsort import disksort
+from distsort.cli import ondisk
 from distsort.kway import co_ranks, segment_bounds
 
 # -------------------------------------------------------------- plans, on integers

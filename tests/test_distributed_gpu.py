@@ -25,7 +25,7 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort.cluster import (bytes_sent_by_kind, diff_sent, local_cuda_cluster,  # noqa: E402
                               ucx_available)
-from distsort.graph import round_task_kind, task_round  # noqa: E402
+from distsort.taskkeys import round_task_kind, task_round  # noqa: E402
 from distsort.plan import plan_network  # noqa: E402
 
 pytestmark = pytest.mark.gpu

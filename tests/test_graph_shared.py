@@ -12,7 +12,7 @@ import distsort
 from arrays import assert_sorted_like_numpy, random_keys, stable_argsort
 from distsort import api
 from distsort.backends.cpu import numpy_backend as npb
-from distsort.graph import round_task_kind
+from distsort.taskkeys import round_task_kind
 from test_api import sort_by_key_reference
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort.held import HOLDER, Held, held_keys, host_view, peek
+from distsort.held import host_view, peek
+from distsort.taskkeys import HOLDER, Held, held_keys
 
 
 class Spilled:

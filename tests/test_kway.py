@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import distsort
 from distsort import sortplan
 from distsort.backends import Order
-from distsort.backends.outofcore import hostruns
+from distsort.backends.outofcore import hostruns, runs
 from distsort.kway import choose_merge, co_ranks, searcher, segment_bounds
 
 from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
@@ -82,9 +82,9 @@ def test_segments_of_co_ranks_merge_to_the_sorted_whole(runs, segment):
 def _sorted_run(rng, n, dtype, order):
     keys = random_keys(rng, n, dtype, duplicates=True)
     values = rng.integers(0, 3, n).astype(np.int32) if order.keyed else None
-    run = hostruns.make_run(keys, values)
+    run = runs.make_run(keys, values)
     perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
-    return hostruns.make_run(keys[perm], None if values is None else values[perm])
+    return runs.make_run(keys[perm], None if values is None else values[perm])
 
 
 @settings(max_examples=40, deadline=None)

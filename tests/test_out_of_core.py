@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import distsort
 from distsort.backends import Order
-from distsort.backends.outofcore import hostruns
+from distsort.backends.outofcore import hostruns, runs
 from distsort.order import encode
 from distsort.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core,
                                 run_lengths)
@@ -29,9 +29,9 @@ def _codes(run, order):
 def _sorted_run(rng, n, dtype, order, keyed):
     keys = random_keys(rng, n, dtype, duplicates=True)
     values = rng.integers(0, 4, n).astype(np.int32) if keyed else None
-    run = hostruns.make_run(keys, values)
+    run = runs.make_run(keys, values)
     perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
-    return hostruns.slice_run(hostruns.make_run(keys[perm], None if values is None
+    return runs.slice_run(runs.make_run(keys[perm], None if values is None
                                                 else values[perm]), 0, n)
 
 
@@ -220,6 +220,39 @@ def test_gpu_engine_sorts_cupy_chunks_out_of_core(dtype):
     assert np.array_equal(got[3], v2.get())
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("nbytes", [0, 1, 4096 * 3 + 5, (2 << 20) * 7 + 12345])
+def test_staging_ring_copies_pageable_memory_both_ways(nbytes):
+    """Pieces dealt to three threads through buffers of one huge page each: every byte
+    arrives, in both directions, whatever the size."""
+    from distsort.backends.outofcore.pinned import PAGE
+    from distsort.backends.outofcore.staging import StagingRing
+    ring = StagingRing(threads=3, buffer_bytes=PAGE)
+    try:
+        host = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+        d = cupy.zeros(nbytes, np.uint8)
+        ring.to_device(d, host[::1])
+        assert np.array_equal(d.get(), host)
+        back = np.zeros(nbytes, np.uint8)
+        ring.to_host(back, d)
+        assert np.array_equal(back, host)
+        wide = cupy.asarray(host[: nbytes // 8 * 8].view(np.float64))
+        out = np.empty(wide.size, np.float64)  # other dtypes go as their bytes
+        ring.to_host(out, wide)
+        assert np.array_equal(out.view(np.uint8), host[: nbytes // 8 * 8])
+    finally:
+        ring.close()
+
+
+def test_staging_pieces_cover_the_array_once():
+    from distsort.backends.outofcore.staging import pieces
+    for nbytes, size, workers in [(0, 4, 3), (10, 4, 2), (100, 7, 5), (7, 100, 3)]:
+        got = sorted(p for w in pieces(nbytes, size, workers) for p in w)
+        assert [o for o, _ in got] == list(range(0, nbytes, size))
+        assert sum(n for _, n in got) == nbytes and all(n <= size for _, n in got)
+
+
 def _engine_of(array):
     engines = {getattr(task[0], "__self__", None) for layer in array.dask.layers.values()
                for task in layer.values() if isinstance(task, tuple) and task}
@@ -249,7 +282,7 @@ def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
     from distsort.backends.outofcore.pinned import PAGE, PinnedPool
     locked, unlocked = [], []
     pool = PinnedPool(register=lambda a, n: locked.append((a, n)),
-                      unregister=unlocked.append)
+                      unregister=unlocked.append, spares=False)
     a = pool.empty(3 * PAGE // 8, "float64")  # three pages
     a[:] = np.arange(len(a))
     view = a[5:9]
@@ -271,13 +304,33 @@ def test_pinned_pool_reuses_blocks_by_size_and_unlocks_on_trim():
 def test_pinned_pool_unlocks_free_blocks_before_passing_its_cap():
     from distsort.backends.outofcore.pinned import PAGE, PinnedPool
     unlocked = []
-    pool = PinnedPool(register=lambda a, n: None, unregister=unlocked.append, cap=3 * PAGE)
+    pool = PinnedPool(register=lambda a, n: None, unregister=unlocked.append, cap=3 * PAGE,
+                      spares=False)
     a = pool.empty(PAGE, "uint8")
     b = pool.empty(2 * PAGE, "uint8")
     del a  # a free block of one page
     c = pool.empty(PAGE + 1, "uint8")  # two pages more would pass the cap: trim first
     assert len(unlocked) == 1 and pool.stats()["locked_bytes"] == 4 * PAGE
     del b, c
+
+
+def test_pinned_pool_makes_one_spare_of_a_size_in_the_background():
+    """A request that finds no free block of its size leaves one spare of that size
+    made behind it; the next request takes the spare, and a free block makes none."""
+    from distsort.backends.outofcore.pinned import PAGE, PinnedPool
+    locked = []
+    pool = PinnedPool(register=lambda a, n: locked.append((a, n)), unregister=lambda a: None)
+    a = pool.empty(PAGE, "uint8")
+    pool.settle()
+    assert len(locked) == 2 and pool.stats()["locked_bytes"] == 2 * PAGE  # a's, a spare
+    b = pool.empty(PAGE, "uint8")  # the spare, and another spare behind it
+    pool.settle()
+    assert b.ctypes.data == locked[1][0] and len(locked) == 3
+    del a, b  # three free blocks: requests take them and make no spare
+    c, d = pool.empty(PAGE, "uint8"), pool.empty(PAGE, "uint8")
+    pool.settle()
+    assert len(locked) == 3 and pool.stats()["in_use_bytes"] == 2 * PAGE
+    del c, d
 
 
 def test_runs_form_where_persisted_chunks_live(cluster_client):

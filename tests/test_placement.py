@@ -9,7 +9,7 @@ import pytest
 import distsort
 from distsort import api, locality
 from distsort.backends.gpu import local_sort as cupy_local
-from distsort.graph import task_round
+from distsort.taskkeys import task_round
 from distsort.placement import floor_pow2, group_bounds, group_size, placement, starts
 from distsort.plan import plan_network
 from distsort.sortplan import SortOptions, plan_sort

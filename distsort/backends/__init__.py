@@ -123,7 +123,7 @@ class SharingBackend(Backend, Protocol):
 CAPABILITIES = ("local", "sort_owned", "share")
 
 
-def capabilities(backend) -> frozenset:
+def capabilities(backend: Any) -> frozenset[str]:
     """What ``backend`` declares it can do (its ``CAPABILITIES``; none where it declares
     nothing).  The graph asks this, never the backend's attributes.
 

@@ -37,7 +37,8 @@ def _since_process_start():
 
 #: Modules the command line keeps out while dask.array loads: dask.array imports
 #: xarray (and with it pandas) where it is installed, only to recognise xarray
-#: objects, which the command never gets; 0.4-0.6 s of a 512 MiB sort of 3.5 s.
+#: objects, which the command never gets (a good part of a small sort's time:
+#: ``docs/performance.md``).
 _NOT_FOR_THE_COMMAND = ("xarray",)
 
 
@@ -45,8 +46,8 @@ def run():
     """The ``distsort`` executable: :func:`main`, then an exit that skips the
     interpreter's teardown.
 
-    Freeing every module and object at exit took 0.3 s of a 3.6 s sort (512 MiB on a
-    2-core VM).  Nothing of the command needs it: ``main`` closes and syncs the
+    Freeing every module and object at exit takes a noticeable part of a small sort
+    (``docs/performance.md``).  Nothing of the command needs it: ``main`` closes and syncs the
     outputs, removes its temporaries and closes its cluster before it returns; the
     ``atexit`` handlers still run and the standard streams are flushed.
     """
@@ -65,8 +66,8 @@ def _abandon_local_pools():
     """Stop Dask's local thread pools without waiting for the tasks they run.
 
     Their exit handlers wait for every running task: after an interrupt, the sort of
-    each chunk in hand (20 s for 400 MB of float64 on 2 cores).  The process ends at
-    once after ``main``, so nothing they compute is needed.
+    each chunk in hand, which may take seconds.  The process ends at once after
+    ``main``, so nothing they compute is needed.
     """
     threaded = sys.modules.get("dask.threaded")
     if threaded is None:
@@ -99,7 +100,7 @@ def import_dask_array_lean():
                 del sys.modules[m]
 
 
-def main(argv=None, *, command_line=False):
+def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
     """Run the ``distsort`` command; returns the exit status.
 
     ``command_line``: this process is the command (:func:`run`), not a script that

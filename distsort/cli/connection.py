@@ -50,9 +50,8 @@ def _local_options(args, gpu):
 IN_PROCESS_SHARE = 8
 #: Threads beyond one per core for the in-process sort.  Reads and writes block in
 #: the kernel (a write waits for the disk once the page cache holds enough dirty
-#: pages), and a thread that waits there would leave its core idle: with one thread
-#: per core a 2 GiB sort on 2 cores took 17.1 s, with two more 14.3 s (both with
-#: --verify, 256 MiB chunks).
+#: pages), and a thread that waits there would leave its core idle (the figures:
+#: ``docs/performance.md``).
 IN_PROCESS_EXTRA_THREADS = 2
 
 
@@ -106,7 +105,7 @@ def fits_in_process(args, job):
     """
     import psutil
 
-    from ..memory import RESERVE
+    from ..sortplan import usable_bytes
     if (args.scheduler_address or args.scheduler_file or args.workers or args.memory_limit
             or args.spill_dir):
         return False
@@ -118,7 +117,7 @@ def fits_in_process(args, job):
     data = job.src.n * job.sort_bytes()
     if gpu is None or data * IN_PROCESS_GPU_HOST_COPIES > available:
         return False
-    usable = gpu[1] * (1 - RESERVE)
+    usable = usable_bytes(gpu[1])
     return limit <= usable if limit else data * IN_PROCESS_GPU_COPIES <= usable
 
 
@@ -190,42 +189,25 @@ def check_visible(cluster, paths):
                            "the files on a filesystem they share")
 
 
-def device_budget(args, cluster):
-    """``--device-memory-limit`` as distsort's own setting, for the time the sort's graph
-    is built (where the out-of-core path is chosen); nothing without the option.  On
-    GPU workers the out-of-core merges then run on the GPUs, whatever the workers
-    report."""
-    import contextlib
-
-    import dask
+def plan_options(args, cluster):
+    """The plan options of ``--device-memory-limit`` (``distsort.api.planning``): the
+    budget of a worker's sort, and the out-of-core merges on the GPUs where the command
+    sorts on GPUs, whatever the workers report; none without the option."""
     limit = getattr(args, "device_memory_limit", None)
     if not limit:
-        return contextlib.nullcontext()
-    engine = "gpu" if cluster.gpu else "cpu"
-    return dask.config.set({"distsort.device-memory-limit": limit,
-                            "distsort.out-of-core-engine": engine})
+        return {}
+    return {"device_memory_limit": int(limit), "engine": "gpu" if cluster.gpu else "cpu"}
 
 
-def out_of_core(cluster, nbytes):
-    """The device budget per worker (bytes) where a sort of ``nbytes`` (keys and values)
-    outgrows the workers' budgets (``--device-memory-limit``, else what GPU workers
-    report), else None.  Call it within :func:`device_budget`.
-
-    Out of core, the chunks go to the sort as NumPy arrays, also on GPU workers: the
-    out-of-core path's host input, which its GPU merges read in segments, instead of
-    each whole chunk to a GPU and back to the host first.
-    """
-    from .. import memory
-    from ..outofcore import needs_out_of_core
-    reported = memory.worker_device_budgets(cluster.client)
-    budgets = memory.device_budgets(reported, len(reported))
-    return min(budgets) if needs_out_of_core(nbytes, budgets) else None
+def on_gpu(x):
+    """Whether the Dask array ``x`` has CuPy chunks."""
+    from ..xp import namespace
+    return namespace(x._meta).__name__ == "cupy"
 
 
 def to_device(x, gpu):
     """NumPy chunks to CuPy chunks on GPU workers (and back with ``to_host``)."""
-    from ..backends import array_module_name
-    if not gpu or array_module_name(x._meta) == "cupy":
+    if not gpu or on_gpu(x):
         return x
     import cupy
     return x.map_blocks(cupy.asarray, dtype=x.dtype, meta=cupy.empty((0,), x.dtype))
@@ -233,8 +215,7 @@ def to_device(x, gpu):
 
 def to_host(x, gpu):
     """CuPy chunks back to NumPy (out-of-core sorts of NumPy chunks give NumPy chunks)."""
-    from ..backends import array_module_name
-    if not gpu or array_module_name(x._meta) != "cupy":
+    if not gpu or not on_gpu(x):
         return x
     import cupy
     return x.map_blocks(cupy.asnumpy, dtype=x.dtype, meta=np.empty((0,), x.dtype))

@@ -32,6 +32,30 @@ def _random_block(size, dtype, seed, index, gpu):
     return x
 
 
+#: What the demo makes random keys of: bool, integers and floats of up to 8 bytes.
+DEMO_KINDS, DEMO_MAX_BYTES = "biuf", 8
+
+
+def demo_dtype(name):
+    """The dtype of the demo's keys, or CLIError.
+
+    >>> demo_dtype("int16"), demo_dtype("f8")
+    (dtype('int16'), dtype('float64'))
+    >>> demo_dtype("complex64")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    distsort.cli.errors.CLIError: demo data: random keys of dtype complex64 cannot be made ...
+    """
+    try:
+        dtype = np.dtype(name)
+    except TypeError as e:
+        raise CLIError(f"demo data: {e}") from e
+    if dtype.kind not in DEMO_KINDS or dtype.itemsize > DEMO_MAX_BYTES:
+        raise CLIError(f"demo data: random keys of dtype {dtype} cannot be made (bool, "
+                       "(u)int8..64 and float16/32/64 can)")
+    return dtype
+
+
 def demo_data(n, dtype, chunk, seed, gpu):
     import dask.array as da
     from dask import delayed
@@ -49,6 +73,7 @@ def demo_data(n, dtype, chunk, seed, gpu):
 def _sort_and_check(args, cluster, n, dtype):
     """Generate, sort (timed) and compare with numpy.sort; returns what the summary says."""
     import distsort
+    from ..api import planning
     if args.chunk_size is None:
         chunk = max(1, -(-n // 16))
     else:
@@ -59,23 +84,23 @@ def _sort_and_check(args, cluster, n, dtype):
     x, _ = persist(cluster, demo_data(n, dtype, chunk, seed, cluster.gpu), args.progress,
                    "generating ...")
     t0 = time.perf_counter()
-    s, (crossing, count) = persist(cluster, distsort.sort(x), args.progress,
-                                   "sorting ...")
+    with planning() as plans:
+        s = distsort.sort(x)
+    s, (crossing, count) = persist(cluster, s, args.progress, "sorting ...")
     secs = time.perf_counter() - t0
     got, ref = (np.asarray(a) for a in gather(cluster, [to_host(s, cluster.gpu),
                                                         to_host(x, cluster.gpu)]))
     ok = np.array_equal(got, np.sort(ref), equal_nan=True)
-    return {"chunk": chunk, "seconds": secs, "crossing": crossing, "count": count, "ok": ok}
+    return {"plan": plans[-1], "seconds": secs, "crossing": crossing, "count": count, "ok": ok}
 
 
 def _print_demo_summary(n, dtype, facts):
-    from ..plan import plan_network
-    chunk, secs = facts["chunk"], facts["seconds"]
-    nchunks = -(-n // chunk)
-    lines = [f"  chunks     {nchunks} x {chunk:,} elements, {len(plan_network(nchunks))} rounds",
+    plan, secs = facts["plan"], facts["seconds"]
+    lines = [f"  chunks     {len(plan.chunks)} x {plan.chunks[0]:,} elements, "
+             f"{plan.rounds} rounds ({plan.strategy})",
              f"  sort       {secs:.3f} s, {fmt_bytes(n * dtype.itemsize / secs)}/s, "
              f"{n / secs / 1e6:,.1f} M keys/s"]
-    if facts["count"] == crossing_tasks(nchunks):
+    if facts["count"] and facts["count"] == crossing_tasks(plan):
         lines.append(f"  crossing   {fmt_bytes(facts['crossing'])} in head/tail tasks")
     verdict = "yes: equal to numpy.sort" if facts["ok"] else "NO: differs from numpy.sort"
     lines.append(f"  verified   {verdict}")
@@ -84,13 +109,9 @@ def _print_demo_summary(n, dtype, facts):
 
 def cmd_demo(args):
     from ..cluster import gpu_available
-    from ..order import check_dtype
     from .options import check_cluster_options
     check_cluster_options(args)
-    try:
-        dtype = check_dtype(np.dtype(args.dtype), "demo data")
-    except TypeError as e:
-        raise CLIError(str(e)) from e
+    dtype = demo_dtype(args.dtype)
     n = max(1, args.size // dtype.itemsize)
     gpu_local = args.device == "gpu" or (args.device == "auto" and gpu_available())
     cluster = open_cluster(args, local_scheduler_ok=not gpu_local)

@@ -3,7 +3,7 @@ bytes the workers sent to each other and spilled to disk, and the task time spen
 reading, sorting, writing and verifying."""
 import time
 
-from ..graph import round_task_kind
+from ..taskkeys import round_task_kind
 
 #: Task-key prefixes of the steps the summary names; every other task sorts.
 STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),
@@ -76,10 +76,22 @@ def step_seconds(records):
     return steps
 
 
-def crossing_tasks(nchunks):
-    """How many head/tail tasks the network on ``nchunks`` chunks has."""
-    from ..plan import plan_network
-    return 2 * sum(len(r.pairs) for r in plan_network(nchunks))
+def crossing_tasks(plan):
+    """How many head/tail tasks the sort of ``plan`` (a ``distsort.sortplan.SortPlan``)
+    runs: those of its network's rounds, between chunks or runs; none on one device,
+    in a k-way merge, or where GPU workers share their chunks (CUDA IPC).
+
+    >>> from distsort.sortplan import SortPlan
+    >>> crossing_tasks(SortPlan("network", (10,) * 4, None, (0, 1, 2, 3), 1))
+    12
+    """
+    from ..plan import group_steps, plan_network
+    ooc = plan.out_of_core
+    if plan.share or plan.strategy == "one-device" or (ooc and ooc.merge == "kway"):
+        return 0
+    count, group = (ooc.plan.runs, 1) if ooc else (len(plan.chunks), plan.group)
+    steps = group_steps(plan_network(count, run=group), group)
+    return 2 * sum(len(r.pairs) for r in steps if r is not None)
 
 
 def _worker_counters(dask_worker):

@@ -1,6 +1,6 @@
 """``distsort sort`` on an input larger than host memory: the plan's choice of the disk
 path, the room it needs on the disk, and the sort into the outputs' temporaries
-(:mod:`distsort.cli.disksort`), published as every other output."""
+(:mod:`distsort.disksort`), published as every other output."""
 from __future__ import annotations
 
 import os
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..order import TIME_KINDS
-from . import disksort
-from .disksort import (MEMORY_SHARE, DiskJob, Region, can_free, disk_room, disk_sort,
-                       element_bytes, merged_file, needs_disk, plan_disk_sort)
+from .. import disksort
+from ..disksort import (MEMORY_SHARE, DiskJob, Region, can_free, disk_room, disk_sort,
+                        element_bytes, merged_file, needs_disk, plan_disk_sort,
+                        sortable_dtype, summaries)
 from .errors import VERIFY_FAILED, CLIError
 from .files import file_kind
 from .outputs import Output, publish
@@ -28,11 +28,6 @@ ROOM_MARGIN = (0.01, 64 << 20)
 
 
 _NO_PUNCH = ", both in full (this filesystem cannot free the runs as they are merged)"
-
-
-def _sortable_dtype(dtype):
-    """The dtype the runs hold: datetime64/timedelta64 as their uint64 codes."""
-    return np.dtype(np.uint64) if np.dtype(dtype).kind in TIME_KINDS else np.dtype(dtype)
 
 
 def _cluster_asked(args):
@@ -107,24 +102,6 @@ def check_room(job, plan):
     return punch
 
 
-def _summaries(job):
-    """``--verify``'s summaries of the input pieces and of the output segments."""
-    from ..backends import Order
-    from ..verify import summarize
-    from .verification import _with_order
-
-    def summarize_in(keys, payload, start):
-        return summarize(keys, payload)
-
-    desc = job.descending
-    if job.mode == "sort":
-        return summarize_in, lambda k, p: summarize(k, order=Order(desc))
-    if job.mode == "values" and job.stable:
-        return summarize_in, lambda k, p: _with_order(
-            summarize(k, p), summarize(k, order=Order(desc, keyed=True)))
-    return summarize_in, lambda k, p: summarize(k, p, order=Order(desc, keyed=True))
-
-
 class _Progress:
     def __init__(self, enabled, stream=sys.stdout):
         self.enabled, self.stream = enabled, stream
@@ -153,13 +130,13 @@ def sort_on_disk(job, args, memory, facts):
         for o in outputs:
             o.create()
         targets = [o.target for o in outputs]
-        runs = [Region(t.path, t.offset, _sortable_dtype(t.dtype), job.src.n) for t in targets]
+        runs = [Region(t.path, t.offset, sortable_dtype(t.dtype), job.src.n) for t in targets]
         if job.mode == "argsort":  # positions are the output; the keys' runs beside it
             keys_runs = temporary_name(outputs[0].final, "tmp")
             stack.callback(remove, keys_runs)
             with open(keys_runs, "wb"):
                 pass
-            runs.insert(0, Region(keys_runs, 0, _sortable_dtype(job.src.dtype), job.src.n))
+            runs.insert(0, Region(keys_runs, 0, sortable_dtype(job.src.dtype), job.src.n))
         elif len(runs) == 1:
             runs.append(None)
         merged = [stack.enter_context(merged_file(temporary_name(o.final, "tmp"),
@@ -168,7 +145,9 @@ def sort_on_disk(job, args, memory, facts):
                   for o, t in zip(outputs, targets, strict=True)]
         merged = ([None] + merged if job.mode == "argsort"
                   else merged + [None] * (2 - len(merged)))
-        summarize_in, summarize_out = _summaries(job) if args.verify else (None, None)
+        summarize_in, summarize_out = (summaries(_order(job), job.descending,
+                                                 job.mode == "argsort")
+                                       if args.verify else (None, None))
         disk_job = DiskJob(job.src.n, dtypes[0] if job.mode != "argsort" else
                            job.src.dtype.newbyteorder("="), _reader(job.src),
                            (lambda a, b: job.vals.reader[a:b]) if job.vals else None,

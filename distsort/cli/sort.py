@@ -22,13 +22,14 @@ import contextlib
 import os
 import sys
 import time
-from argparse import ArgumentTypeError
+from argparse import ArgumentTypeError, Namespace
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .connection import (Cluster, check_visible, device_budget, fits_in_process,
-                         open_cluster, out_of_core, to_device, to_host)
+from .connection import (Cluster, check_visible, fits_in_process, open_cluster, plan_options,
+                         to_device, to_host)
 from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
@@ -46,34 +47,38 @@ from .summary import print_summary
 from .verification import fused_summaries, judge, reread
 
 
+if TYPE_CHECKING:
+    from ..sortplan import SortPlan
+
+
 @dataclass
 class SortJob:
     """What ``distsort sort`` was asked to do, once the arguments are checked."""
 
     src: Source
     vals: Source | None
-    outputs: list
+    outputs: list[str]  # OUTPUT, then --values-output where there are values
     mode: str  # "sort", "argsort" or "values"
     descending: bool
     stable: bool = False  # with values: equal keys in input order, not by value
     #: The outputs once being written (``Output``): which of them are published.
-    written: list = field(default_factory=list)
+    written: list[Output] = field(default_factory=list)
 
     @property
-    def published(self):
+    def published(self) -> bool:
         return any(o.committed for o in self.written)
 
     @property
-    def keyed(self):
+    def keyed(self) -> bool:
         return self.mode != "sort"
 
-    def sort_bytes(self):
+    def sort_bytes(self) -> int:
         """Bytes of an element as the sort holds it: the key and the value (argsort's
         int64 positions)."""
         value = 8 if self.mode == "argsort" else (self.vals.dtype.itemsize if self.vals else 0)
         return self.src.dtype.itemsize + value
 
-    def per_element(self):
+    def per_element(self) -> int:
         """Bytes a chunk element takes in the NumPy backend (codes + keys + values)."""
         k = self.src.dtype.itemsize
         if not self.keyed:
@@ -81,7 +86,7 @@ class SortJob:
         return 2 * k + (self.vals.dtype.itemsize if self.vals else 8)
 
 
-def check_sort_args(args):
+def check_sort_args(args: Namespace) -> SortJob:
     if bool(args.values) != bool(args.values_output):
         raise CLIError("--values and --values-output go together")
     if args.values and args.argsort:
@@ -129,9 +134,27 @@ def check_other_writes(args, inputs, outputs):
         check_not_input(args.spill_dir, inputs, "--spill-dir")
 
 
-def sort_graph(job, chunk, gpu, verify=False):
+def sort_graph(job: SortJob, chunk: int, cluster: Cluster, options: dict[str, Any],
+               verify: bool | str = False) -> tuple[tuple, list, SortPlan]:
     """The inputs and the sorted outputs as Dask arrays (on the device: CuPy chunks on
-    GPU workers), ready to summarize and, through ``to_host``, to store."""
+    GPU workers), ready to summarize and, through ``to_host``, to store, and the
+    ``SortPlan`` they follow (``distsort.api.planning``, with the plan ``options``).
+
+    Out of core, the chunks go to the sort as NumPy arrays, also on GPU workers: the
+    out-of-core path's host input, which its GPU merges read in segments, instead of
+    each whole chunk to a GPU and back to the host first.  So where the plan of the
+    sort of CuPy chunks is out of core, the sort is built again of NumPy chunks.
+    """
+    from ..api import planning
+    with planning(**options) as plans:
+        inputs, out = _sort_arrays(job, chunk, cluster.gpu, verify)
+        if cluster.gpu and plans[-1].strategy == "out-of-core":
+            inputs, out = _sort_arrays(job, chunk, False, verify)
+    return inputs, out, plans[-1]
+
+
+def _sort_arrays(job, chunk, gpu, verify):
+    """``(inputs, outputs)`` of the job's sort; ``gpu``: of CuPy chunks."""
     import distsort
     keys = to_device(job.src.array(chunk), gpu)
     values = to_device(job.vals.array(chunk), gpu) if job.vals else None
@@ -188,11 +211,10 @@ def report_context(args, cluster):
     return performance_report(filename=str(Path(args.report).resolve()), mode="inline")
 
 
-def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
+def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args, plan):
     """Sort into the outputs' temporaries, with the fused summaries of ``--verify``;
     returns the facts measured and the output summaries (for ``--verify=reread``)."""
     import dask.array as da
-    nchunks = len(sorted_arrays[0].chunks[0])
     ins, outs = (fused_summaries(job, inputs, sorted_arrays, cluster.gpu) if args.verify
                  else ([], []))
     facts = {}
@@ -209,7 +231,7 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args):
         facts["steps"] = stats["steps"]
         # Only a complete count is reported (the task stream keeps a bounded
         # number of records).
-        if stats["tasks"] == crossing_tasks(nchunks):
+        if stats["tasks"] and stats["tasks"] == crossing_tasks(plan):
             facts["crossing"] = stats["crossing"]
     else:  # nothing to sort, nothing to check
         ins = outs = []
@@ -229,28 +251,25 @@ def counters_since(before, client):
             if before[k] is not None and after[k] is not None}
 
 
-def run_sort(job, args, cluster, facts):
+def run_sort(job: SortJob, args: Namespace, cluster: Cluster, facts: dict[str, Any]
+             ) -> dict[str, Any]:
     """Sort, store, verify and publish, adding what was measured to ``facts``.
 
     Nothing is renamed into place before every output is written (and verified);
     see the module's docstring for the order of the renames and the clean-up.
     """
-    from ..outofcore import plan_out_of_core
-    from ..plan import plan_network
     t0 = time.perf_counter()
     inputs = [s.path for s in (job.src, job.vals) if s is not None and not url_protocol(s.path)]
     check_visible(cluster, inputs + [str(Path(p).resolve().parent) for p in job.outputs])
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(),
                            job.src.n)
-    with device_budget(args, cluster):
-        budget = out_of_core(cluster, job.src.n * job.sort_bytes())
-        inputs, sorted_arrays = sort_graph(job, chunk, cluster.gpu and not budget,
-                                           args.verify)
+    inputs, sorted_arrays, plan = sort_graph(job, chunk, cluster, plan_options(args, cluster),
+                                             args.verify)
     chunks = sorted_arrays[0].chunks[0]
-    facts.update(chunks=chunks, rounds=len(plan_network(len(chunks))))
-    if budget:  # the network joins runs of chunks, not chunks
-        plan = plan_out_of_core(chunks, job.sort_bytes(), budget)
-        facts.update(rounds=len(plan.rounds), out_of_core=(budget, plan.runs))
+    facts.update(chunks=chunks, rounds=plan.rounds, strategy=plan.strategy)
+    if plan.out_of_core is not None:  # the runs are merged, not the chunks
+        ooc = plan.out_of_core
+        facts.update(out_of_core=(ooc.budget, ooc.plan.runs), merge=ooc.merge)
     outputs = [Output(p, a.dtype, job.src.n, chunk)
                for p, a in zip(job.outputs, sorted_arrays, strict=False)]
     job.written = outputs
@@ -262,7 +281,7 @@ def run_sort(job, args, cluster, facts):
         before = cluster_counters(cluster.client)
         with _local_threads(cluster), report:
             measured, summaries = write_sorted(job, inputs, sorted_arrays, outputs, cluster,
-                                               args)
+                                               args, plan)
             facts.update(measured)
             facts.update(counters_since(before, cluster.client))
             if args.verify == "reread" and job.src.n:
@@ -287,7 +306,7 @@ def _local_threads(cluster):
     return dask.config.set(num_workers=cluster.threads)
 
 
-def cmd_sort(args):
+def cmd_sort(args: Namespace) -> int:
     check_cluster_options(args)
     job = check_sort_args(args)
     try:
@@ -308,9 +327,9 @@ def _sort_and_summarize(job, args):
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
-        # A sort in this process measures the disk first, alone: beside the sort's 34
-        # threads, or CuPy's import, the probe of a 16 GiB sort read the page cache at
-        # 136-147 MiB/s (the GIL, held between its reads).  Worker processes sort
+        # A sort in this process measures the disk first, alone: beside the sort's
+        # threads, or CuPy's import, the probe reads the page cache far slower (the
+        # GIL, held between its reads: docs/performance.md).  Worker processes sort
         # elsewhere: the disk is measured beside them, once they are up, and only the
         # summary waits for it (``await_floor``).
         if in_process:

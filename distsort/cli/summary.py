@@ -32,7 +32,7 @@ def print_summary(job, cluster, facts, report=None):
         ("chunks", f"{describe_chunks(chunks)}, "
                    f"{fmt_bytes((chunks[0] if chunks else 0) * src.dtype.itemsize)} of keys "
                    "each; " + ("output segments of the k-way merge" if "disk_path" in facts
-                               else f"{facts['rounds']} network rounds")),
+                               else _network(facts))),
         ("cluster", cluster.description),
         *_out_of_core(job, facts),
         ("wall time", f"{facts['wall']:.2f} s in all; " + _where(facts)),
@@ -43,6 +43,21 @@ def print_summary(job, cluster, facts, report=None):
     if report:
         lines.append(("report", report))
     print("\n".join(f"  {k:<11}{v}" for k, v in lines), flush=True)
+
+
+def _network(facts):
+    """How the chunks were merged, as the sort's plan says.
+
+    >>> _network({"strategy": "network", "rounds": 6})
+    '6 network rounds'
+    >>> _network({"strategy": "one-device", "rounds": 0})
+    'sorted as one on one device (no network)'
+    """
+    if facts.get("strategy") == "one-device":
+        return "sorted as one on one device (no network)"
+    if facts.get("merge") == "kway":
+        return "runs merged in one k-way pass"
+    return f"{facts['rounds']} network rounds"
 
 
 def _out_of_core(job, facts):

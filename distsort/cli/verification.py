@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..backends import Order
-from ..order import TIME_KINDS, time_codes
 from ..verify import VerificationError, check, chunk_summaries
 from .errors import VERIFY_FAILED, CLIError
 from .connection import to_device
@@ -28,8 +26,9 @@ WHAT = {"sort": "sort", "argsort": "argsort", "values": "sort_by_key"}
 
 
 def output_order(job):
-    """The order the output must be in (keyed: ties by value, as sort_by_key does)."""
-    return Order(descending=job.descending, keyed=job.mode == "values" and not job.stable)
+    """The order the output must be in (keyed: ties by value, as sort_by_key does), as
+    the keywords of ``distsort.verify.chunk_summaries``."""
+    return {"descending": job.descending, "keyed": job.mode == "values" and not job.stable}
 
 
 def _with_order(hashed, ordered):
@@ -44,24 +43,11 @@ def output_summaries(job, keys, values=None):
     in NumPy's order of keys alone (``-0.0`` equal to ``+0.0``: the keyed order's key
     codes, without the values) and the (key, value) checksums, in one summary each."""
     if job.mode != "values" or not job.stable:
-        return chunk_summaries(keys, values, order=output_order(job))
+        return chunk_summaries(keys, values, **output_order(job))
     import dask
-    by_keys = chunk_summaries(keys, order=Order(descending=job.descending, keyed=True))
+    by_keys = chunk_summaries(keys, descending=job.descending, keyed=True)
     return [dask.delayed(_with_order, pure=True)(h, o)
             for h, o in zip(chunk_summaries(keys, values), by_keys, strict=True)]
-
-
-def as_codes(arrays):
-    """datetime64/timedelta64 arrays as their uint64 order codes (NaT last, a bijection:
-    ``distsort.order.time_codes``), which the summaries hash and order; others as they are.
-    """
-    import numpy as np
-    from dask.base import tokenize
-    # Named as the summaries are: kept where the chunk is (distsort.locality.STAYS).
-    return [a if a is None or a.dtype.kind not in TIME_KINDS else
-            a.map_blocks(time_codes, dtype=np.uint64,
-                         name="distsort-verify-summary-codes-" + tokenize(a.name))
-            for a in arrays]
 
 
 def fused_summaries(job, inputs, outputs, gpu=False):
@@ -69,11 +55,11 @@ def fused_summaries(job, inputs, outputs, gpu=False):
     sort.  The input's are empty for argsort, whose check runs inside the sort.
 
     With ``gpu`` (GPU workers) NumPy chunks, an out-of-core sort's, are summarized on
-    the GPU: the one thread of a dask-cuda worker hashed them at about 1 GB/s, which
-    added 70% to an out-of-core sort of 24 GiB; a copy to the GPU runs at PCIe speed.
+    the GPU: the one thread of a dask-cuda worker hashes them far slower than a copy to
+    the GPU runs, at PCIe speed (``docs/performance.md``).
     """
-    inputs = as_codes([None if a is None else to_device(a, gpu) for a in inputs])
-    outputs = as_codes([to_device(a, gpu) for a in outputs])
+    inputs = [None if a is None else to_device(a, gpu) for a in inputs]
+    outputs = [to_device(a, gpu) for a in outputs]
     if job.mode == "argsort":
         return [], chunk_summaries(outputs[0])
     ins = chunk_summaries(*inputs)
@@ -97,7 +83,6 @@ def reread(job, outputs, chunks, cluster, progress, expected):
     t0 = time.perf_counter()
     arrays = [Source(o.tmp, o.kind, o.reader(), o.dtype, o.n).array(chunks)
               for o in outputs]
-    arrays = as_codes(arrays)
     summaries = (chunk_summaries(*arrays) if job.mode == "argsort"
                  else output_summaries(job, *arrays))
     found, _ = compute(cluster.client, summaries, progress,

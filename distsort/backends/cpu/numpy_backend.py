@@ -23,6 +23,7 @@ import importlib
 
 import numpy as np
 
+from ...chunk import head, length, split_high, split_low, tail  # noqa: F401  (the Backend)
 from ...order import decode, encode
 
 #: Chunks shorter than this keep the NumPy code where a compiled pass exists
@@ -282,10 +283,6 @@ def prepare(keys, values, order, start=None):
     return keyed_sort(keys, values, order.descending)
 
 
-def length(chunk):
-    return len(chunk[0]) if isinstance(chunk, tuple) else len(chunk)
-
-
 def probe_codes(keys, values, order):
     """Probe form of sampled elements: codes, or the tuple of :func:`order_codes`."""
     if values is None:
@@ -326,23 +323,6 @@ def crossing_bound(top_probe, bottom_probe, stride, limit, order=None):
         lambda p: p[:count])
     fails = np.flatnonzero(~_greater(pick(top_probe), pick(bottom_probe)))
     return int(min(limit, fails[0] * stride)) if len(fails) else int(limit)
-
-
-def _slice(chunk, start, stop):
-    if isinstance(chunk, tuple):
-        return tuple(x[start:stop] for x in chunk)
-    return chunk[start:stop]
-
-
-def head(chunk, k):
-    """The first ``k`` elements: a view (nothing writes to chunks; pickling copies only
-    the view)."""
-    return _slice(chunk, 0, k)
-
-
-def tail(chunk, k):
-    """The last ``k`` elements, as a view."""
-    return _slice(chunk, length(chunk) - k, length(chunk))
 
 
 def _element(chunk, i, order):
@@ -429,24 +409,14 @@ def _concat_sorted(x, y, order):
 
 def merge_low(a, b_head, order):
     """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``."""
-    k = crossing_count(a, b_head, order)
-    if k == 0:
-        return a
-    n = length(a)
-    if k == n:  # every element crosses: the head is the new chunk, no merge
-        return _slice(b_head, 0, k)
-    return _concat_sorted(_slice(a, 0, n - k), _slice(b_head, 0, k), order)
+    return split_low(a, b_head, crossing_count(a, b_head, order),
+                     lambda x, y: _concat_sorted(x, y, order))
 
 
 def merge_high(b, a_tail, order):
     """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``."""
-    k = crossing_count(a_tail, b, order)
-    if k == 0:
-        return b
-    n = length(a_tail)
-    if k == length(b):
-        return _slice(a_tail, n - k, n)
-    return _concat_sorted(_slice(a_tail, n - k, n), _slice(b, k, length(b)), order)
+    return split_high(b, a_tail, crossing_count(a_tail, b, order),
+                      lambda x, y: _concat_sorted(x, y, order))
 
 
 def _split_chunk(chunk, keys_dtype, values_dtype, descending, part):

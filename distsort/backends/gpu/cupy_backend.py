@@ -17,6 +17,8 @@ import cupy
 import numpy as np
 
 from ... import memory
+from ...chunk import (head, length, make_chunk, parts, slice_chunk,  # noqa: F401  (the Backend)
+                      split_high, split_low, tail)
 from . import launcher
 from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
 from .local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
@@ -25,22 +27,6 @@ from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
 #: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``.
 CAPABILITIES = frozenset({"local", "sort_owned"})
-
-
-def parts(chunk):
-    """``(keys, values or None)`` of a chunk."""
-    return chunk if isinstance(chunk, tuple) else (chunk, None)
-
-
-def make_chunk(keys, values):
-    """The chunk of ``keys`` and ``values`` (None: keys only)."""
-    return keys if values is None else (keys, values)
-
-
-def slice_chunk(chunk, start, stop):
-    """Elements ``start`` to ``stop`` of a chunk, as a view."""
-    keys, values = parts(chunk)
-    return make_chunk(keys[start:stop], None if values is None else values[start:stop])
 
 
 def merge_runs(a, b, descending=False):
@@ -75,10 +61,6 @@ def prepare(keys, values, order, start=None, local="bitonic"):
     return sort_owned(keys, values, order, local, increasing_values=start is not None)
 
 
-def length(chunk):
-    return int(parts(chunk)[0].size)
-
-
 def probe(chunk, stride, top, order):
     """Host codes of every ``stride``-th element from the top or bottom (NumPy's form)."""
     keys, values = parts(chunk)
@@ -88,44 +70,18 @@ def probe(chunk, stride, top, order):
                        order)
 
 
-def head(chunk, k):
-    """The first ``k`` elements (what travels to the other worker), as a view: nothing
-    writes to chunks, distributed's CUDA serializer sends only the view's bytes, and a
-    merge on the same worker reads them where they lie (no copy)."""
-    return slice_chunk(chunk, 0, k)
-
-
-def tail(chunk, k):
-    """The last ``k`` elements, as a view."""
-    n = length(chunk)
-    return slice_chunk(chunk, n - k, n)
-
-
-def _merged(own, k, first, second, descending):
-    """``own`` after a compare-split in which ``k`` elements cross: itself where none do,
-    else the merge of the runs ``first`` and ``second`` (the non-empty one alone where
-    the other is empty: every element of ``own`` crosses, and no merge is needed)."""
-    if k == 0:
-        return own
-    if length(first) == 0 or length(second) == 0:
-        return second if length(first) == 0 else first
-    return merge_runs(first, second, descending)
-
-
 def merge_low(a, b_head, order, k=None):
     """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``
     (``k``: their crossing count, where the caller has it)."""
     k = crossing_count(a, b_head, order.descending) if k is None else k
-    n = length(a)
-    return _merged(a, k, slice_chunk(a, 0, n - k), slice_chunk(b_head, 0, k), order.descending)
+    return split_low(a, b_head, k, lambda x, y: merge_runs(x, y, order.descending))
 
 
 def merge_high(b, a_tail, order, k=None):
     """The ``len(b)`` largest of ``b`` and the lower chunk whose tail is ``a_tail``
     (``k``: their crossing count, where the caller has it)."""
     k = crossing_count(a_tail, b, order.descending) if k is None else k
-    n, m = length(a_tail), length(b)
-    return _merged(b, k, slice_chunk(a_tail, n - k, n), slice_chunk(b, k, m), order.descending)
+    return split_high(b, a_tail, k, lambda x, y: merge_runs(x, y, order.descending))
 
 
 def finish_keys(chunk, order, dtype, values_dtype=None):

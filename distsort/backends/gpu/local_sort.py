@@ -26,6 +26,8 @@ import sys
 
 import numpy as np
 
+from ... import dask_cuda_store
+
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
            "device_limit", "sort_owned", "radix_sort", "encode_codes", "decode_codes"]
 
@@ -81,23 +83,8 @@ def choose_local(extra_bytes, budget_bytes, local="auto"):
 def _dask_cuda_limits():
     """``(device_memory_limit, device bytes held)`` of the dask-cuda worker we run in,
     each None where not known."""
-    try:
-        from distributed import get_worker
-        data = get_worker().data
-    except Exception:  # noqa: BLE001  (not in a worker)
-        return None, None
-    limit = getattr(data, "device_memory_limit", None)
-    held = None
-    for path in (("device_buffer", "fast", "total_weight"), ("manager", "_dev", "mem_usage")):
-        obj = data
-        try:
-            for name in path:
-                obj = getattr(obj, name)
-            held = int(obj() if callable(obj) else obj)
-            break
-        except Exception:  # noqa: BLE001  (another dask-cuda layout)
-            continue
-    return (int(limit) if limit else None), held
+    data = dask_cuda_store.current()
+    return (None, None) if data is None else dask_cuda_store.limits(data)
 
 
 def device_budget(owned_bytes=0):

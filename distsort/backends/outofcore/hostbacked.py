@@ -1,4 +1,4 @@
-"""CuPy output chunks that a dask-cuda worker spills without copying them.
+"""CuPy chunks that a dask-cuda worker spills fast: output chunks without a copy.
 
 An out-of-core sort of CuPy chunks ends with its output in pinned host memory (the
 sorted runs) and hands each output chunk to the user on the GPU.  A dask-cuda worker
@@ -13,11 +13,14 @@ from and a fingerprint of their contents (a position-dependent 64-bit hash, one
 pass over the device array).  Importing this module wraps
 distributed's "dask" serializer of CuPy arrays, the one dask-cuda spills with: for such
 an array, still whole and unchanged (a task that wrote into the chunk in place changed
-the fingerprint), it hands the host copy over as the frame, without a copy; every other
-array goes to CuPy's own serializer.  The header and bytes are those CuPy's serializer
-would make, so the chunk spills, reads (``distsort.held``) and comes back as any CuPy
-array does (from page-locked memory, at the link's speed).  The host copy stays with
-the chunk, spilled or not, and keeps its pinned block in use.
+the fingerprint), it hands the host copy over as the frame, without a copy.  Other
+contiguous arrays of some size (the input chunks an out-of-core sort spills to make
+room) are copied through the staging ring (:func:`staged_copy`: several threads, where
+CuPy's serializer makes one pageable copy), the rest go to CuPy's own serializer.  The
+header and bytes are those CuPy's serializer would make, so the chunk spills, reads
+(``distsort.held``) and comes back as any CuPy array does (a host copy of an output
+chunk from page-locked memory, at the link's speed).  The host copy stays with the
+chunk, spilled or not, and keeps its pinned block in use.
 """
 from __future__ import annotations
 
@@ -94,6 +97,22 @@ def host_copy(x):
     return host
 
 
+#: Contiguous CuPy arrays of at least this many bytes spill through the staging ring
+#: (``staged_copy``); smaller ones through CuPy's serializer.
+STAGED_BYTES = 64 << 20
+
+
+def staged_copy(x):
+    """A pageable host copy of the contiguous CuPy array ``x``, made through the staging
+    ring (``distsort.backends.outofcore.staging``): several threads fault the new pages
+    in and copy beside the link, where CuPy's serializer makes one pageable copy."""
+    from .staging import ring
+    host = np.empty(x.shape, x.dtype)
+    cupy.cuda.Device().synchronize()  # whatever still writes ``x`` on another stream
+    ring().to_host(host, x)
+    return host
+
+
 def _why_copied(x):
     """Why :func:`host_copy` found no host copy of ``x`` (a phase name's suffix)."""
     memory = getattr(getattr(x, "data", None), "mem", None)
@@ -115,13 +134,18 @@ def _install():
     def serialize(x):
         began = time.perf_counter()
         host = host_copy(x)
-        if host is None:
+        if host is not None:
+            SPILLS["spill_free"] += time.perf_counter() - began
+        elif x.flags.c_contiguous and x.nbytes >= STAGED_BYTES:
+            host = staged_copy(x)
+            SPILLS["spill_staged"] += time.perf_counter() - began
+            SPILLS["spill_staged_bytes"] += x.nbytes
+        else:
             out = cupy_serialize(x)
             SPILLS["spill_copied"] += time.perf_counter() - began
             SPILLS["spill_copied_bytes"] += x.nbytes
             SPILLS[f"spill_copied_{_why_copied(x)}"] += 1
             return out
-        SPILLS["spill_free"] += time.perf_counter() - began
         header = x.__cuda_array_interface__.copy()  # as CuPy's serializer makes it
         header["strides"] = tuple(x.strides)
         return header, [memoryview(host.reshape(-1).view(np.uint8))]

@@ -24,31 +24,16 @@ that every engine gives the same runs bit for bit.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...chunk import length, parts, split_high, split_low
+from ...chunk import slice_chunk as slice_run
 from ...order import encode
 from ..cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
 from ..cpu.numpy_backend import first_not, order_codes, probe_codes
-
-
-def parts(run):
-    """``(keys, values or None)`` of a run."""
-    return run if isinstance(run, tuple) else (run, None)
-
-
-def make_run(keys, values):
-    return keys if values is None else (keys, values)
-
-
-def length(run):
-    return len(parts(run)[0])
-
-
-def slice_run(run, start, stop):
-    keys, values = parts(run)
-    return make_run(keys[start:stop], None if values is None else values[start:stop])
 
 
 def code(run, i, order):
@@ -58,16 +43,6 @@ def code(run, i, order):
         return (int(encode(keys[i:i + 1], descending=order.descending)[0]),)
     return tuple(int(c[0]) for c in order_codes(keys[i:i + 1], values[i:i + 1],
                                                  order.descending))
-
-
-def positions(starts, pieces):
-    """The positions of the elements of ``pieces`` whose first ones are at ``starts``.
-
-    >>> positions([10, 0], [np.zeros(2), np.zeros(3)])
-    array([10, 11,  0,  1,  2])
-    """
-    return np.concatenate([np.arange(s, s + p.size, dtype=np.int64)
-                           for s, p in zip(starts, pieces, strict=True)])
 
 
 def crossing_count(top, bottom, order):
@@ -131,8 +106,10 @@ def _gather(runs, which, at):
 
 
 def run_searcher(runs, order):
-    """``before`` of ``distsort.kway.co_ranks`` on host runs: the binary searches of
-    every run in one step at a time (one NumPy call per step for all runs).
+    """``before`` of ``distsort.kway.co_ranks`` on host runs: ``numpy.searchsorted`` in
+    each run where the keys' own order is their codes' (ascending keys alone, a pivot
+    that is no float zero or NaN), else the binary searches of every run in one step at
+    a time on the codes (one NumPy call per step for all runs).
 
     >>> from distsort.backends import Order
     >>> from distsort.kway import co_ranks
@@ -140,6 +117,24 @@ def run_searcher(runs, order):
     >>> co_ranks([3, 3, 1], 4, run_searcher(runs, Order()))
     (2, 2, 0)
     """
+    generic = _code_searcher(runs, order)
+    keys = [parts(r)[0] for r in runs]
+    if (order.descending or order.keyed or parts(runs[0])[1] is not None
+            or keys[0].dtype.kind not in "biuf"):
+        return generic
+
+    def before(i, p, lo, hi):
+        v = keys[i][p]
+        if keys[i].dtype.kind == "f" and (np.isnan(v) or v == 0):  # -0.0 < +0.0, NaNs
+            return generic(i, p, lo, hi)
+        return [p if j == i else a + int(np.searchsorted(k[a:b], v, "right" if j < i
+                                                         else "left"))
+                for j, (k, a, b) in enumerate(zip(keys, lo, hi, strict=True))]
+    return before
+
+
+def _code_searcher(runs, order):
+    """``run_searcher`` on the order codes, for every order."""
     def before(i, p, lo, hi):
         pivot = probe_codes(*_gather(runs, [i], [p]), order)
         a, b = np.array(lo, np.int64), np.array(hi, np.int64)
@@ -166,11 +161,14 @@ def pick(chunk, part):
 class HostRuns:
     """The backend of an out-of-core sort: runs in host memory merged by ``engine``
     (``"gpu"`` or ``"cpu"``) in segments of ``segment`` elements, within a device
-    ``budget`` in bytes (None: no limit)."""
+    ``budget`` in bytes (None: no limit).  ``read``: how a task reads a persisted
+    chunk that it names without depending on it (``distsort.held.read_held``; the
+    scheduling floor hands it down)."""
 
     engine: str = "cpu"
     segment: int = 1 << 24
     budget: int | None = None
+    read: Callable | None = None
 
     def _engine(self):
         if self.engine == "gpu":
@@ -186,10 +184,9 @@ class HostRuns:
         return self._engine().to_host(chunk)
 
     def stage_held(self, held):
-        """``stage`` of a persisted chunk read where its worker holds it
-        (``distsort.held``: a spilled CuPy chunk is read from its host copy)."""
-        from ...held import read_held
-        return self.stage(read_held(held))
+        """``stage`` of a persisted chunk read where its worker holds it (``read``: a
+        spilled CuPy chunk is read from its host copy)."""
+        return self.stage(self.read(held))
 
     def make_run(self, keys, values, order, starts=None):
         """The sorted run of the chunks ``keys`` (and ``values``, or each chunk's positions
@@ -217,23 +214,13 @@ class HostRuns:
 
     def merge_low(self, a, b_head, order):
         """The ``len(a)`` smallest of ``a`` and the higher run whose head is ``b_head``."""
-        k = crossing_count(a, b_head, order)
-        n = length(a)
-        if k == 0:
-            return a
-        if k == n:
-            return b_head if length(b_head) == k else slice_run(b_head, 0, k)
-        return self._merge(slice_run(a, 0, n - k), slice_run(b_head, 0, k), order)
+        return split_low(a, b_head, crossing_count(a, b_head, order),
+                         lambda x, y: self._merge(x, y, order))
 
     def merge_high(self, b, a_tail, order):
         """The ``len(b)`` largest of ``b`` and the lower run whose tail is ``a_tail``."""
-        k = crossing_count(a_tail, b, order)
-        n, m = length(a_tail), length(b)
-        if k == 0:
-            return b
-        if k == m:
-            return slice_run(a_tail, n - k, n)
-        return self._merge(slice_run(a_tail, n - k, n), slice_run(b, k, m), order)
+        return split_high(b, a_tail, crossing_count(a_tail, b, order),
+                          lambda x, y: self._merge(x, y, order))
 
     def _merge(self, x, y, order):
         cuts = segments(x, y, self.segment, order)

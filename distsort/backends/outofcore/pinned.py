@@ -1,28 +1,34 @@
 """Pinned host memory for out-of-core runs: huge pages, page-locked, kept for reuse.
 
-Copies between the GPU and host memory run at the link's speed (55 GB/s on an H200
-host) only from page-locked memory; pageable memory goes through the driver's staging
-buffers at about 9 GB/s.  Locking pages is slow, and it dominates an out-of-core sort
-run for the first time in a worker, so this module makes it cheaper and rarer:
+Copies between the GPU and host memory run at the link's speed only from page-locked
+memory; a copy from pageable memory goes through the driver's staging buffers at a
+fraction of it.  Making fresh memory resident is what costs (the kernel zeroes every
+page), far more than locking it, and it dominates an out-of-core sort run for the
+first time in a worker, so this module makes it cheaper and rarer:
 
-* a block is anonymous memory advised into transparent huge pages, touched once per
-  page, then registered with ``cudaHostRegister``: measured on an H200 host, 4 GiB in
-  0.79 s, where ``cudaHostAlloc`` (CuPy's pinned pool) took 2.2 s;
+* a block is anonymous memory advised into transparent huge pages, faulted in by
+  several threads at once (``MADV_POPULATE_WRITE`` on pieces of it; each page touched
+  where the kernel lacks it), then registered with ``cudaHostRegister`` in one call;
 * a block whose arrays are all gone goes back to a free list by size, and the next run
   of that size takes it without locking anything: the runs of a sort, and of the next
-  sort of the same shape, come in a few sizes.
+  sort of the same shape, come in a few sizes;
+* where a request finds no free block of its size, one spare of that size is made in
+  the background (a sort's next run or output chunk will ask for it), so that the first
+  sort in a worker faults memory in while the GPU works.
 
 ``register`` and ``unregister`` are the two calls into CUDA; the pool's logic is tested
-on the CPU with stand-ins.
+on the CPU with stand-ins.  Figures: ``docs/performance.md``.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import mmap
 import os
 import threading
 import weakref
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -47,6 +53,52 @@ def _host_memory():
         return None
 
 
+#: Threads that fault a new block in (the kernel zeroes the pages of each in parallel).
+POPULATE_THREADS = 8
+_MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+
+def _madvise():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc.madvise
+    except (OSError, AttributeError):
+        return None
+
+
+def populate(view, threads=POPULATE_THREADS):
+    """Make every page of the ``uint8`` array ``view`` (page aligned) resident, from
+    ``threads`` threads, each on a piece of whole pages.
+
+    >>> block = mmap.mmap(-1, 4 * PAGE); view = np.frombuffer(block, np.uint8)
+    >>> populate(view); int(view.sum())
+    0
+    """
+    madvise, address = _madvise(), view.ctypes.data
+    step = -(-view.size // threads // PAGE) * PAGE or PAGE
+
+    def one(start):
+        stop = min(view.size, start + step)
+        if madvise is None or madvise(address + start, stop - start, _MADV_POPULATE_WRITE):
+            view[start:stop:4096] = 0  # an older kernel: touch every page
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(0, view.size, step)))
+
+
+def new_block(size, register=_cuda_register):
+    """An ``mmap`` of ``size`` bytes (whole pages) in transparent huge pages, faulted in
+    (:func:`populate`) and handed to ``register`` (address, size): page-locked for
+    CUDA."""
+    block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        block.madvise(mmap.MADV_HUGEPAGE)
+    view = np.frombuffer(block, np.uint8)
+    populate(view)  # now, not inside a copy
+    register(view.ctypes.data, size)
+    return block
+
+
 #: Free blocks are unlocked before the pool locks more than this part of host memory.
 CAP_FRACTION = 0.5
 
@@ -56,9 +108,11 @@ class PinnedPool:
 
     Free blocks of other sizes are unlocked first where locking a new one would take the
     pool past ``cap`` bytes (default: half of host memory): sorts of many shapes do not
-    keep page-locked memory they no longer use.
+    keep page-locked memory they no longer use.  ``spares``: make a spare block of a
+    size in the background where none is left free (``_spare``).
 
-    >>> pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None)
+    >>> pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None,
+    ...                   spares=False)
     >>> a = pool.empty(1000, "float32"); a[:] = 1; address = a.ctypes.data
     >>> del a
     >>> pool.empty(1000, "float32").ctypes.data == address   # the same block again
@@ -67,44 +121,77 @@ class PinnedPool:
     True
     """
 
-    def __init__(self, register=_cuda_register, unregister=_cuda_unregister, cap=None):
+    def __init__(self, register=_cuda_register, unregister=_cuda_unregister, cap=None,
+                 spares=True):
         self._register, self._unregister = register, unregister
         host = _host_memory()
         self.cap = cap if cap is not None else (int(host * CAP_FRACTION) if host else None)
         self._free = defaultdict(list)  # size -> [mmap]
         self._lock = threading.Lock()
+        self._pending = {}  # size -> Future of the spare block being made
+        self._spares = ThreadPoolExecutor(1, "distsort-pinned-spare") if spares else None
         self.locked_bytes = 0
         self.peak_bytes = 0
         self.in_use = 0
 
     def _new_block(self, size):
-        block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(mmap, "MADV_HUGEPAGE"):
-            block.madvise(mmap.MADV_HUGEPAGE)
-        view = np.frombuffer(block, np.uint8)
-        view[::4096] = 0  # fault every page in now, not inside a copy
-        self._register(view.ctypes.data, size)
-        del view
-        self.locked_bytes += size
+        block = new_block(size, self._register)
+        with self._lock:
+            self.locked_bytes += size
         return block
+
+    def _take(self, size):
+        with self._lock:
+            free = self._free[size]
+            return free.pop() if free else None, self._pending.get(size)
 
     def empty(self, n, dtype):
         """An uninitialized array of ``n`` elements of ``dtype`` in a locked block."""
         dtype = np.dtype(dtype)
         size = max(PAGE, -(-(n * dtype.itemsize) // PAGE) * PAGE)
-        with self._lock:
-            free = self._free[size]
-            block = free.pop() if free else None
-            self.in_use += size
-            self.peak_bytes = max(self.peak_bytes, self.in_use)
+        block, pending = self._take(size)
+        if block is None and pending is not None:
+            pending.result()  # a spare of this size is being made: wait for it
+            block, _ = self._take(size)
         if block is None:
             if self.cap is not None and self.locked_bytes + size > self.cap:
                 self.trim()
             block = self._new_block(size)
+        with self._lock:
+            self.in_use += size
+            self.peak_bytes = max(self.peak_bytes, self.in_use)
+        self._spare(size)
         array = np.frombuffer(block, dtype, n)
         # Views keep ``array`` (their base) alive: the block returns when all are gone.
         weakref.finalize(array, self._release, block, size)
         return array
+
+    def _spare(self, size):
+        """Make one more block of ``size`` in the background where none is free: a sort
+        asks for several blocks of each size (its runs, its output chunks), and the next
+        one is then faulted in while the GPU works on this one."""
+        with self._lock:
+            if (self._spares is None or self._free[size] or size in self._pending
+                    or (self.cap is not None and self.locked_bytes + size > self.cap)):
+                return
+            self._pending[size] = self._spares.submit(self._make_spare, size)
+
+    def _make_spare(self, size):
+        try:
+            block = self._new_block(size)
+        except (OSError, RuntimeError, ValueError):  # best effort: a request makes its own
+            block = None
+        with self._lock:
+            if block is not None:
+                self._free[size].append(block)
+            self._pending.pop(size, None)
+
+    def settle(self):
+        """Wait for the spare blocks being made."""
+        with self._lock:
+            pending = list(self._pending.values())
+        for f in pending:
+            f.result()
 
     def _release(self, block, size):
         with self._lock:
@@ -121,7 +208,8 @@ class PinnedPool:
             self._unregister(view.ctypes.data)
             del view
             block.close()
-            self.locked_bytes -= size
+            with self._lock:
+                self.locked_bytes -= size
 
     def stats(self):
         """Bytes locked, in use now, and at most in use since the pool began."""

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from ...order import decode, encode
-from .hostruns import make_run, parts, positions
+from .runs import make_run, parts, positions
 from ..cpu.numpy_backend import _keyed_perm
 
 

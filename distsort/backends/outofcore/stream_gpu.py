@@ -1,10 +1,11 @@
 """The GPU engine of out-of-core sorts (``distsort.backends.outofcore.hostruns``).
 
 Runs live in page-locked host memory (``distsort.backends.outofcore.pinned``: huge pages,
-registered with CUDA, kept for the next run of the same size, since locking pages
-costs about 0.2 s per GB and is paid once per worker).  A run is formed by copying
-its chunks in, sorting them in
-place (``distsort.backends.gpu.cupy_backend.sort_inplace``) and copying them out; a merge copies
+registered with CUDA, kept for the next run of the same size, since making fresh memory
+resident is slow and is paid once per worker).  A run is formed by copying its chunks
+in (pageable ones through the staging ring, ``distsort.backends.outofcore.staging``),
+sorting them in place (``distsort.backends.gpu.cupy_backend.sort_inplace``) and copying
+them out; a merge copies
 each segment's two inputs in, merges them (``merge_runs``) and copies the result out,
 with two segments in flight on two streams, so that the copies of one overlap the
 other's kernels and the two directions of the link run at once.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -29,9 +29,10 @@ from contextlib import contextmanager
 import cupy
 import numpy as np
 
+from ... import dask_cuda_store
 from ..gpu import cupy_backend as gpu
-from . import pinned
-from .hostruns import make_run, parts
+from . import hostbacked, pinned, staging  # hostbacked: dask-cuda spills through it
+from .runs import make_run, parts
 
 
 #: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
@@ -57,7 +58,7 @@ def phase_seconds(reset=False):
     this process's out-of-core tasks, and its spills (``hostbacked.SPILLS``); ``reset``
     starts the count again."""
     out = dict(_SECONDS)
-    spills = getattr(sys.modules.get(__package__ + ".hostbacked"), "SPILLS", {})
+    spills = hostbacked.SPILLS
     out.update(spills)
     if reset:
         _SECONDS.clear()
@@ -104,12 +105,7 @@ def make_room(nbytes, budget, phase="make_room"):
     ``phase``."""
     if budget is None:
         return
-    try:
-        from distributed import get_worker
-        data = get_worker().data
-    except (ImportError, ValueError):
-        return
-    fast = getattr(getattr(data, "device_buffer", None), "fast", None)
+    fast = dask_cuda_store.device_tier(dask_cuda_store.current())
     with _phase(phase):
         while fast is not None and len(fast) and fast.total_weight + nbytes > budget:
             fast.evict()
@@ -125,14 +121,30 @@ def to_host(chunk):
     return out
 
 
+def is_pinned(a) -> bool:
+    """Whether the NumPy array ``a`` lies in page-locked memory that CUDA knows."""
+    try:
+        attributes = cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data)
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+    return getattr(attributes, "type", getattr(attributes, "memoryType", 0)) == 1  # host
+
+
 def _fill(dst, pieces):
+    """Copy ``pieces`` one after the other into ``dst``: pinned host pieces directly,
+    pageable ones through the staging ring (``staging``: a single copy from pageable
+    memory runs at a fraction of the link's speed)."""
     off = 0
-    for p in pieces:
-        n = p.size
-        if isinstance(p, np.ndarray):
-            dst[off:off + n].set(np.ascontiguousarray(p).ravel())
+    cupy.cuda.get_current_stream().synchronize()  # ``dst``'s memory is free for the ring
+    for piece in pieces:
+        n, p = piece.size, piece.ravel()
+        if not isinstance(p, np.ndarray):
+            dst[off:off + n] = p
+        elif is_pinned(p) and p.flags.c_contiguous:
+            dst[off:off + n].set(p)
         else:
-            dst[off:off + n] = p.ravel()
+            with _phase("run_h2d_staged"):
+                staging.ring().to_device(dst[off:off + n], p)
         off += n
 
 
@@ -281,10 +293,9 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
             st.synchronize()
     if out is None:
         return make_run(hk, hv)
-    from .hostbacked import host_backed
     with _phase("kway_host_backed"):
-        return make_run(host_backed(hk, out[0]),
-                        None if hv is None else host_backed(hv, out[1]))
+        return make_run(hostbacked.host_backed(hk, out[0]),
+                        None if hv is None else hostbacked.host_backed(hv, out[1]))
 
 
 def output(piece, like_gpu, budget):
@@ -292,8 +303,7 @@ def output(piece, like_gpu, budget):
     a dask-cuda worker spills it to ``piece`` itself), else the host slice."""
     if not like_gpu:
         return piece
-    from .hostbacked import host_backed
     with one_at_a_time():
         make_room(piece.nbytes, budget)
         with _phase("output_h2d"):
-            return host_backed(piece)
+            return hostbacked.host_backed(piece)

@@ -1,5 +1,6 @@
 """Sorting files larger than host memory: sorted runs on local disk, then one k-way
-merge streamed from them.
+merge streamed from them (the engine of ``distsort sort``'s disk path,
+``distsort.cli.ondisk``).
 
 1. *Runs.*  The input is cut into runs that a few threads sort at once within the
    memory budget (keys alone by the radix sort of
@@ -15,7 +16,7 @@ merge streamed from them.
    at its place in the output; the runs' consumed parts are freed as the merge passes
    them (``fallocate``'s hole punching), so the disk holds the data about once, not
    twice.  The new temporary then replaces the output's, which the command publishes
-   as any other (:func:`distsort.cli.outputs.publish`).
+   as any other (``distsort.cli.outputs.publish``).
 
 The disk moves every byte four times (the input read, the runs written and read, the
 output written): twice what a copy of the file moves.
@@ -40,11 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.cpu.numpy_backend import order_codes
-from ..backends.cpu.radix import sort_keys
-from ..kway import co_ranks, segment_bounds
-from ..order import TIME_KINDS, encode, time_codes, time_from_codes
-from .files import write_behind
+from .backends.cpu.numpy_backend import order_codes
+from .backends.cpu.radix import sort_keys
+from .kway import co_ranks, segment_bounds
+from .order import TIME_KINDS, encode, time_codes, time_from_codes
 
 #: Orders of the disk path: keys alone (``"sort"``), equal keys in input order
 #: (``"stable"``: ``--argsort``, ``--values --stable``), or by value (``"by-value"``:
@@ -188,16 +188,15 @@ class Region:
 
 
 def _buffered_write(path, data, pos):
-    """``data`` at byte ``pos`` through the page cache, its writeback started at once."""
+    """``data`` at byte ``pos`` through the page cache (the pieces ``O_DIRECT`` cannot
+    take: partial pages, or every byte where the filesystem refuses it)."""
     if not len(data):
         return
     fd = os.open(path, os.O_WRONLY)
     try:
-        first = pos
         while data:
             n = os.pwrite(fd, data[:IO_BLOCK], pos)
             data, pos = data[n:], pos + n
-        write_behind(fd, first, pos - first)
     finally:
         os.close(fd)
 
@@ -308,6 +307,11 @@ def sortable(x):
     return time_codes(x) if x.dtype.kind in TIME_KINDS else x
 
 
+def sortable_dtype(dtype):
+    """The dtype :func:`sortable` gives for ``dtype`` (what the runs hold)."""
+    return np.dtype(np.uint64) if np.dtype(dtype).kind in TIME_KINDS else np.dtype(dtype)
+
+
 def unsortable(x, dtype):
     """The inverse of :func:`sortable` for an output of ``dtype``."""
     return time_from_codes(x, dtype) if np.dtype(dtype).kind in TIME_KINDS else x
@@ -335,6 +339,33 @@ def sort_piece(keys, payload, order, descending, out=None):
         perm = np.argsort(encode(keys, canonical=True, descending=descending),
                           kind="stable")
     return keys[perm], payload[perm]
+
+
+def summaries(order, descending, positions=False):
+    """``summarize_in`` and ``summarize_out`` of a :class:`DiskJob` for ``--verify``
+    (``distsort.verify``): each input piece with its payload (values, or argsort's
+    positions), each output segment with its order.  In the ``"stable"`` order of
+    values (not ``positions``) the keys are ordered alone (``-0.0`` equal to ``+0.0``)
+    and the (key, value) pairs checksummed, in one summary."""
+    import dataclasses
+
+    from .backends import Order
+    from .verify import summarize
+
+    def summarize_in(keys, payload, start):
+        return summarize(keys, payload)
+
+    if order == "sort":
+        return summarize_in, lambda k, p: summarize(k, order=Order(descending))
+    keyed = Order(descending, keyed=True)
+    if order == "stable" and not positions:
+        def summarize_out(k, p):
+            ordered = summarize(k, order=keyed)
+            return dataclasses.replace(summarize(k, p), first=ordered.first,
+                                       last=ordered.last, disorder=ordered.disorder,
+                                       where=ordered.where, order=ordered.order)
+        return summarize_in, summarize_out
+    return summarize_in, lambda k, p: summarize(k, p, order=keyed)
 
 
 # ------------------------------------------------------------------ co-ranks

@@ -1,0 +1,152 @@
+"""The names of distsort's tasks, and what the scheduler plugin reads from them.
+
+One protocol, shared by the graph that writes the keys (``distsort.graph``), the
+scheduler plugin that places tasks by them (``distsort.scheduler_plugin``), the reads
+of persisted chunks (``distsort.held``) and the command that times its steps by them
+(``distsort.cli``).  Pure names: nothing here imports Dask's scheduler.
+
+Task keys name the kind of task before anything with a digit,
+``("distsort-low-r03-<token>", i)``, because Dask's ``key_split`` cuts a name at its
+first word with a digit: the scheduler's task prefix is ``distsort-low`` (one progress
+bar and task-stream colour per kind) and its task group is the whole name (one per
+kind and round).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dask.utils import key_split
+
+#: What the tasks of a sort do; the scheduler's task prefix of each is
+#: ``distsort-<kind>``.  ``prepare`` copies and sorts a chunk; ``edges`` samples a
+#: chunk's ends; ``tail`` and ``head`` are the crossing parts; ``low`` and ``high``
+#: the merges; ``share`` and ``done`` those of backends that share chunks (GPUs of
+#: one host).  The output arrays' tasks are ``distsort-sort`` (and
+#: ``distsort-sort-values``), as named in ``distsort.api``; they wait for one
+#: ``distsort-outputs`` task (None: see ``distsort.graph._output_layer``).
+TASK_KINDS = ("prepare", "edges", "tail", "head", "low", "high", "share", "done")
+
+#: Keys of the tasks of a round: ``("distsort-head-r03-<token>", 5)``.
+_ROUND_TASK = re.compile(r"^distsort-([a-z]+)-r(\d+)-")
+
+#: The name under which the scheduler plugin is registered.
+PLUGIN_NAME = "distsort-keep-chunks-in-place"
+#: A chunk's key: (collection name, chunk index).
+KEY_LEN = 2
+#: Tasks that read chunks whose index is not theirs (placement gives position ``p`` input
+#: chunk ``perm[p]``; a ``part`` slices its group's sorted run, keyed by the group's
+#: first position): they run where their input lives, whatever its index.  A part run
+#: elsewhere fetched the whole run (two parts of a 512 MiB sort on two CPU workers).
+READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-",
+               "distsort-part-")
+#: Tasks that may read persisted chunks without a dependency (:class:`Held`).
+READS_HELD = ("distsort-stagek-", "distsort-stagev-")
+#: Tasks kept strictly where their chunks are: the scheduler's work stealing moves a
+#: loosely restricted task (and the chunk it reads) to an idle worker.  A verify summary
+#: waiting behind its worker's sort was stolen with its input chunk (``--verify`` on two
+#: CPU workers: a whole 256 MiB chunk sent in 3 of 3 runs).  The restriction is set
+#: again each time the chunk is computed, so a lost worker's summaries follow the chunk.
+STAYS = ("distsort-verify-summary-", "distsort-verify-input-", "distsort-verify-output-")
+#: Lazy input read by distsort's own tasks (the command's files): chunk ``i`` of ``c``
+#: is read on worker ``i * W // c``, so that the network's neighbours start together.
+LAID_OUT = ("distsort-read-",)
+#: The scheduler-side client that holds chunks for the tasks reading them.
+HOLDER = "distsort-held-reads"
+
+
+def task_name(kind, token, round_id=None) -> str:
+    """The name of a distsort task (the first part of its key): ``distsort-<kind>``,
+    which Dask's ``key_split`` keeps whole, then the round, if any, and the token.
+
+    >>> from dask.utils import key_split
+    >>> task_name("low", "5f0e", 3)
+    'distsort-low-r03-5f0e'
+    >>> key_split((task_name("low", "5f0e", 3), 7)), key_split(task_name("prepare", "5f0e"))
+    ('distsort-low', 'distsort-prepare')
+    """
+    if round_id is None:
+        return f"distsort-{kind}-{token}"
+    return f"distsort-{kind}-r{round_id:02d}-{token}"
+
+
+def _round_match(key):
+    return _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
+
+
+def round_task_kind(key) -> str | None:
+    """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"edges"``, ...),
+    from its key; None for keys of other tasks.
+
+    >>> round_task_kind(("distsort-head-r03-5f0e", 5))
+    'head'
+    >>> round_task_kind(("distsort-prepare-5f0e", 5)) is None
+    True
+    """
+    m = _round_match(key)
+    return m.group(1) if m else None
+
+
+def task_kind(key) -> str:
+    """The kind of any task: for distsort's, its task prefix less ``distsort-``
+    (``"head"``, ``"prepare"``, ``"sort"``, ``"verify-input"``, ...); for others, the
+    first word of the name.
+
+    >>> task_kind(("distsort-tail-r01-5f0e", 2)), task_kind(("array-5f0e", 2))
+    ('tail', 'array')
+    """
+    name = str(key[0] if isinstance(key, tuple) else key)
+    if name.startswith("distsort-"):
+        return key_split(name)[len("distsort-"):]
+    return name.split("-", maxsplit=1)[0]
+
+
+def task_round(key) -> int | None:
+    """The round of the network a task belongs to, from its key; None for keys of
+    tasks outside the rounds.
+
+    >>> task_round(("distsort-low-r03-5f0e", 2)), task_round(("distsort-edges-5f0e", 2))
+    (3, None)
+    """
+    m = _round_match(key)
+    return int(m.group(2)) if m else None
+
+
+def keeps(dependent_key, key) -> bool:
+    """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
+    a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
+    chunk position, or one that reads chunks of other positions (``READS_INPUT``).
+
+    >>> keeps(("distsort-low-r01-t", 3), ("distsort-high-r00-t", 3))
+    True
+    >>> keeps(("distsort-prepare-t", 1), ("array-t", 2)), keeps(("distsort-low-r01-t", 1), ("x", 2))
+    (True, False)
+    >>> keeps(("distsort-part-r01-t", 3), ("distsort-regroup-r01-t", 0))
+    True
+    """
+    if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
+        return False
+    if len(dependent_key) != KEY_LEN or len(key) != KEY_LEN:
+        return False
+    name = str(dependent_key[0])
+    return name.startswith(READS_INPUT) or (dependent_key[1] == key[1]
+                                            and name.startswith("distsort-"))
+
+
+@dataclass(frozen=True)
+class Held:
+    """The key of a persisted chunk that a task reads itself: an argument that Dask
+    does not take for a dependency (``distsort.held.read_held`` reads it)."""
+
+    key: tuple
+
+
+def held_keys(run_spec) -> list:
+    """The keys a task (its ``run_spec``, as the scheduler holds it) reads through
+    :class:`Held` arguments.
+
+    >>> from dask._task_spec import Task
+    >>> held_keys(Task(("s", 0), print, Held(("x", 0)), 1))
+    [('x', 0)]
+    """
+    return [a.key for a in getattr(run_spec, "args", ()) if isinstance(a, Held)]
