@@ -36,7 +36,6 @@ from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
 from .files import local_path, url_protocol
 from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
-from .ondisk import host_budget, sort_on_disk
 from .outputs import Output, check_not_input, check_output_path, publish
 from .temporaries import clean_directory
 from .progress import compute
@@ -321,6 +320,7 @@ def cmd_sort(args: Namespace) -> int:
 
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
+    from .ondisk import host_budget  # not on the workers that import distsort.cli
     memory = host_budget(args, job)
     if memory:
         return _sort_on_disk(job, args, memory, t0)
@@ -362,6 +362,7 @@ def _sort_on_disk(job, args, memory, t0):
     """An input larger than host memory: runs on the disk, one k-way merge
     (:mod:`distsort.cli.ondisk`); the disk measured first, alone."""
     from .connection import in_process_threads
+    from .ondisk import sort_on_disk
     floor = disk_floor(job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     facts = {"start": time.perf_counter() - t0, "disk": floor}
     sort_on_disk(job, args, memory, facts)
