@@ -205,9 +205,9 @@ def _direct_write(path, data, pos):
     """``data`` (whole pages, page-aligned in memory) at byte ``pos`` (page-aligned)
     with ``O_DIRECT``; False where the filesystem refuses it (tmpfs), nothing written.
 
-    Through the page cache the 2-core machine wrote 368-610 MB/s (``dd
-    conv=fdatasync``), straight 2.0 GB/s (``oflag=direct``), 2026-11-25: copying
-    into the cache and writing it back took a core the sort needs.
+    Through the page cache a machine of two cores wrote a fraction of what it wrote
+    straight (``docs/out_of_core.md``): copying into the cache and writing it back
+    takes CPU time that the sort needs.
     """
     flag = getattr(os, "O_DIRECT", 0)
     known = _DIRECT_OK.get(path)

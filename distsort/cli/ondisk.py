@@ -25,8 +25,6 @@ from .temporaries import remove, temporary_name
 #: Disk space kept free beyond what the sort writes (the filesystem's own blocks,
 #: others' small files): 1% of the data and 64 MiB.
 ROOM_MARGIN = (0.01, 64 << 20)
-
-
 _NO_PUNCH = ", both in full (this filesystem cannot free the runs as they are merged)"
 
 
@@ -60,11 +58,15 @@ def _order(job):
     return "stable" if job.mode == "argsort" or job.stable else "by-value"
 
 
+def _payload_size(job):
+    """Bytes of what travels with a key: argsort's positions, the values, or nothing."""
+    return 8 if job.mode == "argsort" else (job.vals.dtype.itemsize if job.vals else 0)
+
+
 def plan_for(job, memory):
     """The disk plan of ``job`` within ``memory`` bytes (tasks: one per core and one
     waiting for the disk)."""
-    payload = 8 if job.mode == "argsort" else (job.vals.dtype.itemsize if job.vals else 0)
-    per = element_bytes(job.src.dtype.itemsize, payload, _order(job))
+    per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
     return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 1,
                           stride=disksort.STRIDE)
 
@@ -73,8 +75,7 @@ def check_room(job, plan):
     """Refuse, before anything is written, a sort whose runs and outputs the disk of
     the outputs cannot hold; returns whether the runs are freed behind the merge."""
     n = job.src.n
-    key, payload = job.src.dtype.itemsize, (8 if job.mode == "argsort" else
-                                             job.vals.dtype.itemsize if job.vals else 0)
+    key, payload = job.src.dtype.itemsize, _payload_size(job)
     out_sizes = [8] if job.mode == "argsort" else [key] + ([payload] if job.vals else [])
     need, punch = {}, True
     for path, size in zip(job.outputs, out_sizes, strict=True):
@@ -129,22 +130,7 @@ def sort_on_disk(job, args, memory, facts):
         stack.callback(lambda: [o.discard() for o in outputs])
         for o in outputs:
             o.create()
-        targets = [o.target for o in outputs]
-        runs = [Region(t.path, t.offset, sortable_dtype(t.dtype), job.src.n) for t in targets]
-        if job.mode == "argsort":  # positions are the output; the keys' runs beside it
-            keys_runs = temporary_name(outputs[0].final, "tmp")
-            stack.callback(remove, keys_runs)
-            with open(keys_runs, "wb"):
-                pass
-            runs.insert(0, Region(keys_runs, 0, sortable_dtype(job.src.dtype), job.src.n))
-        elif len(runs) == 1:
-            runs.append(None)
-        merged = [stack.enter_context(merged_file(temporary_name(o.final, "tmp"),
-                                                  Region(t.path, t.offset, t.dtype,
-                                                         job.src.n)))
-                  for o, t in zip(outputs, targets, strict=True)]
-        merged = ([None] + merged if job.mode == "argsort"
-                  else merged + [None] * (2 - len(merged)))
+        runs, merged = _regions(job, outputs, stack)
         summarize_in, summarize_out = (summaries(_order(job), job.descending,
                                                  job.mode == "argsort")
                                        if args.verify else (None, None))
@@ -171,6 +157,28 @@ def sort_on_disk(job, args, memory, facts):
         "merge_seconds": done["merge_seconds"],
         "directory": str(Path(job.outputs[0]).resolve().parent)})
     return facts
+
+
+def _regions(job, outputs, stack):
+    """The Regions of the keys' and the payload's runs (in the outputs' temporaries;
+    argsort's keys in one more beside OUTPUT) and of the merged outputs (new
+    temporaries, removed on leaving ``stack`` unless renamed), None where there is
+    none."""
+    targets = [o.target for o in outputs]
+    runs = [Region(t.path, t.offset, sortable_dtype(t.dtype), job.src.n) for t in targets]
+    if job.mode == "argsort":  # positions are the output; the keys' runs beside it
+        keys_runs = temporary_name(outputs[0].final, "tmp")
+        stack.callback(remove, keys_runs)
+        with open(keys_runs, "wb"):
+            pass
+        runs.insert(0, Region(keys_runs, 0, sortable_dtype(job.src.dtype), job.src.n))
+    elif len(runs) == 1:
+        runs.append(None)
+    merged = [stack.enter_context(merged_file(temporary_name(o.final, "tmp"),
+                                              Region(t.path, t.offset, t.dtype, job.src.n)))
+              for o, t in zip(outputs, targets, strict=True)]
+    merged = [None] + merged if job.mode == "argsort" else merged + [None] * (2 - len(merged))
+    return runs, merged
 
 
 def _reader(src):

@@ -3,14 +3,14 @@ the way in and the keys made back on the way out (numba).
 
 The larger-than-memory path (:mod:`distsort.disksort`) sorts every element twice on
 the CPU, once to form its run and once in the k-way merge, and the CPU is its limit
-on a machine of two cores: NumPy's sort of 32 M float32 ran at 14-24 M elements/s
-on the shared 2-core machine (2026-11-25).  This sort reads the keys once to count
-every digit, then moves them once per byte (four moves for 4-byte keys; a byte that
-every key shares moves nothing), the first move writing the ``total`` codes of
-:mod:`distsort.order` and the last one the keys again, so that no pass of its own
-encodes or decodes.  41 M float32 keys of a normal distribution sorted at 112 M
-keys/s on one core of that machine, at 86 M/s with digits of 11 bits (three moves
-over 2048 destinations, which the caches and the TLB hold less well).
+on a machine of few cores, where NumPy's sort of float32 is several times slower
+than this one (the figures: ``docs/out_of_core.md``).  This sort reads the keys once
+to count every digit, then moves them once per byte (four moves for 4-byte keys; a
+byte that every key shares moves nothing), the first move writing the ``total``
+codes of :mod:`distsort.order` and the last one the keys again, so that no pass of
+its own encodes or decodes.  Digits of a byte (256 destinations per move) were
+faster than digits of 11 bits (three moves over 2048 destinations, which the caches
+and the TLB hold less well).
 
 The codes are those of :mod:`distsort.backends.cpu.codes` (its constants, its bit
 maps): a bijection of the keys' bits, so the result is NumPy's order bit for bit
