@@ -6,9 +6,12 @@
     python benchmarks/keyed_cpu.py --table    # 3 columns and 2 keys in one call, 2^22
 
 ``--stable`` (issue 37: ``stable=True`` within 1.3x of the default order) times, for
-each pair, the default order, ``stable=True`` (keys of up to 4 bytes sorted with uint32
-positions, then one gather) and the values packed under their positions (one network
-of 12-byte pairs: what ``stable=True`` did before, still the GPU's choice).  ``--table``
+each pair, the default order, ``stable=True`` and the values packed under their
+positions (one network of 12-byte pairs: what ``stable=True`` did before, still the
+GPU's choice), the three taking turns run by run, for each of ``--strategies``: on
+the default plan (``auto``: one task sorts all the keys with their positions and takes
+the values by them) and on the network (``network``: the keys sorted with uint32
+positions where they have up to 4 bytes, then one gather of the values).  ``--table``
 times a float64 key with int64 and float32 columns: ``sort_by_key(k, (a, b))``
 (an argsort and one gather of both columns), an argsort and one gather per column,
 and Dask's ``a[argsort(k)]``; and ``lexsort`` of two keys whose codes fit 64 bits (one
@@ -101,6 +104,22 @@ def timed(fn, runs, warmup):
     return statistics.median(wall), statistics.median(cpu)
 
 
+def interleaved(cases, runs, warmup):
+    """``{name: (wall seconds, process seconds)}`` of every run of each of ``cases``
+    (``(name, fn)``, ``fn()`` persisted), the cases taking turns within each run."""
+    for _ in range(warmup):
+        for _, fn in cases:
+            _persisted(*fn(), threads=2)
+    out = {name: ([], []) for name, _ in cases}
+    for _ in range(runs):
+        for name, fn in cases:
+            w, c = time.perf_counter(), time.process_time()
+            _persisted(*fn(), threads=2)
+            out[name][0].append(time.perf_counter() - w)
+            out[name][1].append(time.process_time() - c)
+    return out
+
+
 def packed_under_positions(dk, dv):
     """The stable order with the values packed under their positions (8 bytes), one
     network: ``distsort.api._stable_by_key``'s path for CuPy chunks."""
@@ -119,8 +138,11 @@ def stable_case(k, v, chunks, runs, warmup):
              ("stable", lambda: distsort.sort_by_key(dk, dv, stable=True))]
     if v.dtype.itemsize <= api._PACKED_VALUE_BYTES:  # packs under 32-bit positions
         cases.append(("packed", lambda: packed_under_positions(dk, dv)))
-    for name, fn in cases:
-        row[f"{name}_s"], row[f"{name}_cpu_s"] = timed(fn, runs, warmup)
+    # Interleaved, run by run: load from other work on a shared machine falls on every
+    # case alike.
+    for name, (wall, cpu) in interleaved(cases, runs, warmup).items():
+        row[f"{name}_s"], row[f"{name}_cpu_s"] = statistics.median(wall), statistics.median(cpu)
+        row[f"{name}_times"] = wall
     perm = np.argsort(k, kind="stable")
     for _, fn in cases[1:]:
         sk, sv = dask.compute(*fn())
@@ -128,6 +150,7 @@ def stable_case(k, v, chunks, runs, warmup):
             raise AssertionError("the stable order differs from NumPy's stable argsort")
     row["ratio"] = row["stable_s"] / row["default_s"]
     row["ratio_cpu"] = row["stable_cpu_s"] / row["default_cpu_s"]
+    row["load_1min"] = os.getloadavg()[0]
     return row
 
 
@@ -179,6 +202,8 @@ def main(argv=None):
                    help="KEYS+VALUES dtypes, e.g. float32+int32")
     p.add_argument("--stable", action="store_true",
                    help="stable=True against the default order and the packed order")
+    p.add_argument("--strategies", nargs="+", default=["auto"],
+                   help="distsort.strategy values for --stable (auto, network)")
     p.add_argument("--table", action="store_true",
                    help="several value columns and two keys in one call (2^22)")
     args = p.parse_args(argv)
@@ -215,18 +240,20 @@ def main(argv=None):
 def tables_main(args, rng, n):
     """``--stable`` and ``--table``: their rows, printed and saved."""
     rows = []
-    if args.stable:
-        for pair in args.pairs:
-            kd, vd = pair.split("+")
-            row = dict(case="stable", n=n, keys=kd, values=vd, chunks=args.chunks,
+    for strategy, pair in ((s, p) for s in args.strategies for p in args.pairs
+                           if args.stable):
+        kd, vd = pair.split("+")
+        with dask.config.set({"distsort.strategy": strategy}):
+            row = dict(case="stable", strategy=strategy, n=n, keys=kd, values=vd,
+                       chunks=args.chunks,
                        **stable_case(make(rng, n, kd), make(rng, n, vd), args.chunks,
                                      args.runs, args.warmup))
-            rows.append(row)
-            print(f"n=2^{n.bit_length() - 1} {pair}: default {row['default_s']:.3f}s "
-                  f"({row['default_cpu_s']:.2f} cpu), stable {row['stable_s']:.3f}s "
-                  f"({row['stable_cpu_s']:.2f} cpu), packed {row.get('packed_s', 0):.3f}s "
-                  f"({row.get('packed_cpu_s', 0):.2f} cpu): stable/default {row['ratio']:.2f}x "
-                  f"wall, {row['ratio_cpu']:.2f}x cpu", flush=True)
+        rows.append(row)
+        print(f"{strategy} n=2^{n.bit_length() - 1} {pair}: default {row['default_s']:.3f}s "
+              f"({row['default_cpu_s']:.2f} cpu), stable {row['stable_s']:.3f}s "
+              f"({row['stable_cpu_s']:.2f} cpu), packed {row.get('packed_s', 0):.3f}s "
+              f"({row.get('packed_cpu_s', 0):.2f} cpu): stable/default {row['ratio']:.2f}x "
+              f"wall, {row['ratio_cpu']:.2f}x cpu (load {row['load_1min']:.1f})", flush=True)
     if args.table:
         for row in table_rows(rng, n // 4, args.chunks, args.runs, args.warmup):
             rows.append(row)

@@ -10,7 +10,12 @@ each row its floor, measured in the same run: a fresh process that imports NumPy
 sorts (``numpy.sort``), and one that imports Dask and sorts the same array with
 ``dask.array.from_array(x).map_blocks(numpy.sort).compute()`` (Dask's own
 ``compute`` imports ``distributed`` where it is installed, whatever the scheduler).
-Every result is compared element for element with ``numpy.sort``.
+The three programs take turns, process by process, so that other load on a shared
+machine falls on each alike.  Caches are warm, as for an installed package: a first,
+untimed process writes distsort's bytecode (``__pycache__``; the processes run with
+``PYTHONDONTWRITEBYTECODE`` unset, where a checkout that never wrote it would compile
+distsort's modules in every process, about 60 ms here) and numba's cache.  Every
+result is compared element for element with ``numpy.sort``.
 """
 from __future__ import annotations
 
@@ -46,15 +51,25 @@ _WRAP = ("import time, sys\nt0 = time.perf_counter()\n{body}"
          "print(t1 - t0, 'numba' in sys.modules, 'distributed' in sys.modules)\n")
 
 
-def fresh(body, runs):
-    """Seconds of ``body`` in ``runs`` new interpreters, and what they imported."""
-    times, imported = [], None
-    for _ in range(runs):
+def fresh(programs, runs):
+    """``{name: (seconds in each of runs new interpreters, what they imported)}`` of the
+    ``programs`` (``{name: body}``), which take turns, after one untimed process each."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def once(body):
         out = subprocess.run([sys.executable, "-c", _WRAP.format(body=body)], check=True,
-                             capture_output=True, text=True).stdout.split()
-        times.append(float(out[0]))
-        imported = {"numba": out[1] == "True", "distributed": out[2] == "True"}
-    return times, imported
+                             capture_output=True, text=True, env=env).stdout.split()
+        return float(out[0]), {"numba": out[1] == "True", "distributed": out[2] == "True"}
+
+    for body in programs.values():  # caches written, as an installed package has them
+        once(body)
+    times = {name: [] for name in programs}
+    imported = {}
+    for _ in range(runs):
+        for name, body in programs.items():
+            seconds, imported[name] = once(body)
+            times[name].append(seconds)
+    return {name: (times[name], imported[name]) for name in programs}
 
 
 def steady(calls):
@@ -89,8 +104,7 @@ def main():
     args = p.parse_args()
     processes, calls = (3, 20) if args.quick else (7, 200)
     rows = []
-    for name, body in PROGRAMS.items():
-        times, imported = fresh(body, processes)
+    for name, (times, imported) in fresh(PROGRAMS, processes).items():
         rows.append({"case": "first call, fresh process", "call": name,
                      "seconds": statistics.median(times), "times": times, **imported})
     times = steady(calls)
@@ -103,6 +117,7 @@ def main():
     print_table(rows, [("case", "{}"), ("call", "{}"), ("seconds", "{:.4f}")])
     # The machine is shared: its load (1, 5, 15 minutes) says how far the times are noise.
     print(save_rows(rows, "small_calls", "cpu-2cores", args.out, elements=1000,
+                    bytecode="cached (written by an untimed first process)",
                     load_average=os.getloadavg()))
 
 

@@ -18,14 +18,11 @@ except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
 from .backends.gpu.local_sort import LOCAL_SORTS
-from .backends import Order, array_module_name, get_backend
-from .gather import gather
-from .graph import SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
-from .inputs import as_dask, check_flag, native_order, numpy_keywords
-from .outofcore_graph import kway_sort_layers, pick_layer
+from .backends import Order, array_module_name, capabilities, get_backend
+from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
+from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
 from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
 from .sortplan import SortOptions, SortPlan, plan_sort
-from .verify import check_lanes, verified
 from .xp import namespace
 
 __all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
@@ -146,7 +143,7 @@ def _from_codes(codes, dtype):
 
 
 def _check_known_chunks(x, what):
-    if any(math.isnan(c) for dim in x.chunks for c in dim):
+    if any(math.isnan(s) for s in x.shape):  # a sum of the chunks: NaN where one is
         raise ValueError(
             f"{what} has unknown chunk sizes; call {what}.compute_chunk_sizes() "
             "(or persist it) before sorting")
@@ -219,22 +216,56 @@ def _options(gpu, value_bytes, positions, local):
     return options
 
 
-def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
-    """Globally sort a 1-D array; returns the output (keys, values) Dask arrays.
-
-    Validate (the callers), read the cluster once (``distsort.view``), plan
-    (``distsort.sortplan``), build the graph (``distsort.graph``)."""
+def _plan_1d(keys, values, positions, local, value_bytes=None):
+    """``(view, plan)`` of a 1-D sort: the cluster read once (``distsort.view``) and the
+    plan (``distsort.sortplan``); ``value_bytes`` where the values take more room than
+    their own (``sort_by_key(..., stable=True)``'s positions)."""
     from .locality import keep_chunks_in_place  # imports distributed where a client is
     from .view import read_view
     gpu = array_module_name(keys._meta) == "cupy"
     placed = keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     view = read_view(keys.__dask_keys__(), None if values is None else values.__dask_keys__(),
                      gpu, placed)
-    value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
-    plan = plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
-                     _options(gpu, value_bytes, positions, local))
-    if _PLANNING.get() is not None:
+    if value_bytes is None:
+        value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
+    return view, plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
+                           _options(gpu, value_bytes, positions, local))
+
+
+def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
+    """Globally sort a 1-D array; returns the output (keys, values) Dask arrays.
+
+    Validate (the callers), plan (:func:`_plan_1d`), build the graph
+    (:func:`_sort_planned`)."""
+    planned = _plan_1d(keys, values, positions, local)
+    return _sort_planned(keys, values, order, positions, planned, verify, what)
+
+
+def _inputs_read(keys, values, plan, view):
+    """``(reads, carried)``: what the sort's tasks take for each input array (by name):
+    its name, or its chunks themselves (``distsort.graph.Inline``) where the plan reads
+    them as they are, on Dask's local schedulers, and they are in memory; and the
+    inputs whose graphs the outputs carry."""
+    sources = [keys] + ([values] if values is not None else [])
+    if plan.pieces is None or view.distributed:
+        return {a.name: a.name for a in sources}, sources
+    held = {a.name: chunks_in_memory(a) for a in sources}
+    reads = {name: name if c is None else Inline(c) for name, c in held.items()}
+    return reads, [a for a in sources if held[a.name] is None]
+
+
+def _sort_planned(keys, values, order, positions, planned, verify=False, what="sort"):
+    """The output (keys, values) Dask arrays of a 1-D sort planned as ``planned`` (the
+    ``(view, plan)`` of :func:`_plan_1d`): the graph (``distsort.graph``).
+    ``positions`` with ``values``: equal keys keep their input order (a "one-device"
+    plan only, ``sort_by_key(..., stable=True)``)."""
+    gpu = array_module_name(keys._meta) == "cupy"
+    view, plan = planned
+    if _PLANNING.get() is not None:  # the plan this sort runs
         _PLANNING.get()[1].append(plan)
+    stable = positions and values is not None
+    if stable and plan.strategy != "one-device":
+        raise ValueError("a stable sort with values runs on a one-device plan")
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
@@ -247,16 +278,18 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
     else:
         backend = get_backend(keys._meta, plan.share)
     vname = values.name if values is not None else None
-    graph = SortGraph(tokenize(keys.name, vname, order, positions, plan))
+    # The plan by its repr, one string: Dask's token walks every piece of it one by one.
+    graph = SortGraph(tokenize(keys.name, vname, order, positions, repr(plan)))
+    reads, sources = _inputs_read(keys, values, plan, view)
     if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
+        from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(
             graph, keys.name, vname, plan.chunks, backend, order, positions,
             ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
             name=None if order.keyed else "distsort-sort-" + graph.token)
     else:
-        sorted_keys = plan_layers(graph, plan, keys.name, vname, keys.chunks[0], backend,
-                                  order, positions)
-    sources = [keys] + ([values] if values is not None else [])
+        sorted_keys = plan_layers(graph, plan, reads[keys.name], reads.get(vname),
+                                  keys.chunks[0], backend, order, positions)
     chunks = plan.chunks
 
     def output(name, part, func, args, meta):
@@ -268,6 +301,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
         elif ooc.merge == "kway":
             if name not in out.layers:  # keys alone: the merge's own layer
                 from .backends.outofcore.hostruns import pick
+                from .outofcore_graph import pick_layer
                 pick_layer(out, name, sorted_keys, pick, part)
         else:
             run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
@@ -288,7 +322,9 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
                             None if ooc else backend.finish_values,
                             (order, keys.dtype, value_dtype), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
-        return verified(keys, values, out_keys, out_values, order, positions, what)
+        from .verify import verified
+        return verified(keys, values, out_keys, out_values, order, positions and not stable,
+                        what)
     return out_keys, out_values
 
 
@@ -323,6 +359,7 @@ def _sort_along(x, axis, order, want, verify=False):
     def block(b):
         out = backend.sort_blocks(b, None, axis, order, positions=(want == "values"))
         if verify:  # in the same task: the block is only returned once checked
+            from .verify import check_lanes
             check_lanes(b, out[0], out[1], axis, order, "argsort" if index else "sort")
         return out[index]
 
@@ -517,6 +554,9 @@ def argsort_by_positions(keys, descending, verify, local, what):
     return _sort_1d(keys, None, order, positions=True, verify=verify, what=what, local=local)
 
 
+#: Bytes of a position beside each value in a stable one-device sort (the planned room).
+_POSITION_BYTES = 8
+
 #: On GPUs, positions are packed above values of at most this many bytes
 #: (:func:`_pack`): one network, no shuffle.
 _PACKED_VALUE_BYTES = 4
@@ -540,9 +580,14 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    NumPy chunks: the keys are sorted with their positions (:func:`argsort_by_positions`:
-    uint32 positions packed with keys of up to 4 bytes) and the values gathered by
-    them (:func:`distsort.gather.gather`).  CuPy chunks with values of at most 4 bytes
+    NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
+    one task sorts the keys' canonical codes with their positions and takes keys and
+    values by them (the backend's ``stable_sort``): no argsort output, no gather.
+    Other NumPy chunks: the keys are sorted with their positions
+    (:func:`argsort_by_positions`: uint32 positions packed with keys of up to 4 bytes)
+    and the values gathered by them (:func:`distsort.gather.gather`); with
+    ``verify`` the argsort is checked (the summaries of a keyed output check equal
+    keys ordered by value).  CuPy chunks with values of at most 4 bytes
     (and fewer than 2**32 elements): the values travel through the network packed
     under their positions (8 bytes), so the keyed sort's tie-break by value is one by
     position: one network, no shuffle; wider values: an argsort and a gather.  On the
@@ -562,7 +607,18 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
         return out_keys, out_packed.map_blocks(
             _unpack, values.dtype, dtype=values.dtype,
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
+    if not verify and "stable" in capabilities(get_backend(keys._meta)):
+        # Room for the values and the positions (or their packed codes) beside the keys;
+        # where there is none at all (a budget for out-of-core runs of narrower pairs),
+        # the argsort's own plan decides.
+        planned = None
+        with contextlib.suppress(MemoryError):
+            planned = _plan_1d(keys, values, False, local,
+                               value_bytes=values.dtype.itemsize + _POSITION_BYTES)
+        if planned is not None and planned[1].strategy == "one-device":  # no shuffle
+            return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
+    from .gather import gather
     return out_keys, gather((values,), perm)[0]
 
 
@@ -597,12 +653,13 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
-        on NumPy chunks the keys are sorted with their positions and the values
-        gathered (a little more CPU time than the default order:
-        ``docs/performance.md``); on CuPy chunks values of up to 4 bytes travel
-        packed with their positions as 8 bytes, wider ones are gathered after an
-        argsort (``distsort.api._stable_by_key``).  Both orders are
-        deterministic, whatever the chunking and backend.  NumPy and the array
+        on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
+        their positions and keys and values taken by them in the same task; elsewhere
+        the keys are sorted with their positions and the values gathered (a little
+        more time than the default order: ``docs/performance.md``); on CuPy chunks
+        values of up to 4 bytes travel packed with their positions as 8 bytes, wider
+        ones are gathered after an argsort (``distsort.api._stable_by_key``).  Both
+        orders are deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
         order distsort always gave, and the faster one.
     verify : bool, optional

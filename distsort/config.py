@@ -26,8 +26,10 @@ import yaml
 DEFAULTS_FILE = Path(__file__).with_name("distsort.yaml")
 
 with DEFAULTS_FILE.open() as _f:
-    #: The defaults, as loaded: ``{"distsort": {key: value}}``.
-    DEFAULTS: dict[str, dict[str, Any]] = yaml.safe_load(_f)
+    #: The defaults, as loaded: ``{"distsort": {key: value}}`` (by libyaml where PyYAML
+    #: has it: a tenth of the pure-Python loader's time, on every first call).
+    DEFAULTS: dict[str, dict[str, Any]] = yaml.load(
+        _f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 dask.config.update_defaults(DEFAULTS)
 

@@ -292,7 +292,35 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
 
 
 def _input_names(keys_name, values_name):
-    return {keys_name} | ({values_name} if values_name else set())
+    return {n for n in (keys_name, values_name) if n and not isinstance(n, Inline)}
+
+
+class Inline:
+    """An input's chunks, held in this process, handed to the tasks that read them
+    instead of their keys (``distsort.inputs.chunks_in_memory``: an array persisted on
+    Dask's local schedulers, a wrapped NumPy or CuPy array).  Dask neither walks nor
+    copies it: the scheduler then orders, tracks and releases no key per input chunk,
+    which for 10,000 chunks cost it more than the sort.
+
+    >>> Inline(("a", "b")).take([1, 0]).chunks
+    ('b', 'a')
+    """
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks):
+        self.chunks = tuple(chunks)
+
+    def take(self, indices):
+        return Inline(map(self.chunks.__getitem__, indices))
+
+
+def _reads(source, indices):
+    """What a task takes to read the input chunks ``indices`` of ``source`` (an array's
+    name, or its chunks :class:`Inline`)."""
+    if isinstance(source, Inline):
+        return source.take(indices)
+    return [(source, i) for i in indices]
 
 
 def _prepare_func(backend, local):
@@ -308,8 +336,8 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
     (``group_prepare``, one task on one worker) from the slices ``pieces[g]``
     (``(input chunk, start, stop)``) of the input chunks (of sizes ``in_chunks``), and
     the chunks of sizes ``chunks`` (slices of the sorted run) they give, as the keys
-    ``keys``."""
-    offsets = tuple(itertools.accumulate(in_chunks, initial=0))
+    ``keys``.  ``keys_name`` and ``values_name`` may be :class:`Inline` chunks."""
+    offsets = np.cumsum((0, *in_chunks), dtype=np.int64)
     tasks, parts = {}, {}
     for (lo, hi), mine in zip(group_bounds(len(chunks), group), pieces, strict=True):
         # Keyed by its first position: the scheduler plugin (``taskkeys.keeps``: a
@@ -318,13 +346,12 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
         gkey = (task_name("group", graph.token), lo)
         # Arrays, not lists: Dask walks every list of a task for keys (a group sort of
         # 10,000 input chunks spent a second there).
-        bounds = np.array([(a, b) for _, a, b in mine], dtype=np.int64).reshape(-1, 2)
-        firsts = (np.array([offsets[i] + a for i, a, _ in mine], dtype=np.int64)
-                  if positions else None)
-        values = ([(values_name, i) for i, _, _ in mine] if values_name is not None
-                  else None)
+        rows = np.array(mine, dtype=np.int64).reshape(-1, 3)
+        read, bounds = rows[:, 0].tolist(), rows[:, 1:]
+        firsts = offsets[rows[:, 0]] + rows[:, 1] if positions else None
+        values = _reads(values_name, read) if values_name is not None else None
         tasks[gkey] = (group_prepare, backend, local, order, firsts, bounds,
-                       list(chunks[lo:hi]), [(keys_name, i) for i, _, _ in mine], values)
+                       list(chunks[lo:hi]), _reads(keys_name, read), values)
         for p in range(lo, hi):
             parts[keys[p]] = (operator.getitem, gkey, p - lo)
     graph.add("group", tasks, _input_names(keys_name, values_name))
@@ -335,29 +362,48 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
     """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
     (and of ``values``, or positions from ``firsts``, the index of each slice's first
     element, where not None) as one run; returns it as chunks of ``sizes`` elements
-    (slices of the run)."""
+    (slices of the run).  ``keys`` and ``values``: the chunks, or :class:`Inline`.
+    Both ``firsts`` and ``values``: equal keys in the order of their positions, the
+    values moving with them (``backend.stable_sort``; ``stable=True`` of
+    ``sort_by_key``), the slices in position order."""
+    keys, values = (c.chunks if isinstance(c, Inline) else c for c in (keys, values))
     xp = _namespace(keys[0])
-    bounds = [(int(a), int(b)) for a, b in bounds]
+    bounds = bounds.tolist()
 
     def gathered(arrays):  # a new array: the sort below owns it
         return xp.concatenate([xp.asarray(c).ravel()[a:b]
                                for c, (a, b) in zip(arrays, bounds, strict=True)])
 
     k = gathered(keys)
-    if firsts is not None:
-        v = xp.concatenate([xp.arange(int(f), int(f) + b - a, dtype="int64")
-                            for f, (a, b) in zip(firsts, bounds, strict=True)])
-    elif values is not None:
-        v = gathered(values)
+    increasing = firsts is not None and bool(np.all(firsts[1:] > firsts[:-1]))
+    if firsts is not None and values is not None:
+        if not increasing:
+            raise ValueError("a stable group sort reads its slices in position order")
+        run = backend.stable_sort(k, gathered(values), order)
     else:
-        v = None
-    if "sort_owned" in capabilities(backend):  # sorts our concatenation in place: no copy
-        increasing = firsts is not None and all(a < b for a, b in itertools.pairwise(firsts))
-        run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
-    else:
-        run = backend.prepare(k, v, order, None)
+        v = (_positions_of(xp, firsts, bounds) if firsts is not None
+             else gathered(values) if values is not None else None)
+        if "sort_owned" in capabilities(backend):  # sorts our concatenation in place
+            run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
+        else:
+            run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
     return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+
+
+def _positions_of(xp, firsts, bounds):
+    """The positions of the elements of the slices ``bounds`` whose first elements are
+    at ``firsts``: one ``arange`` where the slices follow each other (one-device, most
+    group sorts), else one per slice.
+
+    >>> _positions_of(np, np.array([0, 2, 9]), [(0, 2), (0, 1), (0, 2)]).tolist()
+    [0, 1, 2, 9, 10]
+    """
+    lengths = np.array([b - a for a, b in bounds], dtype=np.int64)
+    if np.array_equal(firsts[1:], firsts[:-1] + lengths[:-1]):
+        return xp.arange(int(firsts[0]), int(firsts[0]) + int(lengths.sum()), dtype="int64")
+    return xp.concatenate([xp.arange(int(f), int(f) + int(n), dtype="int64")
+                           for f, n in zip(firsts, lengths, strict=True)])
 
 
 def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions):

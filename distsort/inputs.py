@@ -79,6 +79,29 @@ def as_dask(x):
                          meta=np.empty((0,) * x.ndim, x.dtype))
 
 
+def chunks_in_memory(x):
+    """The chunks of the 1-D Dask array ``x`` where its graph holds them as arrays (an
+    array persisted on Dask's local schedulers, a wrapped NumPy or CuPy array), in
+    order; else None (chunks that tasks make, or futures of a ``distributed`` client).
+
+    >>> import dask.array as da
+    >>> x = da.arange(6, chunks=4)
+    >>> chunks_in_memory(x) is None, [c.tolist() for c in chunks_in_memory(x.persist())]
+    (True, [[0, 1, 2, 3], [4, 5]])
+    """
+    from dask.highlevelgraph import MaterializedLayer
+    layer = getattr(x.__dask_graph__(), "layers", {}).get(x.name)
+    if not isinstance(layer, MaterializedLayer):  # another layer would be materialized
+        return None
+    mapping = layer.mapping
+    chunks = [mapping.get((x.name, i)) for i in range(x.numblocks[0])]
+    kinds = set(map(type, chunks))
+    if all(k.__module__.split(".")[0] in ("numpy", "cupy") and hasattr(k, "shape")
+           for k in kinds):
+        return chunks
+    return None
+
+
 def check_flag(name, value):
     """``value`` as a bool: True, False, or NumPy's bools; TypeError for anything else
     (``descending="yes"`` must not be taken as True).

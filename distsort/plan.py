@@ -150,7 +150,7 @@ def is_regular(chunks: tuple[int, ...]) -> bool:
     if len(chunks) <= 1:
         return True
     first = chunks[0]
-    return first > 0 and all(c == first for c in chunks[:-1]) and 0 < chunks[-1] <= first
+    return first > 0 and chunks[:-1].count(first) == len(chunks) - 1 and 0 < chunks[-1] <= first
 
 
 def normalize_chunks(chunks: tuple[int, ...]) -> tuple[int, ...]:
@@ -164,7 +164,7 @@ def normalize_chunks(chunks: tuple[int, ...]) -> tuple[int, ...]:
     >>> normalize_chunks((1, 0, 7, 2))
     (4, 4, 2)
     """
-    chunks = tuple(int(c) for c in chunks)
+    chunks = tuple(map(int, chunks))
     if is_regular(chunks):
         return chunks
     n = sum(chunks)

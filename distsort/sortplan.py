@@ -31,6 +31,7 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -369,7 +370,7 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
     >>> p.strategy, p.chunks, p.group, len(p.pieces[0])
     ('network', (5000, 5000), 1, 500)
     """
-    chunks = tuple(int(c) for c in chunks)
+    chunks = tuple(map(int, chunks))
     options = SortOptions() if options is None else options
     if options.strategy not in ("auto",) + STRATEGIES:
         raise ValueError(f"distsort.strategy must be one of {('auto',) + STRATEGIES}, "
@@ -390,8 +391,9 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
         if len(out) > view.slots(options.gpu) * COALESCE_PER_SLOT:  # tiny chunks out too
             out = coalesced_chunks(n, view.slots(options.gpu), itemsize + options.value_bytes,
                                    None)
-        pieces = (tuple((i, 0, c) for i, c in enumerate(chunks) if c) or ((0, 0, 0),),)
-        return SortPlan("one-device", out, pieces, None, len(out), window, False,
-                        options.local)
+        every = zip(range(len(chunks)), itertools.repeat(0), chunks)  # each chunk whole
+        whole = tuple(p for p in every if p[2]) if 0 in chunks else tuple(every)
+        return SortPlan("one-device", out, (whole or ((0, 0, 0),),), None, len(out), window,
+                        False, options.local)
     return _network(chunks, itemsize, view, options, window)
 

@@ -553,7 +553,8 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
         token, (keys.name, None if values is None else values.name),
         tuple(None if a is None else a.name for a in (out_keys, out_values)),
         (keys.chunks[0], out_keys.chunks[0]), order, positions, what)
-    graph = graph_over(outputs, new, deps)
+    inputs = [a for a in (keys, values) if a is not None]  # the outputs may read them inline
+    graph = graph_over(inputs + outputs, new, deps)
     return tuple(None if name is None else
                  da.Array(graph, name, a.chunks, meta=a._meta)
                  for name, a in zip(gated, (out_keys, out_values), strict=False))

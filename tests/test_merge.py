@@ -11,7 +11,7 @@ from distsort.backends import Order
 from distsort.backends.cpu import merge
 from distsort.backends.cpu import numpy_backend as npb
 
-from arrays import DTYPES, bits, random_keys
+from arrays import DTYPES, bits, random_keys, stable_argsort
 
 needs_numba = pytest.mark.skipif(merge.numba is None, reason="needs numba (the fast extra)")
 
@@ -165,3 +165,22 @@ def test_keyed_sort_matches_lexsort(dtype, descending):
             perm = npb._keyed_perm(keys, values, descending)
             got = npb.keyed_sort(keys, values, descending)
             _assert_same(got, (keys[perm], values[perm]))
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_numba)],
+                         ids=["numpy", "numba"])
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+def test_stable_sort_matches_stable_argsort(monkeypatch, descending, compiled):
+    """``stable_sort`` (radix, packed and wide keys; the values taken by NumPy or by the
+    compiled gather) gives NumPy's stable argsort order, equal keys (signed zeros, NaNs
+    of any payload) in input order, keys and values bit for bit."""
+    monkeypatch.setattr(npb, "COMPILED_FROM", 16 if compiled else npb.COMPILED_FROM)
+    rng = np.random.default_rng([7, descending, compiled])
+    order = Order(descending=descending, keyed=True)
+    for dtype in DTYPES:
+        for n, special, dups in [(0, 0.1, False), (1, 0.1, False), (900, 0.3, True),
+                                 (500, 1.0, True)]:
+            keys = random_keys(rng, n, dtype, special_fraction=special, duplicates=dups)
+            values = rng.permutation(n).astype(np.int32)
+            perm = stable_argsort(keys, descending)
+            _assert_same(npb.stable_sort(keys, values, order), (keys[perm], values[perm]))

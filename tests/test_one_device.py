@@ -99,6 +99,29 @@ def test_many_tiny_chunks_are_one_task_and_coalesced_outputs():
     np.testing.assert_array_equal(s.compute(), stable_argsort(keys))
 
 
+def test_persisted_chunks_are_read_as_they_are():
+    """An array persisted on the local schedulers: the group sorts take its chunks
+    themselves, so the sort's graph holds no key per input chunk (2,000 here), on
+    both strategies; with keys or values made by tasks, and verify=True, as well."""
+    rng = np.random.default_rng(11)
+    keys, values = rng.random(4000), rng.integers(-5, 5, 4000)
+    x, v = (da.from_array(a, chunks=2).persist() for a in (keys, values))
+    lazy_x, lazy_v = (a.map_blocks(np.copy) for a in (x, v))  # read through their keys
+    perm = np.lexsort((values, keys))
+    for strategy in ("auto", "network"):
+        with dask.config.set({"distsort.strategy": strategy}):
+            s = distsort.sort(x)
+            assert len(s.__dask_graph__()) < 100
+            np.testing.assert_array_equal(s.compute(), np.sort(keys))
+            sk, sv = dask.compute(*distsort.sort_by_key(*((x, lazy_v) if strategy == "auto"
+                                                          else (lazy_x, v))))
+            np.testing.assert_array_equal(sk, keys[perm])
+            np.testing.assert_array_equal(sv, values[perm])
+            few = x[:2000].rechunk(20).persist()  # verify: a summary task per input chunk
+            np.testing.assert_array_equal(distsort.argsort(few, verify=True).compute(),
+                                          stable_argsort(keys[:2000]))
+
+
 def test_the_network_past_the_budget():
     """A device budget too small for one sort of it all: the network runs, with NumPy's
     result."""
@@ -121,3 +144,5 @@ def test_one_worker_of_a_cluster_sorts_as_one():
         s = distsort.argsort(x)
         assert one_device(s)
         np.testing.assert_array_equal(client.compute(s).result(), stable_argsort(keys))
+        held = client.persist(x)  # futures: read through their keys, never inline
+        assert any(k[0] == held.name for k in dict(distsort.sort(held).dask))

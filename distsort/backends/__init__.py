@@ -119,8 +119,10 @@ class SharingBackend(Backend, Protocol):
 #: (``sort_owned(keys, values, order, local, increasing_values)`` sorts arrays the task
 #: owns, in place where it can: group sorts use it instead of ``prepare``), ``"share"``
 #: (a :class:`SharingBackend`: the network shares whole chunks instead of sending
-#: crossing parts).
-CAPABILITIES = ("local", "sort_owned", "share")
+#: crossing parts), ``"stable"`` (``stable_sort(keys, values, order)``: a key-value sort
+#: of one run with equal keys in their order in it, which a group sort of the whole
+#: input in input order uses for ``sort_by_key(..., stable=True)``).
+CAPABILITIES = ("local", "sort_owned", "share", "stable")
 
 
 def capabilities(backend: Any) -> frozenset[str]:
@@ -129,7 +131,7 @@ def capabilities(backend: Any) -> frozenset[str]:
 
     >>> from distsort.backends.cpu import numpy_backend as npb
     >>> capabilities(npb)
-    frozenset()
+    frozenset({'stable'})
     """
     return frozenset(getattr(backend, "CAPABILITIES", ()))
 

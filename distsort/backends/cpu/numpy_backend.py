@@ -42,11 +42,13 @@ def _compiled(name):
     return importlib.import_module(f"{__package__}.{name}")
 
 
-#: What this backend can do beyond ``distsort.backends.Backend``: nothing more.
-CAPABILITIES = frozenset()
+#: What this backend can do beyond ``distsort.backends.Backend``: :func:`stable_sort`.
+CAPABILITIES = frozenset({"stable"})
 
 # Widths of a packed (key, value) code.
 _CODE32_BYTES, _CODE64_BYTES = 4, 8
+#: Keys of up to this many bytes: NumPy's stable argsort of their codes is a radix sort.
+_RADIX_BYTES = 2
 
 
 def order_codes(keys, values, descending):
@@ -256,6 +258,41 @@ def keyed_sort(keys, values, descending):
     codes = keyed_codes(keys, values, descending)
     codes.sort()
     return _unpack(codes, keys.dtype, values.dtype, descending)
+
+
+def stable_sort(keys, values, order):
+    """``(keys, values)`` (new arrays) sorted by key alone, equal keys (as NumPy calls
+    them: ``-0.0`` and ``+0.0``, every NaN) in their order here.
+
+    The permutation comes from the keys' canonical codes: of keys of up to 2 bytes by
+    NumPy's stable argsort (a radix sort); of wider ones packed above each element's
+    index in one 64-bit integer, whose sort breaks ties by the index, where they fit
+    together, else by :func:`_runs_perm`.  Keys and values are then taken by it
+    together (their bits, untouched).
+
+    >>> from distsort.backends import Order
+    >>> k = np.array([2.0, 0.0, 1.0, -0.0, 0.0], dtype=np.float32)
+    >>> stable_sort(k, np.array([10, 20, 30, 40, 50]), Order(keyed=True))
+    (array([ 0., -0.,  0.,  1.,  2.], dtype=float32), array([20, 40, 50, 30, 10]))
+    """
+    keys, values = np.asarray(keys), np.asarray(values)
+    n = len(keys)
+    canonical = encode(keys, canonical=True, descending=order.descending)
+    index_bits = max(1, (n - 1).bit_length())
+    if keys.dtype.itemsize <= _RADIX_BYTES:
+        perm = np.argsort(canonical, kind="stable")
+    elif keys.dtype.itemsize * 8 + index_bits <= _CODE64_BYTES * 8:
+        perm = canonical.astype(np.uint64)
+        perm <<= np.uint64(index_bits)
+        perm |= np.arange(n, dtype=np.uint64)
+        _signed(perm).sort()  # in place, as signed: NumPy's SIMD sort is faster there
+        perm &= np.uint64((1 << index_bits) - 1)  # the sign bit goes with the code
+        perm = perm.view(np.int64)
+    else:
+        perm = _runs_perm(keys, np.arange(n, dtype=np.int64), order.descending)
+    if n >= COMPILED_FROM and _compiled("merge").ENABLED:
+        return _compiled("merge").take_pairs(keys, values, perm)
+    return np.take(keys, perm), np.take(values, perm)
 
 
 def _positions(start, shape, axis=-1):
