@@ -378,6 +378,11 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
             return parts[0]
         return xp.concatenate(parts)
 
+    if "fits" in capabilities(backend):  # refuse a chunk too large before gathering it
+        vbytes = (values[0].dtype.itemsize if values is not None
+                  else 8 if firsts is not None else 0)
+        backend.check_fits(max((b - a for a, b in bounds), default=0),
+                           keys[0].dtype.itemsize + vbytes)
     k = gathered(keys)
     increasing = firsts is not None and bool(np.all(firsts[1:] > firsts[:-1]))
     if stable:

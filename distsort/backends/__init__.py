@@ -123,8 +123,11 @@ class SharingBackend(Backend, Protocol):
 #: ``"share"`` (a :class:`SharingBackend`: the network shares whole chunks instead of
 #: sending crossing parts), ``"stable"`` (``stable_sort(keys, values, order)``: a
 #: key-value sort of one run with equal keys in their order in it, which a group sort
-#: of the whole input in input order uses for ``sort_by_key(..., stable=True)``).
-CAPABILITIES = ("local", "sort_owned", "sort_chunk", "share", "stable")
+#: of the whole input in input order uses for ``sort_by_key(..., stable=True)``),
+#: ``"fits"`` (``check_fits(n, element_bytes)`` raises MemoryError, with rechunk advice,
+#: for an input chunk of ``n`` elements the device cannot hold: group sorts ask it
+#: before they gather, as ``prepare`` does).
+CAPABILITIES = ("local", "sort_owned", "sort_chunk", "share", "stable", "fits")
 
 
 def capabilities(backend: Any) -> frozenset[str]:
