@@ -31,7 +31,6 @@ import bisect
 import contextlib
 import ctypes
 import errno
-import functools
 import itertools
 import os
 import threading
@@ -44,6 +43,7 @@ import numpy as np
 from .backends.cpu.numpy_backend import order_codes
 from .backends.cpu.radix import sort_keys
 from .kway import co_ranks, segment_bounds
+from .libc import libc
 from .order import TIME_KINDS, encode, time_codes, time_from_codes
 
 #: Orders of the disk path: keys alone (``"sort"``), equal keys in input order
@@ -259,21 +259,10 @@ def scratch(name, n, dtype, pos=None):
     return raw[shift:shift + n * dtype.itemsize].view(dtype)
 
 
-@functools.cache
-def _fallocate():
-    try:
-        f = ctypes.CDLL(None, use_errno=True).fallocate
-    except (OSError, AttributeError):
-        return None
-    f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    f.restype = ctypes.c_int
-    return f
-
-
 def punch_hole(path, offset, nbytes):
     """Free ``nbytes`` at ``offset`` of ``path`` (Linux ``fallocate`` with
     ``FALLOC_FL_PUNCH_HOLE``); False where the system or the filesystem cannot."""
-    f = _fallocate()
+    f = libc("fallocate", ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
     if f is None:
         return False
     fd = os.open(path, os.O_WRONLY)
