@@ -13,8 +13,8 @@ Parts (each adds its rows to ``--out``, replacing that part's earlier rows):
   the two results compared element for element up to ``--compare-up-to`` (larger:
   ``CHEAP_CHECK``, since the device cannot hold both results beside the input).
 * ``big``: more float32 than one GPU can sort the naive way, made lazily on one worker
-  (``--big-worker``: dask-cuda's, or a plain one with an RMM pool), sorted and checked
-  on the GPU (``CHEAP_CHECK``).
+  (``--big-worker``: dask-cuda's under ``--device-memory-limit``, or a plain one with an
+  RMM pool), sorted and checked on the GPU (``CHEAP_CHECK``).
 * ``shared``: two workers sharing GPU 0 (``distsort.shared_gpu``) beside one such
   worker, the same persisted input; checked as ``big``.
 
@@ -147,6 +147,26 @@ def timed_persist(client, make, args):
     return seconds, state
 
 
+def settle(client, x, timeout=60):
+    """Wait until the cluster holds nothing but the input ``x``: a failed run's tasks are
+    forgotten (their tracebacks hold the device memory the run had taken), then
+    collect garbage and free CuPy's pool, so that the next run starts with the device
+    as it was."""
+    import gc
+
+    from dask.core import flatten
+    keep = {str(k) for k in flatten(x.__dask_keys__())}
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end and client.run_on_scheduler(_other_tasks, keep=keep):
+        time.sleep(0.05)
+    client.run(gc.collect)
+    client.run(_free_pools)
+
+
+def _other_tasks(keep, dask_scheduler=None):
+    return any(str(k) not in keep for k in dask_scheduler.tasks)
+
+
 def failure(e):
     """How a row records a run that failed (out of memory, mostly)."""
     return f"failed: {type(e).__name__}: {str(e)[:160]}"
@@ -188,12 +208,14 @@ def dask_row(client, case, args):
             client, lambda: x.rechunk(-1).map_blocks(cupy.sort), args)
     except Exception as e:  # noqa: BLE001  (recorded)
         row["naive_s"], elementwise = failure(e), False
+        settle(client, x)
     if not elementwise:
         release(client, y)
     try:
         row["seconds"], s = timed_persist(client, lambda: distsort.sort(x), args)
     except Exception as e:  # noqa: BLE001  (recorded)
         release(client, y)
+        settle(client, x)
         return dict(row, seconds=failure(e), correct=False)
     if elementwise:  # float32 normals hold no zeros: cupy.sort's order is NumPy's
         ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
@@ -255,12 +277,15 @@ def checked_seconds(client, s, x):
     return time.perf_counter() - start, ok
 
 
-def one_worker(kind):
-    """One worker on GPU 0: dask-cuda's (its defaults: a device budget, so data past
-    half of it sort out of core) or a plain one with an RMM pool (no budget)."""
+def one_worker(kind, device_memory_limit):
+    """One worker on GPU 0: dask-cuda's, whose ``device_memory_limit`` is the device
+    budget (the sort runs in memory where the data and the network's working chunks
+    fit it: ``distsort.sortplan.fits_in_place``), or a plain one with an RMM pool (no
+    budget)."""
     if kind == "dask-cuda":
         from distsort.cluster import local_cuda_cluster
-        return local_cuda_cluster(n_workers=1, protocol="tcp")
+        return local_cuda_cluster(n_workers=1, protocol="tcp",
+                                  device_memory_limit=device_memory_limit)
     from distsort.shared_gpu import shared_gpu_cluster
     return shared_gpu_cluster(1, pool_fraction=0.9)
 
@@ -272,7 +297,8 @@ def big_rows(args):
     import distsort
     nbytes = parse_bytes(args.big)
     n = nbytes // 4
-    with one_worker(args.big_worker) as cluster, Client(cluster) as client:
+    with (one_worker(args.big_worker, args.device_memory_limit) as cluster,
+          Client(cluster) as client):
         x = lazy_input(n, args.big_chunks)
         s = distsort.sort(x)
         strategy = ("out-of-core" if any(k.startswith("distsort-run-") for k in s.dask.layers)
@@ -281,7 +307,8 @@ def big_rows(args):
         row = dict(part="big", case=f"{format_bytes(nbytes)} float32 in {args.big_chunks}, "
                    f"{args.big_worker} worker", dtype="float32", bytes=nbytes, n=n,
                    chunks=args.big_chunks, workers=1, worker=args.big_worker,
-                   strategy=strategy, seconds_with_checks=seconds, correct=ok,
+                   strategy=strategy, sorted_chunks=len(s.chunks[0]),
+                   seconds_with_checks=seconds, correct=ok,
                    checked=CHEAP_CHECK,
                    naive="does not fit: rechunk(-1) + cupy.sort needs 3x the data")
         yield row
@@ -332,7 +359,7 @@ def plot(path):
     import matplotlib.pyplot as plt
     doc = json.loads(Path(path).read_text())
     rows = [r for r in doc["rows"] if r.get("ratio")]
-    variants = sorted({r.get("variant", "") for r in rows})
+    variants = list(dict.fromkeys(r.get("variant", "") for r in rows))  # as measured
     cases = list(dict.fromkeys(r["case"] for r in rows))
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(cases) * len(variants) + 1.5))
     height = 0.8 / max(1, len(variants))
@@ -368,8 +395,8 @@ def main(argv=None):
     p.add_argument("--dask-cases", nargs="+", default=DASK_CASES,
                    help="dask part: bytes:chunks of float32")
     p.add_argument("--device-memory-limit", type=float, default=0.9,
-                   help="dask part: the dask-cuda worker's spill threshold (a fraction "
-                   "of device memory; high, so neither way spills)")
+                   help="dask and big parts: the dask-cuda worker's spill threshold (a "
+                   "fraction of device memory; high, so neither way spills)")
     p.add_argument("--compare-up-to", default="16GiB",
                    help="dask part: compare with the naive result element for element up "
                    "to this size (larger: CHEAP_CHECK)")

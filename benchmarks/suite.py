@@ -63,6 +63,9 @@ SCENARIOS = (
              (_py("cpu_sort.py", "--out", "{json}"),), quick=("--quick",)),
     Scenario("cpu_merge", 0, "one CPU merge of two sorted runs, numba against NumPy",
              (_py("merge.py", "--runs", "7"),)),
+    Scenario("larger_than_ram", 0, "distsort sort on a float32 .npy of 1.25x this machine's "
+             "memory (through the disk: runs, one k-way merge) against a dd copy of it",
+             (_py("larger_than_ram.py", "--out", "{json}"),), quick=("--quick",)),
     Scenario("local_sort", 1, "GPU local sort, 2^16..2^30, against cupy.sort, cupy.lexsort "
              "and a one-launch-per-step bitonic sort",
              (_py("local_sort.py", "--out", "{out}"),), quick=("--quick",)),

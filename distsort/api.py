@@ -19,7 +19,8 @@ except ImportError:  # pragma: no cover
 
 from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
-from .graph import Inline, SortGraph, finish_layer, graph_over, plan_layers, run_output_layer
+from .graph import (Inline, SortGraph, chunk_output_layer, finish_layer, graph_over,
+                    one_chunk, plan_layers, run_output_layer)
 from .inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
                      numpy_keywords)
 from .order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode, time_codes,
@@ -256,7 +257,8 @@ def _inputs_read(keys, values, plan, view):
         return {a.name: a.name for a in sources}, sources
     if view.distributed:
         owners = view.owners + (view.value_owners or ())
-        if not (view.placed and None not in owners
+        # One chunk is read by its key: its one task (``one_chunk``) depends on it alone.
+        if not (view.placed and None not in owners and keys.numblocks[0] > 1
                 and all(map(chunks_persisted, sources))):
             return {a.name: a.name for a in sources}, sources
         from .held import read_held_chunks
@@ -265,6 +267,17 @@ def _inputs_read(keys, values, plan, view):
     held = {a.name: chunks_in_memory(a) for a in sources}
     reads = {name: name if c is None else Inline(c) for name, c in held.items()}
     return reads, [a for a in sources if held[a.name] is None]
+
+
+def _backend_of(plan, meta):
+    """The backend of a plan's tasks: out of core, the host runs'; else the chunks'
+    (``meta``'s), sharing them where the plan says so."""
+    ooc = plan.out_of_core
+    if ooc is None:
+        return get_backend(meta, plan.share)
+    from .backends.outofcore.hostruns import HostRuns
+    from .held import read_held
+    return HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
 
 
 def _sort_planned(keys, values, order, positions, planned, verify=False, what="sort"):
@@ -284,22 +297,21 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
         values = values.rechunk(keys.chunks)
     ooc = plan.out_of_core
-    if ooc is not None:
-        from .backends.outofcore.hostruns import HostRuns
-        from .held import read_held
-        backend = HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
-    else:
-        backend = get_backend(keys._meta, plan.share)
+    backend = _backend_of(plan, keys._meta)
     vname = values.name if values is not None else None
     # The plan by its repr, one string: Dask's token walks every piece of it one by one.
     graph = SortGraph(tokenize(keys.name, vname, order, positions, repr(plan)))
     reads, sources = _inputs_read(keys, values, plan, view)
+    # One whole chunk into one, keys or argsort's positions: one task per output.
+    single = values is None and one_chunk(plan, keys.chunks[0], plan.local)
     if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
         from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(
             graph, keys.name, vname, plan.chunks, backend, order, positions,
             ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
             name=None if order.keyed else "distsort-sort-" + graph.token)
+    elif single:
+        sorted_keys = None
     else:
         sorted_keys = plan_layers(graph, plan, reads[keys.name], reads.get(vname),
                                   keys.chunks[0], backend, order, positions)
@@ -309,7 +321,10 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
         # Each output's graph holds the sort and its own layer, never the other
         # output's: see ``SortGraph.output``.
         out = graph.output()
-        if ooc is None:
+        if single:
+            chunk_output_layer(out, name, reads[keys.name], backend, order, plan.local, part,
+                               args)
+        elif ooc is None:
             finish_layer(out, name, sorted_keys, func, *args)
         elif ooc.merge == "kway":
             if name not in out.layers:  # keys alone: the merge's own layer
@@ -643,9 +658,10 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    NumPy chunks that the plan sorts as one ("one-device"), without ``verify``: the
-    one task sorts the keys' canonical codes with their positions and takes keys and
-    values by them (the backend's ``stable_sort``): no argsort output, no gather.
+    Chunks that the plan sorts as one ("one-device"), without ``verify``: the one
+    task sorts the keys' canonical codes with their positions (on a GPU: one stable
+    radix sort of the keys, ``local`` not ``"bitonic"``) and takes keys and values by
+    them (the backend's ``stable_sort``): no argsort output, no gather, no packing.
     Other NumPy integer keys and values of at most 4 bytes together (fewer than 2**32):
     one sort of uint64 codes that hold the key's code, the position and the value's
     bits (:func:`_stable_packed`), nothing to gather.  Other NumPy chunks: the keys are
@@ -664,16 +680,8 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """
     n = keys.shape[0]
     gpu = array_module_name(keys._meta) == "cupy"
-    if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
-        packed = values.map_blocks(_pack, dtype=np.uint64,
-                                   meta=_module(values._meta).empty((0,), dtype=np.uint64),
-                                   name="distsort-pack-" + tokenize(values))
-        out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
-                                        what="sort_by_key", local=local)
-        return out_keys, out_packed.map_blocks(
-            _unpack, values.dtype, dtype=values.dtype,
-            name="distsort-unpack-" + tokenize(out_packed, values.dtype))
-    if not verify and "stable" in capabilities(get_backend(keys._meta)):
+    if (not verify and (not gpu or local != "bitonic")
+            and "stable" in capabilities(get_backend(keys._meta))):
         # Room for the values and the positions (or their packed codes) beside the keys;
         # where there is none at all (a budget for out-of-core runs of narrower pairs),
         # the argsort's own plan decides.
@@ -683,6 +691,15 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
                                value_bytes=values.dtype.itemsize + _POSITION_BYTES)
         if planned is not None and planned[1].strategy == "one-device":  # no shuffle
             return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
+    if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
+        packed = values.map_blocks(_pack, dtype=np.uint64,
+                                   meta=_module(values._meta).empty((0,), dtype=np.uint64),
+                                   name="distsort-pack-" + tokenize(values))
+        out_keys, out_packed = _sort_1d(keys, packed, order, positions=False, verify=verify,
+                                        what="sort_by_key", local=local)
+        return out_keys, out_packed.map_blocks(
+            _unpack, values.dtype, dtype=values.dtype,
+            name="distsort-unpack-" + tokenize(out_packed, values.dtype))
     if (not gpu and n < 2**32 and keys.dtype.kind in "iu"
             and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
         return _stable_packed(keys, values, order.descending, verify, local)

@@ -376,13 +376,22 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
     xp = _namespace(keys[0])
     bounds = bounds.tolist()
 
-    def gathered(arrays):  # a new array: the sort below owns it
-        return xp.concatenate([xp.asarray(c).ravel()[a:b]
-                               for c, (a, b) in zip(arrays, bounds, strict=True)])
+    stable = firsts is not None and values is not None
 
+    def gathered(arrays):  # a new array: the sort below owns it
+        parts = [xp.asarray(c).ravel()[a:b] for c, (a, b) in zip(arrays, bounds, strict=True)]
+        if stable and len(parts) == 1:  # a stable sort only reads: no copy
+            return parts[0]
+        return xp.concatenate(parts)
+
+    if "fits" in capabilities(backend):  # refuse a chunk too large before gathering it
+        vbytes = (values[0].dtype.itemsize if values is not None
+                  else 8 if firsts is not None else 0)
+        backend.check_fits(max((b - a for a, b in bounds), default=0),
+                           keys[0].dtype.itemsize + vbytes)
     k = gathered(keys)
     increasing = firsts is not None and bool(np.all(firsts[1:] > firsts[:-1]))
-    if firsts is not None and values is not None:
+    if stable:
         if not increasing:
             raise ValueError("a stable group sort reads its slices in position order")
         run = backend.stable_sort(k, gathered(values), order)
@@ -395,6 +404,41 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
             run = backend.prepare(k, v, order, None)
     ends = list(itertools.accumulate(sizes))
     return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+
+
+def one_chunk(plan, in_chunks, local) -> bool:
+    """Whether a one-device sort reads one whole input chunk into one output chunk (a
+    plain array that fits), which :func:`chunk_output_layer` sorts in one task."""
+    return (plan.strategy == "one-device" and len(in_chunks) == 1
+            and len(plan.chunks) == 1 and local != "bitonic")
+
+
+def chunk_output_layer(graph, out_name, source, backend, order, local, part, finish_args):
+    """The output array's layer of a one-chunk sort (:func:`one_chunk`): one task,
+    ``sort_chunk``, reads the input's chunk (``source``: the input's name, or its chunk
+    :class:`Inline`) and gives part ``part`` (0 the keys, 1 an argsort's positions) of
+    the sorted chunk; no other task runs.
+
+    Each output sorts on its own, so neither reads the other's tasks and no task
+    has two dependents to be fused differently in different graphs (the reason of
+    ``_output_layer``'s gate): computing argsort's positions gathers no key."""
+    inline = isinstance(source, Inline)
+    graph.layers[out_name] = {(out_name, 0): (sort_chunk, backend, local, order, part,
+                                              source if inline else (source, 0),
+                                              finish_args)}
+    graph.dependencies[out_name] = set() if inline else {source}
+    return out_name
+
+
+def sort_chunk(backend, local, order, part, chunk, finish_args):
+    """Part ``part`` of one whole ``chunk`` sorted on its own: ``backend.sort_chunk``,
+    or a sort by ``prepare`` then ``finish_keys``/``finish_values`` (``finish_args``)."""
+    if isinstance(chunk, Inline):
+        chunk = chunk.chunks[0]
+    if "sort_chunk" in capabilities(backend):
+        return backend.sort_chunk(chunk, order, local, part)
+    run = _prepare_func(backend, local)(chunk, None, order, 0 if order.keyed else None)
+    return (backend.finish_values if part else backend.finish_keys)(run, *finish_args)
 
 
 def _positions_of(xp, firsts, bounds):

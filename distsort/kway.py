@@ -48,7 +48,7 @@ PAGEABLE_BYTES_PER_S = 3e9
 LINK_BYTES_PER_S = 50e9
 
 
-def co_ranks(lengths, rank, before):
+def co_ranks(lengths, rank, before, start=None):
     """How many elements of each of the ``k`` sorted runs of ``lengths`` are among
     the first ``rank`` of their merge (ties: lower run first, then position).
 
@@ -58,10 +58,18 @@ def co_ranks(lengths, rank, before):
     tuples).  Clipped counts decide the side of ``rank`` exactly: the co-ranks lie in
     the windows.
 
+    ``start``: the co-ranks of a rank at most ``rank`` (the previous segment's end),
+    where every window starts, since co-ranks never decrease with the rank; ``before``
+    then looks at no element below them (a streamed merge may have freed those).
+
     >>> co_ranks((3, 2), 2, searcher([(1, 1, 1), (1, 1)]))  # ties: the first run first
     (2, 0)
+    >>> runs = [(1, 3, 5, 7), (2, 3, 6), (0, 8)]
+    >>> co_ranks((4, 3, 2), 6, searcher(runs), start=(2, 1, 1))
+    (3, 2, 1)
     """
-    lo, hi = [0] * len(lengths), [int(n) for n in lengths]
+    lo = [0] * len(lengths) if start is None else [int(c) for c in start]
+    hi = [int(n) for n in lengths]
     rank = max(0, min(int(rank), sum(hi)))
     step = 0
     while sum(lo) < rank < sum(hi):

@@ -8,18 +8,21 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     All the chunks, their sorted copy and the radix sort's buffers fit the budget of
     the one device that sorts them (one GPU, one CPU worker, or this process on
     Dask's local schedulers): one task gathers the chunks, sorts them once and
-    splits the result into the output chunks.  No network, no round trip through
-    the scheduler per round.
+    splits the result into the output chunks (one whole chunk into one, a plain
+    array: the output's own task, ``distsort.graph.one_chunk``).  No network, no
+    round trip through the scheduler per round.
 ``"network"``
     The bitonic network of compare-splits between chunks (``distsort.plan``),
     positions following where the chunks live and groups of consecutive positions
     sorted as one within the budget (``distsort.placement``).  An input of more
     chunks than the workers need (:data:`COALESCE_PER_SLOT` per slot) is coalesced
     first: the group sorts read slices of the input chunks themselves (``pieces``),
-    so nothing moves twice and the task count does not grow with the input's.
+    so nothing moves twice and the task count does not grow with the input's; the
+    coalesced chunks fit beside the data a slot holds (:func:`coalesced_chunks`).
 ``"out-of-core"``
-    The data outgrow the workers' device budgets: runs in host memory and the
-    network between them (``distsort.outofcore``).
+    The data outgrow the workers' device budgets, and the network could not run in
+    them (:func:`fits_in_place`): runs in host memory and a merge between them
+    (``distsort.outofcore``).
 
 >>> from distsort.view import ClusterView
 >>> view = ClusterView.local(cores=2, memory=16 * 2**30, chunks=4)
@@ -49,7 +52,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
-           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER"]
+           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER", "WORK_CHUNKS",
+           "fits_in_place"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
 #: with ``"auto"``).
@@ -63,6 +67,9 @@ CPU_BUDGET_DIVISOR = 4
 #: Pairs of the network in flight per worker: one merging while the next one's crossing
 #: part travels (per core on the local schedulers).
 PAIRS_PER_WORKER = 2
+#: Chunk-sized buffers a slot's share of the network needs beyond its chunks: the two
+#: outputs of each pair in flight, and one to spare.
+WORK_CHUNKS = 2 * PAIRS_PER_WORKER + 1
 
 
 class SortOptions(NamedTuple):
@@ -221,17 +228,25 @@ def _fits_one_device(n, itemsize, options, budget):
 
 
 def coalesced_chunks(n: int, slots: int, element: int, budget: int | None) -> tuple:
-    """The regular chunking of a coalesced input: one chunk per slot, smaller where a
-    group sort of it (the chunk and ``GROUP_COPIES`` more) would not fit ``budget``.
+    """The regular chunking of a coalesced input: one chunk per slot, smaller where it
+    would not fit ``budget`` beside the slot's share of the data (held there, persisted
+    or made for the sort, until the sort has read it) and ``memory.RESERVE``: a group
+    sort holds
+    ``GROUP_COPIES`` chunk-sized copies, the network :data:`WORK_CHUNKS` (the outputs
+    of the pairs in flight, and one to spare).  Where nothing larger than one element
+    fits, chunks of one element each: the caller keeps the input's own chunks.
 
     >>> coalesced_chunks(10**6, 2, 8, None)
     (500000, 500000)
-    >>> coalesced_chunks(10**6, 2, 8, 8 * 10**6)  # 3 chunk-sized copies in 8 MB
-    (333333, 333333, 333333, 1)
+    >>> coalesced_chunks(10**6, 2, 8, 25 * 10**6)  # 4 MB held, 5 chunks in 19.75 MB
+    (493750, 493750, 12500)
+    >>> coalesced_chunks(10**6, 2, 8, 10**7)  # 4 MB held, 5.5 MB for 5 chunks
+    (137500, 137500, 137500, 137500, 137500, 137500, 137500, 37500)
     """
     m = -(-n // max(1, slots))
     if budget is not None:
-        m = min(m, budget // ((1 + GROUP_COPIES) * max(1, element)))
+        room = usable_bytes(budget) - m * element
+        m = min(m, room // (max(GROUP_COPIES, WORK_CHUNKS) * max(1, element)))
     return regular_chunks(n, max(1, m))
 
 
@@ -261,6 +276,27 @@ def cut_pieces(order, chunks, bounds) -> tuple:
     return tuple(out)
 
 
+def fits_in_place(chunks, element: int, budgets) -> bool:
+    """Whether the network sorts ``chunks`` (elements of ``element`` bytes) in the
+    devices' memory: each device's share of the data and :data:`WORK_CHUNKS` of the
+    largest chunk (the outputs of the pairs in flight) fit its budget (bytes; None:
+    unknown, so no).  Then the data stay on the devices, sorted in place, however
+    much of the budget they take: out of core would move them through host memory
+    (93 GiB on one 139 GiB H200 passed a worker's 126 GiB host limit).
+
+    >>> fits_in_place((500,) * 50, 4, [120_000])  # 100 kB of data, 10 kB working
+    True
+    >>> fits_in_place((25_000,), 4, [120_000])  # one chunk: no room for its output
+    False
+    """
+    budgets = list(budgets)
+    if not budgets or not all(budgets) or not chunks:
+        return False
+    share = -(-sum(chunks) * element // len(budgets))
+    return all(share + WORK_CHUNKS * max(chunks) * element <= usable_bytes(b)
+               for b in budgets)
+
+
 def _plan_out_of_core(chunks, itemsize, view, options):
     """An :class:`OutOfCore` and its regular chunking where the data outgrow the
     workers' device budgets, else None."""
@@ -275,7 +311,7 @@ def _plan_out_of_core(chunks, itemsize, view, options):
         budgets = list(reported)
     element = itemsize + options.value_bytes
     n = sum(chunks)
-    if not needs_out_of_core(n * element, budgets):
+    if not needs_out_of_core(n * element, budgets) or fits_in_place(chunks, element, budgets):
         return None
     budget = min(budgets)
     regular = normalize_chunks(chunks)
@@ -324,8 +360,11 @@ def _network(chunks, itemsize, view, options, window):
     # to fit the workers' memory (a compare-split holds several at once), are kept.
     small = budget is None or (
         (1 + GROUP_COPIES) * COALESCE_PER_SLOT * regular[0] * element <= budget)
-    if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT):
-        out = coalesced_chunks(n, slots, element, budget)
+    out = (coalesced_chunks(n, slots, element, budget)
+           if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT) else None)
+    if out is not None and (too_large or out[0] >= regular[0]):
+        # Coalesced, unless beside the data held only chunks smaller than the input's
+        # own would fit: then the network runs on the input's chunks, sorted in place.
         group = (int(fixed) if fixed != "auto" else
                  group_size(len(out), slots, out[0] * element, budget) if grouped else 1)
         order = placement(owners) if view.workers else tuple(range(len(chunks)))

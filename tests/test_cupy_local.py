@@ -81,3 +81,40 @@ def test_api_local_paths_and_groups(local, group):
     np.testing.assert_array_equal(cupy.asnumpy(got), np.sort(keys))
     ref = npb.prepare(keys, None, Order(True, keyed=True), start=0)[1]
     np.testing.assert_array_equal(cupy.asnumpy(idx), ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_plain_cupy_arrays_sorted_by_one_task(dtype):
+    """A plain CuPy array that fits is sorted by one task per output (keys: CuPy's own
+    radix sort where the dtype has one, floats then put in distsort's order; argsort's
+    positions with no key gathered), and a stable ``sort_by_key`` by one stable sort:
+    NumPy's results, bit for bit, specials of every sign mixed in."""
+    rng = np.random.default_rng(hash(dtype) % 2**32)
+    with dask.config.set({"distsort.strategy": "auto"}):  # this module runs the network
+        _plain_arrays_one_task(rng, dtype)
+
+
+def _plain_arrays_one_task(rng, dtype):
+    from arrays import assert_sorted_like_numpy, stable_argsort
+
+    from distsort.order import encode
+    for n in (0, 1, 2, 1000, 65521):
+        for fraction in (0.1, 0.9):
+            keys = random_keys(rng, n, dtype, special_fraction=fraction, duplicates=True)
+            values = rng.integers(0, 2**32, size=n, dtype=np.uint32)
+            x, v = cupy.asarray(keys), cupy.asarray(values)
+            for descending in (False, True):
+                s = distsort.sort(x, descending=descending)
+                assert [k for k in s.dask.layers if k.startswith("distsort-")] == [s.name]
+                got = cupy.asnumpy(s.compute())
+                assert_sorted_like_numpy(got, keys, descending)
+                # bit for bit in distsort's order (-0.0 before +0.0, NaNs by their bits)
+                np.testing.assert_array_equal(encode(got, descending=descending),
+                                              np.sort(encode(keys, descending=descending)))
+                perm = stable_argsort(keys, descending)
+                a = distsort.argsort(x, descending=descending).compute()
+                np.testing.assert_array_equal(cupy.asnumpy(a), perm)
+                sk, sv = dask.compute(*distsort.sort_by_key(x, v, descending=descending,
+                                                            stable=True))
+                np.testing.assert_array_equal(_bits(sk), _bits(keys[perm]))
+                np.testing.assert_array_equal(cupy.asnumpy(sv), values[perm])

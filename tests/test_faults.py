@@ -101,8 +101,16 @@ def test_every_task_twice_on_read_only_inputs(monkeypatch, dtype, backend):
     every input and intermediate array is read-only as well."""
     module = importlib.import_module(BACKEND_MODULES[backend])
     calls = {}
-    for name in TASKS:
+    # The CuPy backend's group sorts sort a concatenation they own with ``sort_owned``
+    # (in place, so it cannot run twice on the same inputs) instead of ``prepare``.
+    tasks = [t for t in TASKS if not (t == "prepare" and backend == "cupy")]
+    for name in tasks:
         monkeypatch.setattr(module, name, _twice(getattr(module, name), calls))
+    if backend == "cupy":
+        sort_owned = module.sort_owned
+        monkeypatch.setattr(module, "sort_owned", lambda *a, **k: (
+            calls.__setitem__("sort_owned", calls.get("sort_owned", 0) + 1) or sort_owned(*a, **k)))
+        tasks.append("sort_owned")
     rng = np.random.default_rng(DTYPES.index(dtype) + 100)
     x = random_keys(rng, 1203, dtype, special_fraction=0.2, duplicates=True)
     v = random_keys(rng, 1203, "float64", special_fraction=0.2)
@@ -127,7 +135,7 @@ def test_every_task_twice_on_read_only_inputs(monkeypatch, dtype, backend):
     assert_same_multiset(out[4], v)
     assert np.array_equal(out[5], np.sort(grid, axis=1), equal_nan=True)
     np.testing.assert_array_equal(out[6], np.argsort(grid, axis=1, kind="stable"))
-    assert set(calls) == set(TASKS), f"not every task ran: {sorted(set(TASKS) - set(calls))}"
+    assert set(calls) == set(tasks), f"not every task ran: {sorted(set(tasks) - set(calls))}"
     COUNTS["task_calls_twice"] += sum(calls.values())
     COUNTS["results_checked"] += 7
 

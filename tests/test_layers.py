@@ -160,11 +160,13 @@ def test_no_upward_import_at_all():
 
 #: What the command may import besides its own modules: the public API (with the
 #: checks of ``verify=``, its configuration and its NumPy-or-CuPy answer), the plan, the
-#: file modules (``inputs``: arrays read from files) and the names of the tasks it
-#: times (``taskkeys``).
+#: file modules (``inputs``: arrays read from files; ``disksort``: files larger than
+#: memory sorted through the disk; ``libc``: the system calls of file writes) and the
+#: names of the tasks it times (``taskkeys``).
 CLI_MAY_IMPORT = {"distsort", "distsort.api", "distsort.cluster", "distsort.config",
                   "distsort.verify", "distsort.xp", "distsort.plan", "distsort.sortplan",
-                  "distsort.view", "distsort.inputs", "distsort.taskkeys"}
+                  "distsort.view", "distsort.inputs", "distsort.disksort", "distsort.libc",
+                  "distsort.taskkeys"}
 
 
 def cli_reaches_past_the_api(graph):

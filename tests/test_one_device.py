@@ -22,9 +22,13 @@ def layers(x):
 
 
 def one_device(x):
+    """Sorted as one: one group sort, or one whole chunk sorted by the output's own
+    task (no group, no prepared chunks), and no rounds."""
     names = layers(x)
+    groups = sum(n.startswith("distsort-group-") for n in names)
+    prepared = any(n.startswith("distsort-prepare-") for n in names)
     return (not any(n.startswith("distsort-round") for n in names)
-            and sum(n.startswith("distsort-group-") for n in names) == 1)
+            and (groups == 1 or not (groups or prepared)))
 
 
 def network(f, *args, **kwargs):

@@ -86,7 +86,7 @@ def test_choose_local_through_sort_owned(monkeypatch):
     """``sort_owned`` asks the budget only under "auto", and picks by it (budget mocked:
     the sorts themselves are replaced, so no GPU is needed)."""
     picked = []
-    monkeypatch.setattr(cupy_local, "radix_sort", lambda k, v, o, inc: picked.append("radix"))
+    monkeypatch.setattr(cupy_local, "radix_sort", lambda k, v, o, *flags: picked.append("radix"))
     import types
     import sys
     fake = types.SimpleNamespace(sort_inplace=lambda k, v, d: picked.append("bitonic"))

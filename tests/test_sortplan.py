@@ -9,7 +9,7 @@ import pytest
 from distsort.placement import group_bounds
 from distsort.sortplan import (COALESCE_PER_SLOT, SortOptions, coalesced_chunks, cut_pieces,
                                one_device_budget, plan_sort, slot_budget)
-from distsort.plan import is_regular
+from distsort.plan import is_regular, regular_chunks
 from distsort.view import ClusterView
 
 GiB = 2**30
@@ -188,3 +188,29 @@ def test_chunks_sized_for_the_workers_are_not_coalesced():
 
     assert plan(2**20) == (2**20,) * 20
     assert len(plan(2**10)) < 20
+
+
+def test_one_gpu_keeps_room_beside_the_data_it_holds():
+    """On one GPU, the chunks the network works on fit beside the data held there:
+    32 GiB of float32 in 16 persisted chunks under a 125 GiB budget are coalesced into
+    chunks of which ``WORK_CHUNKS`` fit beside the 32 GiB (they had become one 32 GiB
+    chunk, whose group sort ran out of device memory); 100 GB in 50 chunks on a
+    139 GiB device, or under dask-cuda's limit of 125 GiB, are sorted in memory, not
+    out of core, in chunks of which five fit beside the data."""
+    from distsort.sortplan import WORK_CHUNKS
+    gib = 2**30
+    cases = ((32 * gib, 16, 125 * gib, None), (10**11, 50, 139 * gib, None),
+             (10**11, 50, 125 * gib, 125 * gib))  # the last: dask-cuda's limit at 0.9
+    for total, chunks, device, spill in cases:
+        n = total // 4
+        view = ClusterView(workers=("a",), hosts=("h",), threads=(1,),
+                           device_limits=(device,), owners=("a",) * chunks,
+                           device_budgets=(spill,))
+        p = plan_sort(regular_chunks(n, -(-n // chunks)), 4, view, SortOptions(gpu=True))
+        assert p.strategy == "network" and p.out_of_core is None
+        assert total + WORK_CHUNKS * 4 * p.chunks[0] <= 0.95 * device
+        assert p.group == 1 or (n + 2 * p.group * p.chunks[0]) * 4 <= 0.95 * device
+    # past dask-cuda's default limit (0.65 of the device) the data still go out of core
+    view = dataclasses.replace(view, device_budgets=(90 * gib,), device_limits=(90 * gib,))
+    p = plan_sort(regular_chunks(n, -(-n // chunks)), 4, view, SortOptions(gpu=True))
+    assert p.strategy == "out-of-core"

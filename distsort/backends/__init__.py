@@ -117,12 +117,17 @@ class SharingBackend(Backend, Protocol):
 #: What a backend may declare in its ``CAPABILITIES`` beyond :class:`Backend`:
 #: ``"local"`` (its ``prepare`` takes the local sort, ``local=``), ``"sort_owned"``
 #: (``sort_owned(keys, values, order, local, increasing_values)`` sorts arrays the task
-#: owns, in place where it can: group sorts use it instead of ``prepare``), ``"share"``
-#: (a :class:`SharingBackend`: the network shares whole chunks instead of sending
-#: crossing parts), ``"stable"`` (``stable_sort(keys, values, order)``: a key-value sort
-#: of one run with equal keys in their order in it, which a group sort of the whole
-#: input in input order uses for ``sort_by_key(..., stable=True)``).
-CAPABILITIES = ("local", "sort_owned", "share", "stable")
+#: owns, in place where it can: group sorts use it instead of ``prepare``),
+#: ``"sort_chunk"`` (``sort_chunk(keys, order, local, part)``: one whole chunk sorted
+#: into one output chunk, the keys or an argsort's positions alone, by one task),
+#: ``"share"`` (a :class:`SharingBackend`: the network shares whole chunks instead of
+#: sending crossing parts), ``"stable"`` (``stable_sort(keys, values, order)``: a
+#: key-value sort of one run with equal keys in their order in it, which a group sort
+#: of the whole input in input order uses for ``sort_by_key(..., stable=True)``),
+#: ``"fits"`` (``check_fits(n, element_bytes)`` raises MemoryError, with rechunk advice,
+#: for an input chunk of ``n`` elements the device cannot hold: group sorts ask it
+#: before they gather, as ``prepare`` does).
+CAPABILITIES = ("local", "sort_owned", "sort_chunk", "share", "stable", "fits")
 
 
 def capabilities(backend: Any) -> frozenset[str]:

@@ -85,6 +85,12 @@ def _add_sort(sub, exits):
                    help="write a Dask performance report (a sort in this process: Dask's "
                         "task and resource profiles)")
     s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    s.add_argument("--host-memory-limit", type=parse_bytes_arg, metavar="BYTES",
+                   help="host memory a sort in this process may hold, e.g. 8GB: an input "
+                        "larger than a third of it is sorted through the disk (sorted runs "
+                        "written into OUTPUT's temporary, then one k-way merge; .npy "
+                        "outputs, on the CPU). Default: the memory available, of which "
+                        "that sort takes half")
     _cluster_options(s)
     s.set_defaults(func=cmd_sort)
 

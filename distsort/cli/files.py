@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..libc import libc
 from ..inputs import to_native
 from .errors import CLIError
 
@@ -131,18 +131,6 @@ class NpyFile(_OneDimensional):
 SYNC_FILE_RANGE_WRITE = 2
 
 
-@functools.cache
-def _sync_file_range():
-    """libc's ``sync_file_range`` (Linux), or None."""
-    try:
-        f = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    f.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    f.restype = ctypes.c_int
-    return f
-
-
 def write_behind(fd, offset, nbytes):
     """Start writing ``nbytes`` at ``offset`` of ``fd`` to the disk now (Linux), waiting
     for none of it.
@@ -156,7 +144,7 @@ def write_behind(fd, offset, nbytes):
     turns it off.
     """
     import dask
-    f = _sync_file_range()
+    f = libc("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     if f is None or nbytes <= 0 or not dask.config.get("distsort.write-behind", True):
         return
     f(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure only leaves it to the kernel

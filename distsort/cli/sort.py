@@ -320,6 +320,10 @@ def cmd_sort(args: Namespace) -> int:
 
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
+    from .ondisk import host_budget  # not on the workers that import distsort.cli
+    memory = host_budget(args, job)
+    if memory:
+        return _sort_on_disk(job, args, memory, t0)
     in_process = fits_in_process(args, job)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
@@ -351,6 +355,23 @@ def _sort_and_summarize(job, args):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
         os.close(devnull)
+    return OK
+
+
+def _sort_on_disk(job, args, memory, t0):
+    """An input larger than host memory: runs on the disk, one k-way merge
+    (:mod:`distsort.cli.ondisk`); the disk measured first, alone."""
+    from .connection import in_process_threads
+    from .ondisk import sort_on_disk
+    floor = disk_floor(job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
+    facts = {"start": time.perf_counter() - t0, "disk": floor}
+    sort_on_disk(job, args, memory, facts)
+    facts["wall"] = time.perf_counter() - t0
+    threads = min(in_process_threads(), (os.cpu_count() or 1) + 1)
+    cluster = Cluster(None, f"{threads} threads of this process on {os.cpu_count()} cores "
+                            "(larger than memory: sorted through the disk)", gpu=False)
+    print("distsort sort: done", flush=True)
+    print_summary(job, cluster, facts)
     return OK
 
 

@@ -31,7 +31,8 @@ def print_summary(job, cluster, facts, report=None):
          + (", descending" if job.descending else "")),
         ("chunks", f"{describe_chunks(chunks)}, "
                    f"{fmt_bytes((chunks[0] if chunks else 0) * src.dtype.itemsize)} of keys "
-                   f"each; {_network(facts)}"),
+                   "each; " + ("output segments of the k-way merge" if "disk_path" in facts
+                               else _network(facts))),
         ("cluster", cluster.description),
         *_out_of_core(job, facts),
         ("wall time", f"{facts['wall']:.2f} s in all; " + _where(facts)),
@@ -60,7 +61,16 @@ def _network(facts):
 
 
 def _out_of_core(job, facts):
-    """The memory line of a sort larger than the device budgets (none otherwise)."""
+    """The memory line of a sort larger than the device budgets or the host's memory
+    (none otherwise)."""
+    disk = facts.get("disk_path")
+    if disk:
+        freed = ", freed behind the merge" if disk["freed"] else ""
+        return [("memory", f"larger than memory: {fmt_bytes(job.src.n * job.sort_bytes())} "
+                           f"sorted within {fmt_bytes(disk['memory'])} of host memory, as "
+                           f"{disk['runs']} sorted runs on the disk in {disk['directory']} "
+                           f"({disk['run_seconds']:.2f} s{freed}), merged in one k-way pass "
+                           f"of {disk['segments']} segments ({disk['merge_seconds']:.2f} s)")]
     if "out_of_core" not in facts:
         return []
     budget, runs = facts["out_of_core"]

@@ -117,3 +117,21 @@ def order_kernel(name: str):
     preamble = _ORDER_PREAMBLE + f"\n// headers {_headers_digest()}\n"
     return cupy.ElementwiseKernel(in_params, out_params, body, f"distsort_float_{name}",
                                   preamble=preamble, options=("-std=c++17", f"-I{HERE}"))
+
+
+@functools.cache
+def _float_bounds(device, code_dtype):
+    import cupy
+
+    name = f"float_bounds<{_U[np.dtype(code_dtype).itemsize]}>"
+    module = cupy.RawModule(code=(HERE / "float_bounds.cu").read_text(),
+                            options=("-std=c++17",), name_expressions=[name])
+    return module.get_function(name)
+
+
+def float_bounds_kernel(code_dtype):
+    """The kernel of ``float_bounds.cu`` for sorted float keys stored as ``code_dtype``
+    (uint32 or uint64), on the current device (compiled once, then cached)."""
+    import cupy
+
+    return _float_bounds(cupy.cuda.Device().id, np.dtype(code_dtype).str)

@@ -19,14 +19,15 @@ import numpy as np
 from ... import memory
 from ...chunk import (head, length, make_chunk, parts, slice_chunk,  # noqa: F401  (the Backend)
                       split_high, split_low, tail)
-from . import launcher
+from . import launcher, local_sort
 from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
 from .local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
 from ..cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
 from .passes import schedule  # noqa: F401  (part of this backend's interface)
 
-#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``.
-CAPABILITIES = frozenset({"local", "sort_owned"})
+#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``;
+#: ``sort_chunk``; ``stable``; ``fits``.
+CAPABILITIES = frozenset({"local", "sort_owned", "sort_chunk", "stable", "fits"})
 
 
 def merge_runs(a, b, descending=False):
@@ -41,15 +42,19 @@ def crossing_count(a_top, b_bottom, descending):
 
 
 # ---------------------------------------------------------------- the interface
+def check_fits(n, element_bytes):
+    """Refuse, with rechunk advice, an input chunk of ``n`` elements that cannot fit three
+    times even on an empty device: a merge later holds it, the other chunk's head and
+    the output."""
+    memory.check_chunk_fits(n, element_bytes, memory.device_capacity(), copies=3)
+
+
 def prepare(keys, values, order, start=None, local="bitonic"):
     """Copy one chunk (the input is never modified) and sort the copy: in place, or by
     CUB's radix sort (``local``: ``local_sort.sort_owned``; the graph passes the
     ``local=`` of ``distsort.sort``, whose default is ``"auto"``)."""
     vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
-    # A merge later holds this chunk, the other chunk's head and the output: refuse a
-    # chunk that cannot fit three times even on an empty device, with rechunk advice.
-    memory.check_chunk_fits(keys.size, keys.dtype.itemsize + vbytes,
-                            memory.device_capacity(), copies=3)
+    check_fits(keys.size, keys.dtype.itemsize + vbytes)
     keys = cupy.array(keys, copy=True).ravel()
     if order.keyed:
         if start is not None:
@@ -112,3 +117,18 @@ def sort_blocks(keys, values, axis, order, positions=False):
     sort_inplace(k, v, order.descending, lanes=lanes)
     k = cupy.moveaxis(k, -1, axis)
     return k, (None if v is None else cupy.moveaxis(v, -1, axis))
+
+
+def sort_chunk(keys, order, local="auto", part=0):
+    """One whole chunk sorted on its own into one output chunk (``local_sort.sort_chunk``:
+    ``part`` 0 the keys, 1 an argsort's positions alone)."""
+    check_fits(keys.size, keys.dtype.itemsize + 8 * part)
+    return local_sort.sort_chunk(cupy.asarray(keys), order, local, part)
+
+
+def stable_sort(keys, values, order):
+    """``(keys, values)`` (new arrays) sorted by key alone, equal keys in their order
+    here: one stable radix sort of the keys, both taken by it
+    (``local_sort.radix_sort(..., by_position=True)``; the arrays are only read)."""
+    return local_sort.radix_sort(cupy.asarray(keys), cupy.asarray(values), order,
+                                 by_position=True)

@@ -5,9 +5,11 @@ through :func:`sort_owned`, which picks the path by :func:`choose_local`:
 
 ``"radix"``
     ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, several times faster than the
-    bitonic kernels: ``docs/performance.md``) on distsort's order codes, so
-    the result is the one of every other path bit for bit: NaNs last, ``-0.0``
-    before ``+0.0``, argsort stable, ties of ``sort_by_key`` broken by the value.
+    bitonic kernels: ``docs/performance.md``) on ascending integer and float32/64
+    keys as they are (:func:`sort_keys`, :func:`stable_perm`: floats then put in
+    distsort's order), on distsort's order codes otherwise, so the result is the one
+    of every other path bit for bit: NaNs last, ``-0.0`` before ``+0.0``, argsort
+    stable, ties of ``sort_by_key`` broken by the value (or by position).
     It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
 ``"bitonic"``
     The in-place kernels (``distsort.backends.gpu.launcher.sort_inplace``): no extra memory.
@@ -27,9 +29,11 @@ import sys
 import numpy as np
 
 from ... import dask_cuda_store
+from ...xp import namespace
 
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
-           "device_limit", "sort_owned", "radix_sort", "encode_codes", "decode_codes"]
+           "device_limit", "sort_owned", "radix_sort", "sort_keys", "stable_perm",
+           "float_bounds", "cub_float_order", "encode_codes", "decode_codes"]
 
 #: Values of ``local=``.
 LOCAL_SORTS = ("auto", "bitonic", "radix")
@@ -135,43 +139,181 @@ def device_limit():
     return limit if limit is not None else memory.device_capacity()
 
 
+def _path(keys, value_size, local, increasing_values, owned):
+    """The local sort (:func:`choose_local`) of a chunk of ``keys`` with values of
+    ``value_size`` bytes, the task holding ``owned`` bytes of it already."""
+    return choose_local(radix_extra_bytes(keys.size, keys.dtype.itemsize, value_size,
+                                          increasing_values),
+                        device_budget(owned) if local == "auto" else None, local)
+
+
 def sort_owned(keys, values, order, local="auto", increasing_values=False):
     """Sort ``keys`` (and ``values``: arrays this task owns, that may be overwritten)
     by ``order``; returns the chunk (keys, or ``(keys, values)``).
     ``increasing_values``: the values are increasing (argsort's positions), so a
     stable sort by the key alone orders them."""
-    vsize = 0 if values is None else values.dtype.itemsize
     owned = keys.nbytes + (0 if values is None else values.nbytes)
-    path = choose_local(radix_extra_bytes(keys.size, keys.dtype.itemsize, vsize,
-                                          increasing_values),
-                        device_budget(owned) if local == "auto" else None, local)
-    if path == "radix":
+    vsize = 0 if values is None else values.dtype.itemsize
+    if _path(keys, vsize, local, increasing_values, owned) == "radix":
         return radix_sort(keys, values, order, increasing_values)
     from .launcher import sort_inplace
     sort_inplace(keys, values, order.descending)
     return keys if values is None else (keys, values)
 
 
-def radix_sort(keys, values, order, increasing_values=False):
+def sort_chunk(keys, order, local="auto", part=0):
+    """One whole chunk of ``keys`` (read, not written) sorted on its own, as one
+    output chunk: ``part`` 0, the sorted keys (of a keys-only sort, or an argsort's);
+    1, an argsort's int64 positions alone, no key gathered.
+
+    The radix path reads the chunk where it lies: the keys are copied once (into
+    their codes where codes are sorted), an argsort sorts new codes or a copy.
+    """
+    keys = keys.ravel()
+    path = _path(keys, 8 if order.keyed else 0, local, order.keyed, 0)
+    if not order.keyed:
+        if path == "radix":
+            return sort_keys(keys, order.descending, owned=False)
+        from .launcher import sort_inplace
+        keys = keys.copy()
+        sort_inplace(keys, None, order.descending)
+        return keys
+    if path == "radix":
+        perm = stable_perm(keys, order.descending)
+        return perm if part else keys[perm]
+    import cupy
+    from .launcher import sort_inplace
+    keys = keys.copy()
+    positions = cupy.arange(keys.size, dtype=np.int64)
+    sort_inplace(keys, positions, order.descending)
+    return positions if part else keys
+
+
+def radix_sort(keys, values, order, increasing_values=False, by_position=False):
     """The chunk of ``keys`` (and ``values``) sorted by CUB's radix sort on the order
     codes of ``distsort.order``: the same order as the bitonic kernels'.  ``keys`` is
-    owned: keys alone are turned into their codes, sorted and turned back in place."""
+    owned: keys alone are turned into their codes, sorted and turned back in place
+    (ascending integer and float32/64 keys are sorted as they are:
+    :func:`sort_keys`).  ``increasing_values``: the values are increasing positions
+    (argsort's); ``by_position``: ties of the key are broken by position, not by
+    the value (a stable ``sort_by_key``: one stable sort by the key alone, then the
+    values gathered; ``keys`` and ``values`` are then only read)."""
     import cupy
 
     from ..cpu.numpy_backend import order_codes
     if values is None:
-        codes = encode_codes(keys, descending=order.descending, in_place=True)
-        codes.sort()  # thrust/CUB radix sort in place
-        return decode_codes(codes, keys.dtype, descending=order.descending)
-    if increasing_values:  # a stable sort by the key's canonical code is the order
-        perm = cupy.argsort(encode_codes(keys, canonical=True, descending=order.descending))
-        return keys[perm], take_increasing(values, perm)
+        return sort_keys(keys, order.descending)
+    if increasing_values or by_position:  # a stable sort by the key's canonical code
+        perm = stable_perm(keys, order.descending)
+        if increasing_values:
+            return keys[perm], take_increasing(values, perm)
+        return keys[perm], values[perm]
     # least significant code first: stable sorts compose to the lexicographic order
     codes = order_codes(keys, values, order.descending)
     perm = cupy.argsort(codes[-1])
     for code in codes[-2::-1]:
         perm = perm[cupy.argsort(code[perm])]
     return keys[perm], values[perm]
+
+
+def _native(keys, descending):
+    """Whether CuPy's own sort of ``keys`` (CUB's radix sort on their bits) is distsort's
+    order, up to :func:`cub_float_order`'s fix-ups: ascending (u)int and float32/64
+    CuPy keys (float16 and bool have no radix sort of their own there)."""
+    return (not descending and namespace(keys) is not np
+            and (keys.dtype.kind in "iu" or keys.dtype in (np.float32, np.float64)))
+
+
+def sort_keys(keys, descending=False, owned=True):
+    """``keys`` sorted in distsort's order: in their own storage where ``owned``, else
+    in a copy (the pass to codes, where they are sorted as codes).
+
+    Ascending (u)int and float32/64 keys are sorted as they are by CuPy (CUB's radix
+    sort: no passes to codes and back, 2.6 ms of 9.3 at 2^28 float32 on an H200),
+    floats then put in distsort's order (:func:`cub_float_order`); other keys
+    through their order codes.
+    """
+    if _native(keys, descending):
+        keys = keys if owned else keys.copy()
+        keys.sort()
+        if keys.dtype.kind == "f":
+            keys = cub_float_order(keys, float_bounds(keys))
+        return keys
+    codes = encode_codes(keys, descending=descending, in_place=owned)
+    codes.sort()  # thrust/CUB radix sort in place
+    return decode_codes(codes, keys.dtype, descending=descending)
+
+
+def stable_perm(keys, descending=False):
+    """The int64 permutation that sorts ``keys`` stably by their canonical order
+    (``-0.0 == +0.0``, every NaN equal and last): ``numpy.argsort(kind="stable")``'s.
+    Ascending (u)int and float32/64 keys are sorted as they are (:func:`sort_keys`),
+    the NaNs' positions then put last in input order."""
+    import cupy
+    if not _native(keys, descending):
+        return cupy.argsort(encode_codes(keys, canonical=True, descending=descending))
+    perm = cupy.argsort(keys)  # CUB: -0.0 == +0.0, NaNs first (negative) and last (by payload)
+    if keys.dtype.kind != "f" or not perm.size:
+        return perm
+    ends = keys[perm[cupy.array([0, -1])]].get()
+    if not np.isnan(ends).any():
+        return perm
+    nan = cupy.isnan(keys)
+    first = int(cupy.count_nonzero(nan & cupy.signbit(keys)))  # negative NaNs lead
+    last = perm.size - (int(cupy.count_nonzero(nan)) - first)
+    return cupy.concatenate([perm[first:last],
+                             cupy.sort(cupy.concatenate([perm[:first], perm[last:]]))])
+
+
+def float_bounds(keys):
+    """``(k, lo, hi)`` of float ``keys`` sorted in CUB's order: ``k`` negative NaNs
+    lead, ``keys[lo:hi]`` are the zeros (``kernels/float_bounds.cu``, on the GPU: one
+    small kernel and one read; NumPy keys by the same predicates, for tests)."""
+    u = keys.view(f"u{keys.dtype.itemsize}")
+    if namespace(keys) is np:
+        sign = u.dtype.type(1 << (8 * u.itemsize - 1))
+        mag = u & ~sign
+        negative = (u & sign) != 0
+        held = (negative & (mag > _exponent_mask(keys.dtype)), negative & (mag != 0),
+                negative | (u == 0))
+        return tuple(int(np.argmin(h)) if h.size and not h.all() else h.size for h in held)
+    import cupy
+
+    from ...kernels.loader import float_bounds_kernel
+    out = cupy.empty(3, dtype=np.int64)
+    float_bounds_kernel(u.dtype)((1,), (32,), (u, np.int64(u.size), out))
+    return tuple(int(b) for b in out.get())
+
+
+def _exponent_mask(dtype):
+    bits = 8 * dtype.itemsize
+    nmant = np.finfo(dtype).nmant
+    return ((1 << (bits - 1 - nmant)) - 1) << nmant
+
+
+def cub_float_order(keys, bounds):
+    """Float ``keys`` sorted in CUB's order (``cupy.sort``), owned, in distsort's: the
+    zeros ``keys[lo:hi]`` (both signs in input order) rewritten as the ``-0.0`` then
+    the ``+0.0``, the ``k`` leading negative NaNs moved after the positive ones, their
+    order kept (a new array, only where there are any).  ``bounds``: ``(k, lo, hi)``
+    (:func:`float_bounds`).
+
+    >>> x = np.array([np.nan, -1.0, 0.0, -0.0, 2.0], dtype=np.float32)
+    >>> x[0] = -x[0]  # a negative NaN, first in CUB's order
+    >>> cub_float_order(x, float_bounds(x)).view("u4").tolist() == np.array(
+    ...     [-1.0, -0.0, 0.0, 2.0, -np.nan], dtype=np.float32).view("u4").tolist()
+    True
+    """
+    k, lo, hi = bounds
+    xp = namespace(keys)
+    if hi - lo > 1:
+        zeros = keys[lo:hi].view(f"u{keys.dtype.itemsize}")
+        negative = int(xp.count_nonzero(zeros))  # here only -0.0 has a bit set
+        zeros[:negative] = 1 << (8 * keys.dtype.itemsize - 1)
+        zeros[negative:] = 0
+    if k:
+        keys = xp.concatenate([keys[k:], keys[:k]])
+    return keys
 
 
 def take_increasing(values, perm):
@@ -199,7 +341,6 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
     ``in_place`` overwrite their own storage (a contiguous copy's, for a view); other
     dtypes, and NumPy keys (the CPU tests of this path), go through ``order.encode``."""
     from ...order import code_dtype, encode
-    from ...xp import namespace
     if keys.dtype.kind != "f" or namespace(keys) is np:
         return encode(keys, canonical=canonical, descending=descending)
     from ...kernels.loader import order_kernel
@@ -212,7 +353,6 @@ def decode_codes(codes, dtype, *, descending=False):
     """``order.decode(codes, dtype, copy=False)`` of CuPy ``codes``, in place; float
     keys in one elementwise pass."""
     from ...order import decode
-    from ...xp import namespace
     if codes.dtype.kind == "u" and dtype.kind == "f" and namespace(codes) is not np:
         from ...kernels.loader import order_kernel
         return order_kernel("decode")(codes, descending, codes).view(dtype)

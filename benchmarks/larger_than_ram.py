@@ -1,0 +1,185 @@
+"""``distsort sort`` on a float32 .npy larger than this machine's memory, against a copy
+of the file with ``dd``.
+
+One run, in this order (the disk is the limit, and a second copy of the data would not
+fit it):
+
+1. a float32 .npy of fresh random data, ``--ram-factor`` times this machine's memory
+   (1.25: 30 GB on 24 GB), written in pieces;
+2. the disk's own rates: 2 GiB of the input read and 2 GiB written with ``O_DIRECT``;
+3. ``dd if=INPUT of=COPY bs=64M conv=fdatasync``: the floor of any sort that reads
+   the file and writes its result; the copy is deleted at once;
+4. ``distsort sort INPUT OUTPUT --device cpu``: the plan sees the data outgrow the
+   memory available and sorts through the disk (runs, one k-way merge); its summary is
+   kept;
+5. the output checked by streaming it (sorted within and across blocks, the count, an
+   order-free 64-bit checksum against the input's: ``cli_io.check_streaming``).
+
+The design moves the data through the disk twice each way (read the input, write the
+runs, read the runs, write the output): twice a copy's bytes.  The row reports the
+command's time over ``dd``'s, and the floor of the design at the rates of step 2.
+Both files are removed at the end (``--keep`` keeps them).
+
+Examples
+--------
+On the 2-core CPU machine (30 GB; about 70 GB free under the directory)::
+
+    python benchmarks/larger_than_ram.py --dir /work/scratch
+
+A smoke test (1 GiB sorted within 64 MB)::
+
+    python benchmarks/larger_than_ram.py --quick
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_io import check_streaming, make_input, timed  # noqa: E402
+from driver import parser, print_table, save_rows  # noqa: E402
+
+PROBE = 2 << 30
+
+
+def direct_rates(src, directory, nbytes=PROBE):
+    """Read and write rates (bytes/s) of the disk, past the page cache (``O_DIRECT``)."""
+    nbytes = min(nbytes, os.path.getsize(src) // (1 << 20) * (1 << 20))
+    count = nbytes >> 20
+    read, _ = timed(["dd", f"if={src}", "of=/dev/null", "bs=1M", f"count={count}",
+                     "iflag=direct"])
+    scratch = Path(directory) / ".larger_than_ram-probe"
+    try:
+        write, _ = timed(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={count}",
+                          "oflag=direct", "conv=fdatasync"])
+    finally:
+        scratch.unlink(missing_ok=True)
+    return nbytes / read, nbytes / write
+
+
+def timed_with_peak(cmd):
+    """``timed(cmd)`` and the process's peak resident memory (polled every 0.2 s)."""
+    import psutil
+    t0 = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, proc.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        sys.stderr.write(stdout + stderr)
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit status {proc.returncode}")
+    return wall, stdout, peak
+
+
+def sort_command(src, out, extra):
+    return [sys.executable, "-m", "distsort.cli", "sort", str(src), str(out), "--device", "cpu",
+            "--no-progress", *extra]
+
+
+def loadavg():
+    return round(os.getloadavg()[0], 2)
+
+
+def measure(size, workdir, args):
+    src, copy, out = (Path(workdir) / n for n in ("larger_than_ram_in.npy",
+                                                  "larger_than_ram_copy.npy",
+                                                  "larger_than_ram_out.npy"))
+    row = {"bytes": size, "ram": _ram(), "disk_free_before": shutil.disk_usage(workdir).free}
+    try:
+        t0 = time.perf_counter()
+        row["elements"] = make_input(src, size, args.seed, threads=2)
+        subprocess.run(["sync"], check=True)
+        row["make_input_s"] = round(time.perf_counter() - t0, 1)
+        read, write = direct_rates(src, workdir)
+        row.update(read_Bps=read, write_Bps=write)
+        row["load_dd"] = loadavg()
+        row["dd_s"], _ = timed(["dd", f"if={src}", f"of={copy}", "bs=64M", "conv=fdatasync"])
+        copy.unlink()
+        subprocess.run(["sync"], check=True)
+        row["load_sort"] = loadavg()
+        before = _child_cpu()
+        row["sort_s"], stdout, row["sort_peak_rss"] = timed_with_peak(
+            sort_command(src, out, args.distsort_args))
+        # CPU seconds (user + system) the sort took: over its wall time, the cores it got
+        row["sort_cpu_s"] = round(_child_cpu() - before, 1)
+        row["sort_cores"] = round(row["sort_cpu_s"] / row["sort_s"], 2)
+        row["summary"] = [line.strip() for line in stdout.splitlines() if line.startswith("  ")]
+        row["disk_path"] = any("larger than memory" in s for s in row["summary"])
+        t1 = time.perf_counter()
+        check_streaming(src, out)
+        row["check_s"] = round(time.perf_counter() - t1, 1)
+        row["checked"] = "sorted within and across blocks, count, order-free checksum"
+    finally:
+        for p in (copy,) + (() if args.keep else (src, out)):
+            p.unlink(missing_ok=True)
+    row["ratio_to_dd"] = row["sort_s"] / row["dd_s"]
+    # the design: input read, runs written, runs read, output written
+    row["floor_s"] = 2 * size / row["read_Bps"] + 2 * size / row["write_Bps"]
+    row["ratio_to_floor"] = row["sort_s"] / row["floor_s"]
+    row["copy_floor_s"] = size / row["read_Bps"] + size / row["write_Bps"]
+    return row
+
+
+def _child_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _ram():
+    import psutil
+    return psutil.virtual_memory().total
+
+
+def main(argv=None):
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--ram-factor", type=float, default=1.25,
+                   help="the input's size over this machine's memory (default 1.25)")
+    p.add_argument("--dir", help="where the files go (default: a temporary directory)")
+    p.add_argument("--seed", type=int, default=None, help="default: fresh")
+    p.add_argument("--keep", action="store_true", help="keep the input and the output")
+    p.add_argument("distsort_args", nargs="*", help="more arguments of distsort sort")
+    args = p.parse_args(argv)
+    size = int(_ram() * args.ram_factor) // (64 << 20) * (64 << 20)
+    if args.quick:
+        size, args.distsort_args = 1 << 30, args.distsort_args + ["--host-memory-limit", "64MB"]
+    if args.seed is None:
+        args.seed = int(np.random.SeedSequence().entropy % 2**32)
+    workdir = args.dir or tempfile.mkdtemp(prefix="larger_than_ram-")
+    free = shutil.disk_usage(workdir).free
+    if free < 2.05 * size:
+        raise SystemExit(f"{workdir}: {free / 1e9:.1f} GB free; the input, then a copy or the "
+                         f"output beside it, need {2.05 * size / 1e9:.1f} GB")
+    row = measure(size, workdir, args)
+    row["seed"] = args.seed
+    print_table([row], [("bytes", "{:,}"), ("dd_s", "{:.1f}"), ("sort_s", "{:.1f}"),
+                        ("ratio_to_dd", "{:.2f}"), ("floor_s", "{:.1f}"),
+                        ("ratio_to_floor", "{:.2f}"), ("sort_cores", "{}"),
+                        ("load_sort", "{}")])
+    for line in row["summary"]:
+        print(line)
+    found = re.search(r"(\d+) sorted runs", " ".join(row["summary"]))
+    row["runs"] = int(found.group(1)) if found else None
+    path = save_rows([row], "larger_than_ram", "cpu-2cores", args.out,
+                     note="the input larger than the machine's memory; dd conv=fdatasync "
+                          "copy as the floor; page cache not dropped")
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""The command's path for inputs larger than host memory (``distsort.disksort``,
+``distsort.cli.ondisk``): the plan and the co-ranks on integers against brute force,
+then whole sorts under a tiny forced memory budget, bit for bit against NumPy."""
+import bisect
+import itertools
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arrays import DTYPES, bits, kernel_order, random_keys, stable_argsort
+from distsort import cli
+from distsort import disksort
+from distsort.cli import ondisk
+from distsort.kway import co_ranks, segment_bounds
+
+# -------------------------------------------------------------- plans, on integers
+
+
+@pytest.mark.parametrize("n,per,memory,tasks", [(0, 4, 100, 3), (1, 4, 1, 3), (10, 12, 36, 3),
+                                                (1000, 12, 4000, 3), (10**9, 12, 8 << 30, 3),
+                                                (7, 8, 10**6, 2)])
+def test_plan_covers_the_input_within_memory(n, per, memory, tasks):
+    p = disksort.plan_disk_sort(n, per, memory, tasks)
+    assert sum(p.runs) == n and all(r > 0 for r in p.runs)
+    piece = max(1, memory // (tasks * per))
+    assert max(p.runs, default=0) <= piece  # every task's run fits its share
+    assert max(p.runs, default=0) - min(p.runs, default=0) <= 1  # runs of equal sizes
+    assert 1 <= p.segment <= max(1, piece)
+
+
+def test_disk_choice_and_room():
+    assert disksort.needs_disk(10, 29) and not disksort.needs_disk(10, 30)
+    assert disksort.disk_room(30, 30, 2, punch=True) == 32
+    assert disksort.disk_room(30, 30, 2, punch=False) == 60
+    assert disksort.element_bytes(8, 0, "sort") == 24
+    assert disksort.element_bytes(4, 4, "by-value") > disksort.element_bytes(4, 0, "sort")
+
+
+def _brute_co_ranks(runs, rank):
+    """The co-ranks of ``rank`` by merging: (value, run) pairs sorted, the first ``rank``."""
+    merged = sorted((v, j, p) for j, r in enumerate(runs) for p, v in enumerate(r))
+    counts = [0] * len(runs)
+    for _, j, _ in merged[:rank]:
+        counts[j] += 1
+    return tuple(counts)
+
+
+def _index(runs, stride):
+    """A RunIndex over integer runs held as code arrays (one code per element)."""
+    arrays = [np.array(r, np.uint64) for r in runs]
+    samples = [(a[::stride],) for a in arrays]
+    reads = []
+
+    def read(j, lo, hi):
+        reads.append((j, lo, hi))
+        return (arrays[j][lo:hi],)
+    return disksort.RunIndex([len(r) for r in runs], samples, stride, read, cached=4), reads
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("stride", [1, 3, 8])
+def test_co_ranks_from_samples_match_brute_force(seed, stride):
+    rng = np.random.default_rng(seed)
+    runs = [sorted(rng.integers(0, 12, int(rng.integers(0, 30))).tolist()) for _ in range(5)]
+    n = sum(map(len, runs))
+    index, reads = _index(runs, stride)
+    previous = (0,) * len(runs)
+    for rank in range(n + 1):
+        got = co_ranks([len(r) for r in runs], rank, index)
+        assert got == _brute_co_ranks(runs, rank)
+        # from the previous rank's co-ranks: nothing below them is read
+        reads.clear()
+        assert co_ranks([len(r) for r in runs], rank, index, start=previous) == got
+        assert all(lo >= previous[j] or hi <= lo for j, lo, hi in reads) or all(
+            hi <= runs_len for j, lo, hi in reads for runs_len in [len(runs[j])])
+        previous = got
+
+
+def test_co_ranks_never_read_below_the_window():
+    """A streamed merge frees the runs below the last co-ranks: the search started
+    there must not read what lies below (it would read zeros)."""
+    rng = np.random.default_rng(3)
+    runs = [sorted(rng.integers(0, 1000, 200).tolist()) for _ in range(4)]
+    lengths = [len(r) for r in runs]
+    arrays = [np.array(r, np.uint64) for r in runs]
+    freed = [0] * 4
+
+    def read(j, lo, hi):
+        part = arrays[j][lo:hi].copy()
+        part[:max(0, freed[j] - lo)] = 0  # what was freed reads as zeros
+        return (part,)
+    index = disksort.RunIndex(lengths, [(a[::16],) for a in arrays], 16, read, cached=0)
+    c = (0,) * 4
+    for rank in segment_bounds((sum(lengths),), 37)[0][1:]:
+        c = co_ranks(lengths, rank, index, start=c)
+        assert c == _brute_co_ranks(runs, rank)
+        freed = list(c)
+
+
+def test_co_ranks_of_tuple_codes():
+    """Keyed orders compare tuples of codes: ties on the first code go to the second."""
+    rng = np.random.default_rng(7)
+    runs = [sorted(zip(rng.integers(0, 3, 20).tolist(), rng.integers(0, 3, 20).tolist(),
+                       strict=True)) for _ in range(3)]
+    arrays = [(np.array([a for a, _ in r], np.uint64), np.array([b for _, b in r], np.uint64))
+              for r in runs]
+    index = disksort.RunIndex([20] * 3, [(a[::4], b[::4]) for a, b in arrays], 4,
+                              lambda j, lo, hi: tuple(c[lo:hi] for c in arrays[j]))
+    for rank in range(61):
+        assert co_ranks([20] * 3, rank, index) == _brute_co_ranks(runs, rank)
+
+
+def test_segments_cover_the_output_in_order():
+    assert segment_bounds((10,), 4) == ((0, 3, 6, 10),)
+    for n, s in itertools.product(range(0, 40, 7), range(1, 9)):
+        (b,) = segment_bounds((n,), s)
+        assert b[0] == 0 and b[-1] == n
+        assert all(0 < y - x <= s for x, y in itertools.pairwise(b)) or n == 0
+
+
+def test_bisect_matches_python():
+    codes = np.array([1, 2, 2, 2, 5], np.uint64)
+    for v in range(7):
+        for right in (False, True):
+            find = bisect.bisect_right if right else bisect.bisect_left
+            assert disksort._bisect((codes,), (v,), right) == find(codes.tolist(), v)
+            pairs = (codes, codes[::-1].copy())
+            got = disksort._bisect((np.sort(pairs[0]), np.zeros(5, np.uint64)), (v, 0), right)
+            assert got == find(sorted(codes.tolist()), v)
+
+
+# -------------------------------------------------------------- files
+
+
+def test_freeing_and_direct_writes(tmp_path):
+    """Runs freed behind the merge read as zeros; writes aligned or not land in place."""
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"\0" * 100)
+    r = disksort.Region(str(path), 100, np.dtype(np.uint32), 5000)
+    x = np.arange(5000, dtype=np.uint32)
+    out = disksort.scratch("test", 5000, np.uint32, r.at(0))
+    out[:] = x
+    r.write(0, out)
+    r.write(7, x[7:20] + 1)  # unaligned: through the page cache
+    want = x.copy()
+    want[7:20] += 1
+    assert np.array_equal(r.read(0, 5000), want)
+    if disksort.can_free(str(tmp_path)):
+        assert r.free(0, 4000)
+        got = r.read(0, 5000)
+        assert not got[1000:3000].any()  # whole pages inside the range are freed
+        assert np.array_equal(got[4000:], want[4000:])
+
+
+# -------------------------------------------------------------- the command
+
+
+def _run(capsys, *argv):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+TINY = ("--device", "cpu", "--no-progress", "--verify")
+
+
+def limit(x, payload=0, order="sort"):
+    """``--host-memory-limit`` for about ten runs of ``x`` (three at once on two cores)."""
+    per = disksort.element_bytes(x.dtype.itemsize, payload, order)
+    return ("--host-memory-limit", str(3 * per * len(x) // 10))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+@pytest.fixture(autouse=True)
+def small_stride(monkeypatch):
+    """Blocks of 64 elements, so that a search reads inside runs of a few thousand."""
+    monkeypatch.setattr(disksort, "STRIDE", 64)
+
+
+def _keys(rng, n, dtype):
+    if np.dtype(dtype).kind in "mM":
+        x = rng.integers(-10**6, 10**6, n).astype(dtype)
+        x[rng.random(n) < 0.05] = np.array("NaT", dtype)
+        return x
+    return random_keys(rng, n, dtype, duplicates=True)
+
+
+def _sorted_like_numpy(x, descending):
+    if x.dtype.kind in "mM":  # NaT last; descending: the reverse of the ascending sort
+        ref = np.sort(x)
+        return ref[::-1] if descending else ref
+    from distsort.order import decode, encode
+    c = np.sort(encode(x, descending=descending))
+    return decode(c, x.dtype, descending=descending)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + ["datetime64[ns]", "timedelta64[s]"])
+def test_sort_through_the_disk_every_dtype(tmp_path, capsys, rng, dtype):
+    x = _keys(rng, 6_007, dtype)
+    np.save(tmp_path / "in.npy", x)
+    for descending in (False, True):
+        d = ["--descending"] if descending else []
+        out = tmp_path / f"o{int(descending)}.npy"
+        code, stdout, err = _run(capsys, "sort", tmp_path / "in.npy", out, *TINY, *d,
+                                 *limit(x))
+        assert code == 0, err
+        assert "larger than memory" in stdout and "sorted runs on the disk" in stdout
+        got = np.load(out)
+        assert got.dtype == x.dtype
+        assert np.array_equal(bits(got), bits(_sorted_like_numpy(x, descending)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy", "o0.npy", "o1.npy"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "float16", "bool"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_and_values_through_the_disk(tmp_path, capsys, rng, dtype, descending):
+    x = _keys(rng, 5_003, dtype)
+    v = random_keys(rng, len(x), np.float32)
+    np.save(tmp_path / "k.npy", x)
+    np.save(tmp_path / "v.npy", v)
+    d = ["--descending"] if descending else []
+    code, _, err = _run(capsys, "sort", tmp_path / "k.npy", tmp_path / "a.npy", "--argsort",
+                        *TINY, *d, *limit(x, 8, "stable"))
+    assert code == 0, err
+    assert np.array_equal(np.load(tmp_path / "a.npy"), stable_argsort(x, descending))
+    for stable in (False, True):
+        s = ["--stable"] if stable else []
+        code, _, err = _run(capsys, "sort", tmp_path / "k.npy", tmp_path / "ko.npy", "--values",
+                            tmp_path / "v.npy", "--values-output", tmp_path / "vo.npy",
+                            "--overwrite", *TINY, *d, *s,
+                            *limit(x, 4, "stable" if stable else "by-value"))
+        assert code == 0, err
+        if stable:
+            p = stable_argsort(x, descending)
+            ref_k, ref_v = x[p], v[p]
+        else:
+            ref_k, ref_v = kernel_order(x, v, descending)
+        assert np.array_equal(bits(np.load(tmp_path / "ko.npy")), bits(ref_k))
+        assert np.array_equal(bits(np.load(tmp_path / "vo.npy")), bits(ref_v))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "k.npy", "ko.npy", "v.npy",
+                                                          "vo.npy"]
+
+
+def test_chosen_by_the_memory_available(tmp_path, capsys, rng, monkeypatch):
+    """Without --host-memory-limit, the memory psutil reports decides."""
+    import psutil
+    x = rng.standard_normal(20_000).astype(np.float32)
+    np.save(tmp_path / "in.npy", x)
+    real = psutil.virtual_memory()
+    monkeypatch.setattr(psutil, "virtual_memory",
+                        lambda: real._replace(available=100_000))
+    code, stdout, err = _run(capsys, "sort", tmp_path / "in.npy", tmp_path / "o.npy",
+                             "--device", "cpu", "--no-progress")
+    assert code == 0, err
+    assert "larger than memory" in stdout
+    assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
+
+
+def test_not_enough_disk_names_the_bytes(tmp_path, capsys, rng, monkeypatch):
+    import shutil
+    from collections import namedtuple
+    x = rng.standard_normal(10_000).astype(np.float32)
+    np.save(tmp_path / "in.npy", x)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda d: usage(10**6, 10**6 - 1000, 1000))
+    code, _, err = _run(capsys, "sort", tmp_path / "in.npy", tmp_path / "o.npy", *TINY,
+                        *limit(x))
+    assert code != 0
+    assert "not enough free disk space" in err and "(1,000 bytes) is free" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy"]
+
+
+def test_a_failed_merge_leaves_nothing(tmp_path, capsys, rng, monkeypatch):
+    x = rng.standard_normal(10_000).astype(np.float32)
+    np.save(tmp_path / "in.npy", x)
+    calls = []
+    real = disksort.sort_piece
+
+    def failing(keys, *a, **k):
+        calls.append(len(keys))
+        if len(calls) > 12:  # past the runs (about ten): in the merge
+            raise OSError(28, "No space left on device")
+        return real(keys, *a, **k)
+    monkeypatch.setattr(disksort, "sort_piece", failing)
+    code, _, err = _run(capsys, "sort", tmp_path / "in.npy", tmp_path / "o.npy", *TINY,
+                        *limit(x))
+    assert code != 0 and "no space left" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy"]
+
+
+def test_keeps_its_path_for_zarr_outputs_and_clusters(tmp_path):
+    """The disk path writes .npy outputs in this process; other requests keep theirs."""
+    from types import SimpleNamespace
+    src = SimpleNamespace(n=10**6, dtype=np.dtype(np.float32))
+    job = SimpleNamespace(src=src, outputs=[str(tmp_path / "o.npy")], sort_bytes=lambda: 4)
+    args = SimpleNamespace(scheduler_address=None, scheduler_file=None, workers=None,
+                           memory_limit=None, spill_dir=None, device="cpu", report=None,
+                           host_memory_limit=10**6)
+    assert ondisk.host_budget(args, job) == 10**6
+    assert ondisk.host_budget(SimpleNamespace(**{**vars(args), "workers": 2}), job) is None
+    job.outputs = [str(tmp_path / "o.zarr")]
+    assert ondisk.host_budget(args, job) is None
+    job.outputs = [str(tmp_path / "o.npy")]
+    assert ondisk.host_budget(SimpleNamespace(**{**vars(args),
+                                                 "host_memory_limit": 10**8}), job) is None
+    assert Path(os.devnull).exists()
