@@ -8,7 +8,10 @@ more than half of its time (``docs/performance.md``).  The stage tasks of an out
 sort only need the chunk's bytes on the host, so for a persisted input they take a
 :class:`Held` reference instead of a dependency and read the chunk where the worker
 keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of its
-host copy, a chunk on the device or in a plain store as it is.
+host copy, a chunk on the device or in a plain store as it is.  The group sorts of many
+small persisted chunks on a ``distributed`` cluster read them the same way, all of a
+group's chunks through one :class:`~distsort.taskkeys.HeldChunks` argument
+(:func:`read_held_chunks`): a dependency per chunk cost the scheduler more than the sort.
 
 Without a dependency the scheduler would neither place the task nor keep the chunk
 alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the
