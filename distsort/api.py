@@ -21,9 +21,12 @@ from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
 from .graph import (Inline, SortGraph, chunk_output_layer, finish_layer, graph_over,
                     one_chunk, plan_layers, run_output_layer)
-from .inputs import as_dask, check_flag, chunks_in_memory, native_order, numpy_keywords
-from .order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
+from .inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
+                     numpy_keywords)
+from .order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode, time_codes,
+                    time_from_codes)
 from .sortplan import SortOptions, SortPlan, plan_sort
+from .taskkeys import HeldChunks
 from .xp import namespace
 
 __all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
@@ -244,12 +247,23 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
 
 def _inputs_read(keys, values, plan, view):
     """``(reads, carried)``: what the sort's tasks take for each input array (by name):
-    its name, or its chunks themselves (``distsort.graph.Inline``) where the plan reads
-    them as they are, on Dask's local schedulers, and they are in memory; and the
-    inputs whose graphs the outputs carry."""
+    its name, or, where the plan reads the chunks as they are (``pieces``), the chunks
+    themselves (``distsort.graph.Inline``: on Dask's local schedulers, chunks in memory)
+    or their keys (``distsort.taskkeys.HeldChunks``: on a ``distributed`` cluster whose
+    scheduler plugin holds them, every chunk a future in the array's own graph, where
+    ``view`` located it); and the inputs whose graphs the outputs carry."""
     sources = [keys] + ([values] if values is not None else [])
-    if plan.pieces is None or view.distributed:
+    if plan.pieces is None:
         return {a.name: a.name for a in sources}, sources
+    if view.distributed:
+        owners = view.owners + (view.value_owners or ())
+        # One chunk is read by its key: its one task (``one_chunk``) depends on it alone.
+        if not (view.placed and None not in owners and keys.numblocks[0] > 1
+                and all(map(chunks_persisted, sources))):
+            return {a.name: a.name for a in sources}, sources
+        from .held import read_held_chunks
+        return {a.name: HeldChunks(a.__dask_keys__(), read_held_chunks, keep=a)
+                for a in sources}, []
     held = {a.name: chunks_in_memory(a) for a in sources}
     reads = {name: name if c is None else Inline(c) for name, c in held.items()}
     return reads, [a for a in sources if held[a.name] is None]
@@ -585,6 +599,56 @@ def _pack(values, block_info=None):
     return (positions << np.uint64(32)) | bits
 
 
+#: On the CPU, integer keys and values of at most this many bytes together are packed
+#: around their positions into one uint64 (:func:`_pack_stable`): a sort of one integer.
+_PACKED_PAIR_BYTES = 4
+
+
+def _pack_stable(keys, values, descending, block_info=None):
+    """uint64 ``key code | position | value bits`` (the code at the top, the value's bits
+    at the bottom): ordered as the keys (``descending`` or not), equal keys by position.
+
+    >>> k, v = np.array([2, -1, 2], np.int16), np.array([7, 8, 9], np.uint16)
+    >>> p = _pack_stable(k, v, False, [{"array-location": [(0, 3)]}])
+    >>> np.argsort(p).tolist()
+    [1, 0, 2]
+    >>> [_unpack_stable(np.sort(p), part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
+    [[-1, 2, 2], [8, 7, 9]]
+    """
+    start = block_info[0]["array-location"][0][0]
+    value_bits = 8 * values.dtype.itemsize
+    codes = encode(keys, descending=descending).astype(np.uint64)
+    codes <<= np.uint64(64 - 8 * keys.dtype.itemsize)
+    codes |= np.arange(start, start + keys.size, dtype=np.uint64) << np.uint64(value_bits)
+    codes |= values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
+    return codes
+
+
+def _unpack_stable(packed, part, key_dtype, value_dtype, descending):
+    """The keys (``part`` 0) or the values (1) of :func:`_pack_stable`'s codes."""
+    key_dtype, value_dtype = np.dtype(key_dtype), np.dtype(value_dtype)
+    if part == 1:
+        return packed.astype(f"u{value_dtype.itemsize}").view(value_dtype)
+    codes = (packed >> np.uint64(64 - 8 * key_dtype.itemsize)).astype(code_dtype(key_dtype))
+    return decode(codes, key_dtype, descending=descending, copy=False)
+
+
+def _stable_packed(keys, values, descending, verify, local):
+    """``stable=True`` of NumPy integer keys and values of :data:`_PACKED_PAIR_BYTES`
+    together: one keys-only sort of their packed codes, no positions moved beside them
+    and no gather (``benchmarks/keyed_cpu.py --stable``)."""
+    if values.chunks != keys.chunks:
+        values = values.rechunk(keys.chunks)
+    token = tokenize(keys, values, descending)
+    packed = da.map_blocks(_pack_stable, keys, values, descending, dtype=np.uint64,
+                           name="distsort-pack-" + token)
+    out, _ = _sort_1d(packed, None, Order(descending=False), positions=False,
+                      verify=verify, what="sort_by_key", local=local)
+    return tuple(out.map_blocks(_unpack_stable, part, keys.dtype, values.dtype, descending,
+                                dtype=dtype, name=f"distsort-unpack{part}-" + token)
+                 for part, dtype in enumerate((keys.dtype, values.dtype)))
+
+
 def _unpack(packed, dtype):
     dtype = np.dtype(dtype)
     return (packed & np.uint64(0xFFFFFFFF)).astype(f"u{dtype.itemsize}").view(dtype)
@@ -598,7 +662,10 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     task sorts the keys' canonical codes with their positions (on a GPU: one stable
     radix sort of the keys, ``local`` not ``"bitonic"``) and takes keys and values by
     them (the backend's ``stable_sort``): no argsort output, no gather, no packing.
-    Other NumPy chunks: the keys are sorted with their positions
+    Other NumPy integer keys and values of at most 4 bytes together (fewer than 2**32):
+    one sort of uint64 codes that hold the key's code, the position and the value's
+    bits (:func:`_stable_packed`), nothing to gather.  Other NumPy chunks: the keys are
+    sorted with their positions
     (:func:`argsort_by_positions`: uint32 positions packed with keys of up to 4 bytes)
     and the values gathered by them (:func:`distsort.gather.gather`); with
     ``verify`` the argsort is checked (the summaries of a keyed output check equal
@@ -633,6 +700,9 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
         return out_keys, out_packed.map_blocks(
             _unpack, values.dtype, dtype=values.dtype,
             name="distsort-unpack-" + tokenize(out_packed, values.dtype))
+    if (not gpu and n < 2**32 and keys.dtype.kind in "iu"
+            and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
+        return _stable_packed(keys, values, order.descending, verify, local)
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
     from .gather import gather
     return out_keys, gather((values,), perm)[0]
@@ -671,7 +741,9 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
         on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
         their positions and keys and values taken by them in the same task; elsewhere
-        the keys are sorted with their positions and the values gathered (a little
+        integer keys and values of up to 4 bytes together are sorted as one integer
+        with their positions between them, and other keys are sorted with their
+        positions and the values gathered (a little
         more time than the default order: ``docs/performance.md``); on CuPy chunks
         values of up to 4 bytes travel packed with their positions as 8 bytes, wider
         ones are gathered after an argsort (``distsort.api._stable_by_key``).  Both

@@ -50,7 +50,7 @@ from .backends import capabilities
 from .chunk import slice_chunk
 from .placement import group_bounds, starts
 from .plan import group_steps, plan_network, spread_order
-from .taskkeys import Held, task_name
+from .taskkeys import Held, HeldChunks, task_name
 from .xp import namespace as _namespace
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
@@ -292,7 +292,7 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
 
 
 def _input_names(keys_name, values_name):
-    return {n for n in (keys_name, values_name) if n and not isinstance(n, Inline)}
+    return {n for n in (keys_name, values_name) if n and not isinstance(n, READ_IN_PLACE)}
 
 
 class Inline:
@@ -315,10 +315,16 @@ class Inline:
         return Inline(map(self.chunks.__getitem__, indices))
 
 
+#: What a task may take instead of its input chunks' keys: their ``take(indices)`` is
+#: what a task reads, their ``chunks`` the chunks themselves.
+READ_IN_PLACE = (Inline, HeldChunks)
+
+
 def _reads(source, indices):
     """What a task takes to read the input chunks ``indices`` of ``source`` (an array's
-    name, or its chunks :class:`Inline`)."""
-    if isinstance(source, Inline):
+    name, its chunks :class:`Inline`, or the keys of its persisted chunks
+    ``HeldChunks``)."""
+    if isinstance(source, READ_IN_PLACE):
         return source.take(indices)
     return [(source, i) for i in indices]
 
@@ -336,7 +342,7 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
     (``group_prepare``, one task on one worker) from the slices ``pieces[g]``
     (``(input chunk, start, stop)``) of the input chunks (of sizes ``in_chunks``), and
     the chunks of sizes ``chunks`` (slices of the sorted run) they give, as the keys
-    ``keys``.  ``keys_name`` and ``values_name`` may be :class:`Inline` chunks."""
+    ``keys``.  ``keys_name`` and ``values_name`` may be :data:`READ_IN_PLACE`."""
     offsets = np.cumsum((0, *in_chunks), dtype=np.int64)
     tasks, parts = {}, {}
     for (lo, hi), mine in zip(group_bounds(len(chunks), group), pieces, strict=True):
@@ -362,11 +368,11 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
     """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
     (and of ``values``, or positions from ``firsts``, the index of each slice's first
     element, where not None) as one run; returns it as chunks of ``sizes`` elements
-    (slices of the run).  ``keys`` and ``values``: the chunks, or :class:`Inline`.
+    (slices of the run).  ``keys`` and ``values``: the chunks, or :data:`READ_IN_PLACE`.
     Both ``firsts`` and ``values``: equal keys in the order of their positions, the
     values moving with them (``backend.stable_sort``; ``stable=True`` of
     ``sort_by_key``), the slices in position order."""
-    keys, values = (c.chunks if isinstance(c, Inline) else c for c in (keys, values))
+    keys, values = (c.chunks if isinstance(c, READ_IN_PLACE) else c for c in (keys, values))
     xp = _namespace(keys[0])
     bounds = bounds.tolist()
 

@@ -8,7 +8,10 @@ more than half of its time (``docs/performance.md``).  The stage tasks of an out
 sort only need the chunk's bytes on the host, so for a persisted input they take a
 :class:`Held` reference instead of a dependency and read the chunk where the worker
 keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of its
-host copy, a chunk on the device or in a plain store as it is.
+host copy, a chunk on the device or in a plain store as it is.  The group sorts of many
+small persisted chunks on a ``distributed`` cluster read them the same way, all of a
+group's chunks through one :class:`~distsort.taskkeys.HeldChunks` argument
+(:func:`read_held_chunks`): a dependency per chunk cost the scheduler more than the sort.
 
 Without a dependency the scheduler would neither place the task nor keep the chunk
 alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the
@@ -30,6 +33,21 @@ def read_held(held: Held):
         return peek(get_worker().data, held.key)
     except KeyError:
         return _fetch(held.key)
+
+
+def read_held_chunks(keys):
+    """The chunks ``keys``, in order: those in this worker's store read where they lie
+    (:func:`peek`), the others brought from the workers that have them, together."""
+    from distributed import get_worker
+    data, chunks, away = get_worker().data, {}, []
+    for key in keys:
+        try:
+            chunks[key] = peek(data, key)
+        except KeyError:
+            away.append(key)
+    if away:
+        chunks.update(zip(away, _fetch_all(away), strict=True))
+    return [chunks[k] for k in keys]
 
 
 def peek(data, key):
@@ -80,23 +98,32 @@ def _fetch(key):
     """``key``'s value from whichever worker has it: the task ran away from the chunk's
     holder (a worker was lost) or the chunk is no longer known (released before the
     graph arrived)."""
+    return _fetch_all([key])[0]
+
+
+def _fetch_all(keys):
+    """The values of ``keys`` from whichever workers have them, in one task."""
     from distributed import Future, worker_client
     with worker_client() as client:  # leaves the worker's thread pool while it waits
-        if not client.run_on_scheduler(_known, key=key):
-            raise KeyError(f"distsort: input chunk {key!r} was released before the sort "
+        gone = client.run_on_scheduler(_released, keys=list(keys))
+        if gone is not None:
+            raise KeyError(f"distsort: input chunk {gone!r} was released before the sort "
                            "read it; keep a reference to the persisted input until the "
                            "sort is computed")
-        # A task of its own, so that the scheduler brings the chunk (a bare Future of a
+        # A task of its own, so that the scheduler brings the chunks (a bare Future of a
         # key that this client did not compute is never told of it).
-        return client.submit(_same, Future(key, client), pure=False).result()
+        return client.submit(_same, [Future(k, client) for k in keys], pure=False).result()
 
 
 def _same(x):
     return x
 
 
-def _known(key, dask_scheduler=None):
-    """Whether the scheduler has ``key`` or is computing it (a lost chunk being
-    recomputed), as opposed to having let it go."""
-    ts = dask_scheduler.tasks.get(key)
-    return ts is not None and ts.state not in ("released", "forgotten", "erred")
+def _released(keys, dask_scheduler=None):
+    """The first of ``keys`` that the scheduler neither has nor is computing (a lost
+    chunk being recomputed), or None."""
+    for key in keys:
+        ts = dask_scheduler.tasks.get(key)
+        if ts is None or ts.state in ("released", "forgotten", "erred"):
+            return key
+    return None

@@ -102,6 +102,24 @@ def chunks_in_memory(x):
     return None
 
 
+def chunks_persisted(x):
+    """Whether every chunk of the 1-D Dask array ``x`` is a future of a ``distributed``
+    client in its graph (``client.persist(x)``): then its chunks stay on the workers
+    while ``x`` lives.
+
+    >>> import dask.array as da
+    >>> chunks_persisted(da.arange(6, chunks=4).persist())  # arrays, not futures
+    False
+    """
+    from dask.highlevelgraph import MaterializedLayer
+    layer = getattr(x.__dask_graph__(), "layers", {}).get(x.name)
+    if not isinstance(layer, MaterializedLayer):
+        return False
+    chunks = [layer.mapping.get((x.name, i)) for i in range(x.numblocks[0])]
+    return all(type(c).__name__ == "Future" and type(c).__module__.startswith("distributed")
+               for c in chunks)
+
+
 def check_flag(name, value):
     """``value`` as a bool: True, False, or NumPy's bools; TypeError for anything else
     (``descending="yes"`` must not be taken as True).

@@ -67,9 +67,12 @@ class KeepChunksInPlace(SchedulerPlugin):
         scheduler.client_desires_keys([h.key for h in held], HOLDER)
         self.holds[ts.key] = [h.key for h in held]
         self.readers.update(self.holds[ts.key])
-        where = {ws.address for h in held for ws in (h.who_has or ())}
-        if where:
-            ts.worker_restrictions = where
+        # The workers holding the most of its chunks (a group sort reads a few of its
+        # chunks from another worker): for one chunk, any of its holders.
+        count = Counter(ws.address for h in held for ws in (h.who_has or ()))
+        if count:
+            most = max(count.values())
+            ts.worker_restrictions = {w for w, c in count.items() if c == most}
             ts.loose_restrictions = True
 
     def transition(self, key, start, finish, *args, **kwargs):

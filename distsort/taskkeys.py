@@ -40,8 +40,9 @@ KEY_LEN = 2
 #: elsewhere fetched the whole run (two parts of a 512 MiB sort on two CPU workers).
 READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "distsort-stagev-",
                "distsort-part-")
-#: Tasks that may read persisted chunks without a dependency (:class:`Held`).
-READS_HELD = ("distsort-stagek-", "distsort-stagev-")
+#: Tasks that may read persisted chunks without a dependency (:class:`Held`,
+#: :class:`HeldChunks`).
+READS_HELD = ("distsort-stagek-", "distsort-stagev-", "distsort-group-")
 #: Tasks kept strictly where their chunks are: the scheduler's work stealing moves a
 #: loosely restricted task (and the chunk it reads) to an idle worker.  A verify summary
 #: waiting behind its worker's sort was stolen with its input chunk (``--verify`` on two
@@ -141,12 +142,49 @@ class Held:
     key: tuple
 
 
+class HeldChunks:
+    """The keys of persisted chunks that one task reads itself, in order, as one
+    argument: Dask neither walks it for keys nor makes a dependency of each (a task
+    depending on 10,000 chunks cost the scheduler a second).  ``read`` (a function of
+    the keys, run on the worker) gives the chunks (:attr:`chunks`); ``keep``, never
+    sent, keeps the persisted array (its futures) alive in the client until the graph
+    is computed (the scheduler plugin holds the chunks from then on).
+
+    >>> h = HeldChunks((("x", 0), ("x", 1)), read=list).take([1])
+    >>> h.keys, h.chunks
+    ((('x', 1),), [('x', 1)])
+    """
+
+    __slots__ = ("keys", "read", "keep")
+
+    def __init__(self, keys, read, keep=None):
+        self.keys, self.read, self.keep = tuple(keys), read, keep
+
+    def take(self, indices):
+        return HeldChunks(map(self.keys.__getitem__, indices), self.read, self.keep)
+
+    @property
+    def chunks(self):
+        return self.read(self.keys)
+
+    def __reduce__(self):  # ``keep`` stays in the client
+        return HeldChunks, (self.keys, self.read)
+
+
 def held_keys(run_spec) -> list:
     """The keys a task (its ``run_spec``, as the scheduler holds it) reads through
-    :class:`Held` arguments.
+    :class:`Held` and :class:`HeldChunks` arguments.
 
     >>> from dask._task_spec import Task
     >>> held_keys(Task(("s", 0), print, Held(("x", 0)), 1))
     [('x', 0)]
+    >>> held_keys(Task(("s", 0), print, HeldChunks([("x", 0), ("x", 1)], list)))
+    [('x', 0), ('x', 1)]
     """
-    return [a.key for a in getattr(run_spec, "args", ()) if isinstance(a, Held)]
+    out = []
+    for a in getattr(run_spec, "args", ()):
+        if isinstance(a, Held):
+            out.append(a.key)
+        elif isinstance(a, HeldChunks):
+            out.extend(a.keys)
+    return out

@@ -314,6 +314,31 @@ def test_sort_by_key_stable_keeps_input_order_of_equal_keys(case, vdtype, descen
     np.testing.assert_array_equal(bits(sv), bits(values[perm]))
 
 
+@pytest.mark.parametrize("strategy", ["auto", "network"])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("kdtype,vdtype", [("int16", "uint16"), ("uint16", "float16"),
+                                           ("int8", "int16"), ("uint8", "int8")])
+def test_sort_by_key_stable_packs_narrow_integer_keys(kdtype, vdtype, descending, strategy):
+    """Integer keys and values of 4 bytes together on the network: one sort of packed
+    codes (key code, position, value bits), bit for bit NumPy's stable order; on the
+    one-device plan as before."""
+    rng = np.random.default_rng()
+    keys = random_keys(rng, 5000, kdtype, duplicates=True)
+    values = rng.integers(0, 2**16, 5000, dtype=np.uint16).astype(
+        f"u{np.dtype(vdtype).itemsize}", casting="unsafe").view(vdtype)
+    with dask.config.set({"distsort.strategy": strategy}):
+        sk, sv = distsort.sort_by_key(da.from_array(keys, chunks=700),
+                                      da.from_array(values, chunks=700),
+                                      descending=descending, stable=True)
+    packed = any(str(k).startswith("distsort-pack-") for k in sk.__dask_graph__().layers)
+    assert packed == (strategy == "network")  # one-device: one task sorts them as they are
+    sk, sv = dask.compute(sk, sv, scheduler="threads")
+    perm = stable_argsort(keys, descending)
+    assert sk.dtype == keys.dtype and sv.dtype == values.dtype
+    np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
+    np.testing.assert_array_equal(bits(sv), bits(values[perm]))
+
+
 def test_sort_by_key_orders_differ_only_among_equal_keys():
     keys = np.array([2, 1, 2, 1, 2, 0])
     values = np.array([5, 9, 3, 7, 4, 1], dtype=np.int32)
