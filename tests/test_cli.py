@@ -811,7 +811,8 @@ def test_write_behind_starts_writeback(tmp_path, monkeypatch):
 
     from distsort.cli import files
     calls = []
-    monkeypatch.setattr(files, "_sync_file_range", lambda: lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(files, "libc", lambda name, *argtypes: (
+        (lambda *a: calls.append(a) or 0) if name == "sync_file_range" else None))
     x = np.arange(1000, dtype=np.int32)
     np.save(tmp_path / "o.npy", np.zeros_like(x))
     out = files.open_npy(tmp_path / "o.npy")

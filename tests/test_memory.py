@@ -92,19 +92,26 @@ def test_device_capacity_is_the_devices_memory():
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="no CUDA GPU")
 def test_a_chunk_too_large_for_the_gpu_fails_at_once_with_advice(monkeypatch):
-    """Through the API on a GPU, with the device made to look small (1 MB): the CuPy
-    backend's ``prepare`` must refuse the 800 kB chunk before it allocates anything.
-
-    The CuPy backend calls ``memory.check_chunk_fits(..., memory.device_capacity(),
-    copies=3)`` in ``prepare``."""
+    """With the device made to look small (1 MB), the CuPy backend refuses an 800 kB
+    chunk before it allocates anything, with rechunk advice: ``prepare``, the one-chunk
+    sort and the group sorts all ask ``check_fits`` first.  Through the API the plan
+    sees the same small device, so the array is sorted out of core instead of failing."""
     import distsort
     from distsort import memory
+    from distsort.backends.gpu import cupy_backend as cpb
+    from distsort.backends import Order
 
     monkeypatch.setattr(memory, "device_capacity", lambda: 1_000_000)
     x = cupy.random.default_rng(0).random(100_000)  # float64: 800 kB a chunk
-    dx = da.from_array(x, chunks=100_000, asarray=False)
+    order = Order(descending=False, keyed=False)
     fits = largest_fitting_chunk(8, 1_000_000, copies=3)
-    with pytest.raises(MemoryError, match=rf"rechunk with x\.rechunk\({fits}\)"):
-        distsort.sort(dx).compute(scheduler="sync")
-    small = distsort.sort(dx.rechunk(fits)).compute(scheduler="sync")  # the advice works
-    assert bool((small[1:] >= small[:-1]).all()) and small.size == x.size
+    advice = rf"rechunk with x\.rechunk\({fits}\)"
+    with pytest.raises(MemoryError, match=advice):
+        cpb.prepare(x, None, order)
+    with pytest.raises(MemoryError, match=advice):
+        cpb.sort_chunk(x, order, "auto", 0)
+    small = cpb.prepare(x[:fits], None, order)  # the advice works
+    assert bool((small[1:] >= small[:-1]).all()) and small.size == fits
+    s = distsort.sort(da.from_array(x, chunks=100_000, asarray=False))
+    assert any(name.startswith("distsort-run-") for name in s.dask.layers)
+    assert np.array_equal(s.compute(scheduler="sync").get(), np.sort(x.get()))
