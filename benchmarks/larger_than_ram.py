@@ -24,7 +24,7 @@ Examples
 --------
 On the 2-core CPU machine (30 GB; about 70 GB free under the directory)::
 
-    python benchmarks/larger_than_ram.py --dir /work/scratch
+    python benchmarks/larger_than_ram.py --dir /scratch
 
 A smoke test (1 GiB sorted within 64 MB)::
 
