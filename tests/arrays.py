@@ -123,3 +123,13 @@ def kernel_reference(keys, values, order, start=None):
     same = lambda a, b: np.array_equal(npb.encode(a, canonical=True), npb.encode(b, canonical=True))  # noqa: E731
     assert same(k2, out) and same(v2, vals)  # refining only reorders full ties
     return k2, v2
+
+
+def brute_co_ranks(runs, rank):
+    """The co-ranks of output rank ``rank`` in sorted ``runs``, from the stable merge itself:
+    items by (value, run, position), how many of the first ``rank`` each run gives."""
+    merged = sorted((v, j, p) for j, run in enumerate(runs) for p, v in enumerate(run))
+    taken = [0] * len(runs)
+    for _, j, _ in merged[:rank]:
+        taken[j] += 1
+    return tuple(taken)

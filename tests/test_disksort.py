@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arrays import DTYPES, bits, kernel_order, random_keys, stable_argsort
+from arrays import DTYPES, bits, brute_co_ranks, kernel_order, random_keys, stable_argsort
 from distsort import cli
 from distsort import disksort
 from distsort.cli import ondisk
@@ -38,15 +38,6 @@ def test_disk_choice_and_room():
     assert disksort.element_bytes(4, 4, "by-value") > disksort.element_bytes(4, 0, "sort")
 
 
-def _brute_co_ranks(runs, rank):
-    """The co-ranks of ``rank`` by merging: (value, run) pairs sorted, the first ``rank``."""
-    merged = sorted((v, j, p) for j, r in enumerate(runs) for p, v in enumerate(r))
-    counts = [0] * len(runs)
-    for _, j, _ in merged[:rank]:
-        counts[j] += 1
-    return tuple(counts)
-
-
 def _index(runs, stride):
     """A RunIndex over integer runs held as code arrays (one code per element)."""
     arrays = [np.array(r, np.uint64) for r in runs]
@@ -69,7 +60,7 @@ def test_co_ranks_from_samples_match_brute_force(seed, stride):
     previous = (0,) * len(runs)
     for rank in range(n + 1):
         got = co_ranks([len(r) for r in runs], rank, index)
-        assert got == _brute_co_ranks(runs, rank)
+        assert got == brute_co_ranks(runs, rank)
         # from the previous rank's co-ranks: nothing below them is read
         reads.clear()
         assert co_ranks([len(r) for r in runs], rank, index, start=previous) == got
@@ -95,7 +86,7 @@ def test_co_ranks_never_read_below_the_window():
     c = (0,) * 4
     for rank in segment_bounds((sum(lengths),), 37)[0][1:]:
         c = co_ranks(lengths, rank, index, start=c)
-        assert c == _brute_co_ranks(runs, rank)
+        assert c == brute_co_ranks(runs, rank)
         freed = list(c)
 
 
@@ -109,7 +100,7 @@ def test_co_ranks_of_tuple_codes():
     index = disksort.RunIndex([20] * 3, [(a[::4], b[::4]) for a, b in arrays], 4,
                               lambda j, lo, hi: tuple(c[lo:hi] for c in arrays[j]))
     for rank in range(61):
-        assert co_ranks([20] * 3, rank, index) == _brute_co_ranks(runs, rank)
+        assert co_ranks([20] * 3, rank, index) == brute_co_ranks(runs, rank)
 
 
 def test_segments_cover_the_output_in_order():

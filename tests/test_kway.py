@@ -15,19 +15,11 @@ from distsort.backends import Order
 from distsort.backends.outofcore import hostruns, runs
 from distsort.kway import choose_merge, co_ranks, searcher, segment_bounds
 
-from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
+from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, random_keys,
+                    stable_argsort)
 
 ORDERS = [Order(), Order(descending=True), Order(keyed=True),
           Order(descending=True, keyed=True)]
-
-
-def _brute_co_ranks(runs, rank):
-    """Co-ranks from the stable merge itself: items by (value, run, position)."""
-    merged = sorted((v, j, p) for j, run in enumerate(runs) for p, v in enumerate(run))
-    taken = [0] * len(runs)
-    for _, j, _ in merged[:rank]:
-        taken[j] += 1
-    return tuple(taken)
 
 
 # ---------------------------------------------------------------- splitters
@@ -38,7 +30,7 @@ def test_co_ranks_equal_the_stable_merge_on_integers(runs):
     total = sum(len(r) for r in runs)
     for rank in range(total + 1):
         got = co_ranks([len(r) for r in runs], rank, searcher(runs))
-        assert got == _brute_co_ranks(runs, rank)
+        assert got == brute_co_ranks(runs, rank)
 
 
 def test_co_ranks_clip_out_of_range_ranks():
