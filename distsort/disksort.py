@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.cpu.numpy_backend import order_codes
+from .backends import Order
+from .backends.cpu.numpy_backend import order_codes, stable_sort
 from .backends.cpu.radix import sort_keys
 from .kway import co_ranks, segment_bounds
 from .libc import libc
@@ -324,10 +325,8 @@ def sort_piece(keys, payload, order, descending, out=None):
         return sort_keys(keys, descending, out=out, tmp=tmp), None
     if order == "by-value":
         perm = np.lexsort(order_codes(keys, payload, descending)[::-1])
-    else:
-        perm = np.argsort(encode(keys, canonical=True, descending=descending),
-                          kind="stable")
-    return keys[perm], payload[perm]
+        return keys[perm], payload[perm]
+    return stable_sort(keys, payload, Order(descending, keyed=True))
 
 
 def summaries(order, descending, positions=False):
@@ -338,7 +337,6 @@ def summaries(order, descending, positions=False):
     and the (key, value) pairs checksummed, in one summary."""
     import dataclasses
 
-    from .backends import Order
     from .verify import summarize
 
     def summarize_in(keys, payload, start):
