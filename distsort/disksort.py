@@ -45,7 +45,7 @@ from .backends.cpu.numpy_backend import order_codes, stable_sort
 from .backends.cpu.radix import sort_keys
 from .kway import co_ranks, segment_bounds
 from .libc import libc
-from .order import TIME_KINDS, encode, time_codes, time_from_codes
+from .order import TIME_KINDS, as_sortable, encode, from_sortable
 
 #: Orders of the disk path: keys alone (``"sort"``), equal keys in input order
 #: (``"stable"``: ``--argsort``, ``--values --stable``), or by value (``"by-value"``:
@@ -291,20 +291,10 @@ def can_free(directory):
 
 
 # ------------------------------------------------------------------ order
-def sortable(x):
-    """Keys or values as the sort orders them: datetime64/timedelta64 as their uint64
-    codes (NaT last), others as they are."""
-    return time_codes(x) if x.dtype.kind in TIME_KINDS else x
-
-
 def sortable_dtype(dtype):
-    """The dtype :func:`sortable` gives for ``dtype`` (what the runs hold)."""
+    """The dtype :func:`distsort.order.as_sortable` gives for ``dtype`` (what the runs
+    hold)."""
     return np.dtype(np.uint64) if np.dtype(dtype).kind in TIME_KINDS else np.dtype(dtype)
-
-
-def unsortable(x, dtype):
-    """The inverse of :func:`sortable` for an output of ``dtype``."""
-    return time_from_codes(x, dtype) if np.dtype(dtype).kind in TIME_KINDS else x
 
 
 def probe_codes(keys, payload, order, descending):
@@ -460,7 +450,7 @@ class DiskJob:
 def _payload(job, start, stop):
     if job.positions:
         return np.arange(start, stop, dtype=np.int64)
-    return None if job.read_payload is None else sortable(job.read_payload(start, stop))
+    return None if job.read_payload is None else as_sortable(job.read_payload(start, stop))
 
 
 def form_runs(job, plan, pool, progress=None):
@@ -470,7 +460,7 @@ def form_runs(job, plan, pool, progress=None):
 
     def one(r):
         start, stop = bounds[r], bounds[r + 1]
-        keys = sortable(job.read_keys(start, stop, scratch("in", stop - start, job.dtype)))
+        keys = as_sortable(job.read_keys(start, stop, scratch("in", stop - start, job.dtype)))
         payload = _payload(job, start, stop)
         summary = job.summarize_in(keys, payload, start) if job.summarize_in else None
         out = scratch("out", len(keys), keys.dtype, job.runs[0].at(start))
@@ -531,7 +521,7 @@ def merge_runs(job, plan, samples, pool, progress=None):
         summary = job.summarize_out(keys, payload) if job.summarize_out else None
         for region, part in zip(job.outputs, (keys, payload), strict=True):
             if region is not None:
-                region.write(rank, unsortable(part, region.dtype))
+                region.write(rank, from_sortable(part, region.dtype))
         return m, summary
 
     done = _bounded(pool, one, enumerate(cuts()), plan.tasks, progress, "merge",

@@ -99,6 +99,21 @@ def time_from_codes(codes, dtype):
     return u.view(dtype)
 
 
+def as_sortable(x):
+    """datetime64/timedelta64 ``x`` as its :func:`time_codes`; other arrays (and None)
+    as they are: what the sorts and the summaries order.
+
+    >>> as_sortable(np.array(["NaT"], dtype="datetime64[s]")).dtype, as_sortable(None)
+    (dtype('uint64'), None)
+    """
+    return x if x is None or x.dtype.kind not in TIME_KINDS else time_codes(x)
+
+
+def from_sortable(x, dtype):
+    """The inverse of :func:`as_sortable` for an array of ``dtype``."""
+    return time_from_codes(x, dtype) if np.dtype(dtype).kind in TIME_KINDS else x
+
+
 def code_dtype(dtype):
     """The unsigned integer dtype of the codes of ``dtype``."""
     return np.dtype(f"u{np.dtype(dtype).itemsize}")

@@ -38,7 +38,7 @@ import numpy as np
 
 from .backends import Order
 from .backends.cpu.numpy_backend import COMPILED_FROM  # NumPy chunks this long are hashed compiled
-from .order import TIME_KINDS, time_codes
+from .order import as_sortable
 from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
@@ -423,15 +423,8 @@ def release(chunk, passed):
     return chunk
 
 
-def _as_codes(x):
-    """datetime64/timedelta64 ``x`` as its uint64 order codes (NaT last, a bijection:
-    ``distsort.order.time_codes``), which the summaries hash and order; others as they
-    are."""
-    return x if x is None or x.dtype.kind not in TIME_KINDS else time_codes(x)
-
-
 def _summary(keys, values, start, order):
-    return summarize(_as_codes(keys), _as_codes(values), start=start, order=order)
+    return summarize(as_sortable(keys), as_sortable(values), start=start, order=order)
 
 
 def summary_tasks(name, keys, values, chunks, positions=False, order=None):
