@@ -315,6 +315,9 @@ def main():
                 row = add_floor(one_case(client, args, dtype, 1000 + run, budget,
                                          args.gpus), bw)
                 row["warmup"] = run < args.warmup
+                row["first_in_worker"] = not rows
+                row["first_of_dtype"] = run == 0
+                row["host_rss_over_data"] = max(row["peak_host_rss"]) / row["bytes"]
                 row["pinned"] = next(iter(client.run(_pinned_stats).values()))
                 rows.append(row)
                 path = driver.save_rows(rows, f"out_of_core_{args.gpus}gpu",
@@ -322,7 +325,8 @@ def main():
                                         argv=sys.argv[1:])  # after every case: kept on a timeout
                 print({k: row[k] for k in ("dtype", "input", "bytes", "seconds", "floor_s",
                                            "time_over_floor", "checked", "peak_device",
-                                           "peak_host_rss", "stages", "phases", "pinned")},
+                                           "peak_host_rss", "host_rss_over_data", "stages",
+                                           "phases", "pinned", "first_in_worker")},
                       flush=True)
     timed = [r for r in rows if not r["warmup"]]
     driver.print_table(timed, [("dtype", "{}"), ("input", "{}"), ("gpus", "{}"),

@@ -10,6 +10,12 @@ each segment's two inputs in, merges them (``merge_runs``) and copies the result
 with two segments in flight on two streams, so that the copies of one overlap the
 other's kernels and the two directions of the link run at once.
 
+The k-way merge's kernels (the radix sort of its segments, the fingerprint of the
+chunks it keeps on the device) are loaded, or compiled where CuPy's cache lacks them,
+the first time a process calls them: the first run of a sort starts them in a thread
+of their own on a few elements (``warm_merge``), so that this happens while the runs
+form, not inside the merge.
+
 Before it allocates, a task makes room within the budget: a dask-cuda worker may hold
 chunks on the device (the input, or output chunks made earlier), and those are spilled
 first (``make_room``), so that the device never holds more than the budget.  Tasks
@@ -24,6 +30,7 @@ import itertools
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import cupy
@@ -46,6 +53,19 @@ def _phase(name):
         yield
     finally:
         _SECONDS[name] += time.perf_counter() - start
+
+
+class _Clock:
+    """``clock(name)`` counts the seconds since the clock's last call (or its making)
+    in phase ``prefix + name``."""
+
+    def __init__(self, prefix):
+        self.prefix, self.last = prefix, time.perf_counter()
+
+    def __call__(self, name):
+        now = time.perf_counter()
+        _SECONDS[self.prefix + name] += now - self.last
+        self.last = now
 
 
 def record(name, seconds):
@@ -163,6 +183,7 @@ def sort_run(keys, values, order, starts, budget):
 def _sort_run(keys, values, order, starts, budget):
     n = sum(p.size for p in keys)
     vdtype = np.int64 if starts is not None else (None if values is None else values[0].dtype)
+    warm_merge(keys[0].dtype, vdtype, order)
     make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
               budget)
     with _phase("run_h2d"):
@@ -228,6 +249,44 @@ def _merge(x, y, cuts, order, budget):
     return make_run(ok, ov)
 
 
+_WARMING: dict = {}
+_WARM_LOCK = threading.Lock()
+_WARM_THREAD = ThreadPoolExecutor(1, thread_name_prefix="distsort-warm-merge")
+
+
+def warm_merge(keys_dtype, values_dtype, order):
+    """Start, once per device, dtypes and order, the k-way merge's kernels on a few
+    elements in a thread of its own (module doc); returns its Future.  Nothing waits
+    for it: a failure there is left in the Future, for the merge itself to raise."""
+    key = (cupy.cuda.Device().id, np.dtype(keys_dtype).str,
+           None if values_dtype is None else np.dtype(values_dtype).str, order)
+    with _WARM_LOCK:
+        if key not in _WARMING:
+            _WARMING[key] = _WARM_THREAD.submit(_warm, *key)
+        return _WARMING[key]
+
+
+def _warm(device, keys_dtype, values_dtype, order):
+    from ..gpu.local_sort import radix_sort
+    began = time.perf_counter()
+    kdt = np.dtype(keys_dtype)
+    if kdt.kind == "f":  # NaNs of both signs and zeros of both: every fix-up runs
+        host = np.array([np.nan, -np.nan, -0.0, 0.0, 0.0, 1.0, -1.0, 2.0], kdt)
+    else:
+        host = (np.arange(8) % 2).astype(kdt)
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.Stream(non_blocking=True)
+    with cupy.cuda.Device(device), stream:
+        keys = cupy.asarray(host)
+        values = None if values_dtype is None else cupy.arange(8).astype(values_dtype)
+        merged = parts(radix_sort(keys, values, order))
+        out = cupy.empty_like(merged[0])
+        out[:] = merged[0]  # the copy into a merged chunk kept on the device
+        hostbacked.host_backed(out.get(), out)
+        stream.synchronize()
+    record("warm_merge", time.perf_counter() - began)
+
+
 def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     """Elements per segment of a k-way merge: two segments in flight, each its slices
     and the radix sort's buffers (``gpu.local_sort.radix_extra_bytes``), beside the output
@@ -271,6 +330,7 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
     bufs = [(cupy.empty(seg, kdt), None if vdt is None else cupy.empty(seg, vdt))
             for _ in range(2)]
     issue, o = time.perf_counter(), 0
+    clock = _Clock("kway_issue_")  # the parts of the issue loop, for the first sort's sake
     for s, (c0, c1) in enumerate(itertools.pairwise(cuts)):
         st, (bk, bv) = streams[s % 2], bufs[s % 2]
         with st:
@@ -281,11 +341,15 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
                 if bv is not None:
                     bv[m:m + b - a].set(rv[a:b], stream=st)
                 m += b - a
+            clock("h2d")
             merged = parts(radix_sort(bk[:m], None if bv is None else bv[:m], order))
+            clock("sort")
             for j, part in enumerate(merged[:1 if bv is None else 2]):
                 part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
+                clock("d2h")
                 if out is not None:
                     out[j][o:o + m] = part
+                    clock("keep")
         o += m
     _SECONDS["kway_issue"] += time.perf_counter() - issue
     with _phase("kway_wait"):
