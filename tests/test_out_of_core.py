@@ -348,6 +348,23 @@ def test_pinned_pool_makes_one_spare_of_a_size_in_the_background():
     del c, d
 
 
+def test_pinned_pool_makes_no_more_spares_than_a_sort_expects():
+    from distsort.backends.outofcore.pinned import PAGE, PinnedPool, block_size
+    pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None)
+    pool.expect([block_size(3 * PAGE // 4, "float32")] * 2 + [PAGE])
+    held = []
+    for n in (3 * PAGE // 4, 3 * PAGE // 4, PAGE // 4):
+        held.append(pool.empty(n, "float32"))
+        pool.settle()
+    # two blocks of three pages, one of one: the spare of each size that a third
+    # request would have taken is not made
+    assert pool.stats()["locked_bytes"] == 7 * PAGE
+    del held
+    assert pool.empty(3 * PAGE // 4, "float32").size == 3 * PAGE // 4  # reused
+    pool.settle()
+    assert pool.stats()["locked_bytes"] == 7 * PAGE
+
+
 def test_runs_form_where_persisted_chunks_live(cluster_client):
     """Chunks persisted on two workers: each run takes chunks of one worker (argsort's
     positions still the original ones), and the result equals NumPy's."""

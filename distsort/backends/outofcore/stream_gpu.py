@@ -172,18 +172,21 @@ def _itemsize(keys, values):
     return keys.dtype.itemsize + (0 if values is None else values.dtype.itemsize)
 
 
-def sort_run(keys, values, order, starts, budget):
+def sort_run(keys, values, order, starts, budget, runs=()):
     """Copy the pieces ``keys`` (and ``values``, or each piece's positions from its
     entry of ``starts``) to the device, sort them there in place as one, and copy the run
-    back to pinned memory."""
+    back to pinned memory.  ``runs``: elements of every run of the sort, where known
+    (``pinned.PinnedPool.expect``)."""
     with one_at_a_time():
-        return _sort_run(keys, values, order, starts, budget)
+        return _sort_run(keys, values, order, starts, budget, runs)
 
 
-def _sort_run(keys, values, order, starts, budget):
+def _sort_run(keys, values, order, starts, budget, runs):
     n = sum(p.size for p in keys)
     vdtype = np.int64 if starts is not None else (None if values is None else values[0].dtype)
     warm_merge(keys[0].dtype, vdtype, order)
+    pinned.pool().expect([pinned.block_size(r, dt) for dt in (keys[0].dtype, vdtype)
+                          if dt is not None for r in runs] if runs else None)
     make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
               budget)
     with _phase("run_h2d"):
@@ -322,10 +325,16 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
     make_room((n * per if like_gpu else 0)
               + 2 * (seg * per + radix_extra_bytes(seg, kdt.itemsize, per - kdt.itemsize)),
               budget, "kway_make_room")
-    hk = pinned_empty(n, kdt)
-    hv = None if vdt is None else pinned_empty(n, vdt)
-    out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)] if like_gpu \
-        else None
+    # Host copies: a new pinned chunk, or for CuPy output the run ranges just consumed
+    # (``in_place``), which no other task reads (``outofcore_graph.kway_cuts``).
+    if like_gpu:
+        hk = hv = None
+        out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)]
+        host = ([], [])  # the pieces of each part's host copy, in order
+    else:
+        hk = pinned_empty(n, kdt)
+        hv = None if vdt is None else pinned_empty(n, vdt)
+        out = None
     streams = _merge_streams(cupy.cuda.Device().id)
     bufs = [(cupy.empty(seg, kdt), None if vdt is None else cupy.empty(seg, vdt))
             for _ in range(2)]
@@ -345,7 +354,12 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
             merged = parts(radix_sort(bk[:m], None if bv is None else bv[:m], order))
             clock("sort")
             for j, part in enumerate(merged[:1 if bv is None else 2]):
-                part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
+                if out is None:
+                    part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
+                else:  # after this stream's copies in, into the ranges they read
+                    in_place(part, [parts(r)[j][a:b] for r, a, b in zip(runs, c0, c1,
+                                                                         strict=True)],
+                             st, host[j])
                 clock("d2h")
                 if out is not None:
                     out[j][o:o + m] = part
@@ -358,8 +372,20 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
     if out is None:
         return make_run(hk, hv)
     with _phase("kway_host_backed"):
-        return make_run(hostbacked.host_backed(hk, out[0]),
-                        None if hv is None else hostbacked.host_backed(hv, out[1]))
+        return make_run(hostbacked.host_backed(host[0], out[0]),
+                        None if vdt is None else hostbacked.host_backed(host[1], out[1]))
+
+
+def in_place(merged, ranges, stream, pieces):
+    """Copy the merged segment ``merged`` (CuPy) on ``stream`` into the host ``ranges``
+    whose elements it was merged from, one after the other, and append them to
+    ``pieces`` (the host copy of the chunk, in order)."""
+    o = 0
+    for r in ranges:
+        if r.size:
+            merged[o:o + r.size].get(out=r, stream=stream, blocking=False)
+            pieces.append(r)
+            o += r.size
 
 
 def output(piece, like_gpu, budget):
