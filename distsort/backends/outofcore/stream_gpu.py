@@ -68,6 +68,14 @@ class _Clock:
         self.last = now
 
 
+def _gpu_seconds(events, names):
+    """Count the GPU's seconds between consecutive recorded ``events`` (one list per
+    segment) in ``names``: which part of a merge the stream waited for."""
+    for marks in events:
+        for name, a, b in zip(names, marks, marks[1:], strict=False):
+            _SECONDS[name] += cupy.cuda.get_elapsed_time(a, b) / 1e3
+
+
 def record(name, seconds):
     """Count ``seconds`` more in phase ``name`` (``phase_seconds``)."""
     _SECONDS[name] += seconds
@@ -340,9 +348,13 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
             for _ in range(2)]
     issue, o = time.perf_counter(), 0
     clock = _Clock("kway_issue_")  # the parts of the issue loop, for the first sort's sake
+    events = []  # per segment, on its stream: begun, in, sorted, out (``_gpu_seconds``)
     for s, (c0, c1) in enumerate(itertools.pairwise(cuts)):
         st, (bk, bv) = streams[s % 2], bufs[s % 2]
+        marks = [cupy.cuda.Event() for _ in range(4)]
+        events.append(marks)
         with st:
+            marks[0].record(st)
             m = 0
             for run, a, b in zip(runs, c0, c1, strict=True):
                 rk, rv = parts(run)
@@ -350,8 +362,10 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
                 if bv is not None:
                     bv[m:m + b - a].set(rv[a:b], stream=st)
                 m += b - a
+            marks[1].record(st)
             clock("h2d")
             merged = parts(radix_sort(bk[:m], None if bv is None else bv[:m], order))
+            marks[2].record(st)
             clock("sort")
             for j, part in enumerate(merged[:1 if bv is None else 2]):
                 if out is None:
@@ -360,15 +374,15 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
                     in_place(part, [parts(r)[j][a:b] for r, a, b in zip(runs, c0, c1,
                                                                          strict=True)],
                              st, host[j])
-                clock("d2h")
                 if out is not None:
                     out[j][o:o + m] = part
-                    clock("keep")
+            marks[3].record(st)
         o += m
     _SECONDS["kway_issue"] += time.perf_counter() - issue
     with _phase("kway_wait"):
         for st in streams:
             st.synchronize()
+    _gpu_seconds(events, ("kway_gpu_h2d", "kway_gpu_sort", "kway_gpu_d2h"))
     if out is None:
         return make_run(hk, hv)
     with _phase("kway_host_backed"):
