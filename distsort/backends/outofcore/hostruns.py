@@ -14,8 +14,8 @@ stream through an *engine* in segments (``distsort.outofcore``):
 
 Where ``distsort.kway.choose_merge`` says so, the runs are merged instead in one k-way
 pass: each output chunk is made (``distsort.outofcore_graph.merge_chunk``) from its
-slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher`, and
-merged by :meth:`HostRuns.merge_segments`.
+slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher` (for
+all chunks in one task, ``kway_cuts``), and merged by :meth:`HostRuns.merge_segments`.
 
 Order: the keys' ``total`` codes (``distsort.order``), or ``order_codes`` of
 ``(keys, values)`` (NumPy backend's keyed order): the order the GPU kernels use, so
