@@ -6,15 +6,14 @@
 # machine's state falls on both alike); then the median of every timed run of each tree
 # per size, and the ratio new/old.
 #
-#     benchmarks/distributed_ab.sh OLD_TREE [OUT_JSON]
+#     benchmarks/distributed_ab.sh OLD_TREE OUT_JSON
 #
 # OLD_TREE: a checkout of distsort.  ROUNDS (default 2) runs per tree; NEW_NAME and
-# OLD_NAME name the trees in the report.  Writes OUT_JSON (default
-# benchmarks/results/distributed_ab_network_1gpu.json).  About 4 minutes on an H200.
+# OLD_NAME name the trees in the report.  About a minute per round on an H200.
 set -uo pipefail
 NEW=$(cd "$(dirname "$0")/.." && pwd)
-OLD=$(cd "${1:?usage: distributed_ab.sh OLD_TREE [OUT_JSON]}" && pwd)
-OUT=${2:-$NEW/benchmarks/results/distributed_ab_network_1gpu.json}
+OLD=$(cd "${1:?usage: distributed_ab.sh OLD_TREE OUT_JSON}" && pwd)
+OUT=${2:?usage: distributed_ab.sh OLD_TREE OUT_JSON}
 PY=${PYTHON:-python}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -35,4 +34,7 @@ done
 PYTHONPATH=$NEW${PYTHONPATH:+:$PYTHONPATH} $PY "$NEW/benchmarks/distributed_sort.py" \
     --ab-report "$TMP"/new*.json --old "$TMP"/old*.json --out "$OUT" \
     --trees "${NEW_NAME:-$(git -C "$NEW" rev-parse --short HEAD 2>/dev/null || echo "$NEW")}" \
-    "${OLD_NAME:-$OLD}"
+    "${OLD_NAME:-$OLD}" --what "the network strategy forced (DASK_DISTSORT__STRATEGY=network) \
+on one dask-cuda worker, float32 in 8 persisted chunks; each tree's own benchmarks/distributed_sort.py \
+--gpus 1 --sizes 4GiB 16GiB --dtypes float32 --chunks-per-gpu 8 (median of 3 after a warm-up) in \
+${ROUNDS:-2} rounds per tree, alternating old, new, new, old; runs: every timed run of each tree"

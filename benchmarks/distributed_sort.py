@@ -483,15 +483,16 @@ def clusters(args):
             yield gpus, client
 
 
-def ab_report(new_paths, old_paths, out, trees):
+def ab_report(new_paths, old_paths, out, trees, what):
     """Per case (dtype, bytes, chunks): the median of every timed run of each tree (its
     rows in ``new_paths`` and ``old_paths``, from ``--out`` of each tree's own run) and
     the ratio new/old; written to ``out`` with every row (phases and timelines), for
-    the reasons of a difference.  ``trees``: what each side is, in words."""
+    the reasons of a difference.  ``trees``: what each side is, ``what``: the runs, in
+    words."""
     sides = {side: [json.loads(Path(f).read_text()) for f in paths]
              for side, paths in (("new", new_paths), ("old", old_paths))}
     first = sides["new"][0]
-    report = {"scenario": "distributed_sort A/B", "device": first["device"],
+    report = {"scenario": "distributed_sort A/B", "what": what, "device": first["device"],
               "date": first["date"], "trees": dict(zip(("new", "old"), trees, strict=True)),
               "cases": [], "rows": {side: [r for d in docs for r in d["rows"]]
                                     for side, docs in sides.items()}}
@@ -559,9 +560,10 @@ def main(argv=None):
     p.add_argument("--old", nargs="+", metavar="JSON", help="the other tree's rows")
     p.add_argument("--trees", nargs=2, default=("this tree", "the other tree"),
                    help="what the new and the old tree are, for the report")
+    p.add_argument("--what", default="", help="how the rows were measured, for the report")
     args = p.parse_args(argv)
     if args.ab_report:
-        return ab_report(args.ab_report, args.old, args.out, args.trees)
+        return ab_report(args.ab_report, args.old, args.out, args.trees, args.what)
     rows, bandwidth = [], None
     for gpus, client in clusters(args):
         if args.largest:
