@@ -39,7 +39,7 @@ import numpy as np
 from ... import dask_cuda_store
 from ..gpu import cupy_backend as gpu
 from . import hostbacked, pinned, staging  # hostbacked: dask-cuda spills through it
-from .runs import make_run, parts
+from .runs import claim, make_run, parts
 
 
 #: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
@@ -336,6 +336,7 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
     # Host copies: a new pinned chunk, or for CuPy output the run ranges just consumed
     # (``in_place``), which no other task reads (``outofcore_graph.kway_cuts``).
     if like_gpu:
+        claim(runs, cuts[0], cuts[-1])
         hk = hv = None
         out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)]
         host = ([], [])  # the pieces of each part's host copy, in order
@@ -374,7 +375,6 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
                     in_place(part, [parts(r)[j][a:b] for r, a, b in zip(runs, c0, c1,
                                                                          strict=True)],
                              st, host[j])
-                if out is not None:
                     out[j][o:o + m] = part
             marks[3].record(st)
         o += m
