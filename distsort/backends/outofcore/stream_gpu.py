@@ -317,8 +317,11 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
     between consecutive co-ranks of ``cuts``, every run's slice copied into one device
     buffer, sorted there by CUB's radix sort on the order codes (the runs are sorted:
     the concatenation is k sorted pieces) and copied back into the chunk's pinned host
-    memory; two segments in flight on two streams.  On the device too, for CuPy
-    output (``like_gpu``: ``hostbacked`` arrays, which spill for free)."""
+    memory; two segments in flight on two streams.  For CuPy output (``like_gpu``) the
+    chunk stays on the device too, as a ``hostbacked`` array (which spills for free),
+    and its host memory is the run slices it was merged from (``in_place``): the runs
+    are only read between ``cuts[0]`` and ``cuts[-1]``, and written there
+    (``runs.claim``)."""
     with one_at_a_time():
         return _merge_segments(runs, cuts, order, like_gpu, budget)
 
