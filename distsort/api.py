@@ -606,22 +606,24 @@ _PACKED_PAIR_BYTES = 4
 
 def _pack_stable(keys, values, descending, block_info=None):
     """uint64 ``key code | position | value bits`` (the code at the top, the value's bits
-    at the bottom): ordered as the keys (``descending`` or not), equal keys by position.
+    at the bottom), sorted: ordered as the keys (``descending`` or not), equal keys by
+    position.  The positions ascend in the block, so a stable sort of the keys' bits
+    alone sorts the codes (``distsort.backends.cpu.radix.sort_high``: one move per
+    byte of the key), and the network's first sort finds them in order.
 
     >>> k, v = np.array([2, -1, 2], np.int16), np.array([7, 8, 9], np.uint16)
     >>> p = _pack_stable(k, v, False, [{"array-location": [(0, 3)]}])
-    >>> np.argsort(p).tolist()
-    [1, 0, 2]
-    >>> [_unpack_stable(np.sort(p), part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
+    >>> [_unpack_stable(p, part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
     [[-1, 2, 2], [8, 7, 9]]
     """
+    from .backends.cpu.radix import sort_high
     start = block_info[0]["array-location"][0][0]
     value_bits = 8 * values.dtype.itemsize
     codes = encode(keys, descending=descending).astype(np.uint64)
     codes <<= np.uint64(64 - 8 * keys.dtype.itemsize)
     codes |= np.arange(start, start + keys.size, dtype=np.uint64) << np.uint64(value_bits)
     codes |= values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
-    return codes
+    return sort_high(codes, 64 - 8 * keys.dtype.itemsize)
 
 
 def _unpack_stable(packed, part, key_dtype, value_dtype, descending):

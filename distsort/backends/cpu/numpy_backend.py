@@ -302,22 +302,57 @@ def _positions(start, shape, axis=-1):
     return np.broadcast_to(lane[tuple(index)], shape).copy()
 
 
+def _ascending(x, look=64):
+    """Whether ``x`` is in ascending order: its first ``look`` elements, then (only
+    where those are) all of it, so that unsorted data costs almost nothing."""
+    first = x[:look]
+    return bool((first[1:] >= first[:-1]).all() and (x[1:] >= x[:-1]).all())
+
+
+def _sort_codes_by_key(codes, keys_dtype, vbits, descending):
+    """:func:`keyed_codes` ``codes`` (unsigned, ``vbits`` value bits) of values in
+    ascending order (positions), sorted.  Pairs of equal keys already lie in the keyed
+    order, so a stable sort of the keys' bits alone sorts them
+    (``distsort.backends.cpu.radix.sort_high``); then only the codes of the runs of
+    keys NumPy calls equal (``-0.0``/``+0.0``, NaNs: ``_classes``), whose key bits
+    hold part of the value, are sorted again: they lie together, as their keys do."""
+    codes = _compiled("radix").sort_high(codes, vbits)
+    for start, size in _classes(keys_dtype, descending):
+        lo, hi = (np.searchsorted(codes, codes.dtype.type(b << vbits))
+                  if b < 1 << (8 * keys_dtype.itemsize) else len(codes)
+                  for b in (start, start + size))
+        codes[lo:hi].sort()
+    return codes
+
+
 def prepare(keys, values, order, start=None):
-    """Copy and sort one chunk; ``start`` asks for positions as the values."""
+    """Copy and sort one chunk; ``start`` asks for positions as the values.
+
+    A chunk already in order is not sorted again (keys-only codes; the packed stable
+    codes of ``distsort.api`` come sorted); keyed pairs of one 64-bit code whose
+    unsigned values ascend (the positions of a stable sort) are sorted by the key's
+    bits alone (:func:`_sort_codes_by_key`)."""
     keys = np.asarray(keys)
     if not order.keyed:
         codes = (_compiled("codes").signed_codes(keys, order.descending)  # one compiled
                  if keys.size >= COMPILED_FROM else None)  # pass, or None
         if codes is None:
             codes = _signed(encode(keys, descending=order.descending))
-        codes.sort()
+        if not _ascending(codes):
+            codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
-    if packable(keys, values):  # one code per element, through the network as keys are
-        codes = _signed(keyed_codes(keys, values, order.descending))
-        codes.sort()
-        return codes
-    return keyed_sort(keys, values, order.descending)
+    if not packable(keys, values):
+        return keyed_sort(keys, values, order.descending)
+    # One code per element, through the network as keys are.
+    codes = keyed_codes(keys, values, order.descending)
+    if codes.itemsize == _CODE64_BYTES and values.dtype.kind == "u" and _ascending(values):
+        codes = _sort_codes_by_key(codes, keys.dtype, 8 * values.dtype.itemsize,
+                                   order.descending)
+        return _signed(codes)
+    codes = _signed(codes)
+    codes.sort()
+    return codes
 
 
 def probe_codes(keys, values, order):
