@@ -226,11 +226,11 @@ def gpu_main(args):
     with cluster, Client(cluster) as client:
         if args.xp == "cupy":
             client.submit(cub_is_numpys_stable_order, pure=False).result()
-        for log2 in args.gpu_log2:
+        for log2 in args.gpu_log2 if "array" in args.paths else ():
             for kdtype, vdtype in GPU_PAIRS:
                 report(client.submit(array_row, log2, kdtype, vdtype, args.xp, args.runs,
                                      args.warmup, pure=False).result())
-        for log2 in args.gpu_log2:
+        for log2 in args.gpu_log2 if "network" in args.paths else ():
             for kdtype, vdtype in GPU_PAIRS:
                 report(network_row(client, log2, kdtype, vdtype, args))
     driver.print_table(rows, [("path", "{}"), ("log2", "{}"), ("keys", "{}"),
@@ -255,6 +255,8 @@ def main(argv=None):
                    help="stable=True against the default order on CuPy (one device, network)")
     p.add_argument("--gpu-log2", type=int, nargs="+", default=[26, 27, 28])
     p.add_argument("--chunks", type=int, default=8, help="chunks of the network rows")
+    p.add_argument("--paths", nargs="+", choices=["array", "network"],
+                   default=["array", "network"], help="the --gpu rows to take")
     p.add_argument("--worker", choices=["cuda", "cpu"], default="cuda",
                    help="--gpu on CuPy and a dask-cuda worker, or on NumPy and a CPU one")
     args = p.parse_args(argv)

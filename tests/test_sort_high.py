@@ -14,6 +14,8 @@ from distsort.backends.cpu import numpy_backend as npb
 
 from arrays import DTYPES, bits, random_keys, stable_argsort
 
+from backends import GPU, cupy
+
 needs_numba = pytest.mark.skipif(merge.numba is None, reason="needs numba (the fast extra)")
 BOTH = pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_numba)],
                                ids=["numpy", "numba"])
@@ -95,3 +97,26 @@ def test_stable_sort_by_key_on_the_network_is_numpys_stable_argsort(
     perm = stable_argsort(keys, descending)
     np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
     np.testing.assert_array_equal(bits(sv), bits(values[perm]))
+
+
+@pytest.mark.parametrize("local", ["radix", "bitonic"])
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+@pytest.mark.parametrize("kdtype", ["float32", "float16", "int16", "float64", "uint32"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="needs CuPy and a CUDA GPU")
+def test_gpu_chunk_of_increasing_values_sorts_by_the_key_alone(local, descending, kdtype):
+    """CuPy chunks whose integer values strictly increase (a stable ``sort_by_key``'s
+    values packed under their positions) are sorted by one stable sort of the key: the
+    keyed order of the NumPy backend, bit for bit; values that repeat are not."""
+    from distsort.backends.gpu import cupy_backend as cpb
+    rng = np.random.default_rng([11, descending])
+    order = Order(descending=descending, keyed=True)
+    for n in (0, 1, 1000, 65521):
+        keys = random_keys(rng, n, kdtype, special_fraction=0.2, duplicates=True)
+        for values in ((np.arange(n, dtype=np.uint64) << np.uint64(32))
+                       | rng.integers(0, 2**32, n, dtype=np.uint64),
+                       np.sort(rng.integers(-50, 50, n))):
+            k, v = cpb.prepare(cupy.asarray(keys), cupy.asarray(values), order, local=local)
+            wk, wv = npb.keyed_sort(keys, values, descending)
+            np.testing.assert_array_equal(bits(cupy.asnumpy(k)), bits(wk))
+            np.testing.assert_array_equal(cupy.asnumpy(v), wv)
