@@ -63,6 +63,24 @@ def test_keyed_chunk_of_ascending_positions_sorts_as_all_its_bits(compiled, comp
 
 
 @BOTH
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+def test_stable_sort_of_4_byte_keys_sorts_the_bytes_above_the_index(compiled, compiled_from_16,
+                                                                    descending):
+    """The one-device stable sort: canonical codes above each element's index, sorted
+    by the bytes above the index alone, is NumPy's stable argsort, bit for bit."""
+    rng = np.random.default_rng([9, compiled, descending])
+    order = Order(descending=descending, keyed=True)
+    for dtype in ("float32", "int32", "uint32"):
+        for n, special in [(5000, 0.2), (3000, 1.0)]:
+            keys = random_keys(rng, n, dtype, special_fraction=special, duplicates=True)
+            values = rng.permutation(n)
+            perm = stable_argsort(keys, descending)
+            sk, sv = npb.stable_sort(keys, values, order)
+            np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
+            np.testing.assert_array_equal(sv, values[perm])
+
+
+@BOTH
 def test_keys_in_order_give_the_codes_of_keys_in_any_order(compiled, compiled_from_16):
     rng = np.random.default_rng(2)
     for dtype in DTYPES:
@@ -97,6 +115,30 @@ def test_stable_sort_by_key_on_the_network_is_numpys_stable_argsort(
     perm = stable_argsort(keys, descending)
     np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
     np.testing.assert_array_equal(bits(sv), bits(values[perm]))
+
+
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+@pytest.mark.parametrize("kdtype,vdtype", [("float32", "int32"), ("uint16", "int16"),
+                                           ("float64", "int64")])
+def test_network_of_one_group_sorts_stably_in_that_group(descending, kdtype, vdtype):
+    """A network plan whose one group holds every chunk (no merge after it) sorts a
+    stable ``sort_by_key`` there, with no positions packed, gathered or merged; a
+    smaller group merges them.  Both are NumPy's stable argsort, bit for bit."""
+    rng = np.random.default_rng()
+    keys = random_keys(rng, 10007, kdtype, special_fraction=0.2, duplicates=True)
+    values = random_keys(rng, 10007, vdtype, duplicates=True)
+    perm = stable_argsort(keys, descending)
+    for group, merged in ((8, False), (2, True)):
+        with dask.config.set({"distsort.strategy": "network", "distsort.group": group}):
+            sk, sv = distsort.sort_by_key(da.from_array(keys, chunks=1300),
+                                          da.from_array(values, chunks=1300),
+                                          descending=descending, stable=True)
+        names = " ".join(map(str, sv.__dask_graph__().layers))
+        assert ("round" in names) == merged, names
+        assert any(w in names for w in ("pack", "gather", "arange")) == merged, names
+        sk, sv = dask.compute(sk, sv, scheduler="threads")
+        np.testing.assert_array_equal(bits(sk), bits(keys[perm]))
+        np.testing.assert_array_equal(bits(sv), bits(values[perm]))
 
 
 @pytest.mark.parametrize("local", ["radix", "bitonic"])

@@ -266,7 +266,8 @@ def stable_sort(keys, values, order):
 
     The permutation comes from the keys' canonical codes: of keys of up to 2 bytes by
     NumPy's stable argsort (a radix sort); of wider ones packed above each element's
-    index in one 64-bit integer, whose sort breaks ties by the index, where they fit
+    index in one 64-bit integer, whose sort (of the bytes above the index alone:
+    ``radix.sort_high``) breaks ties by the index, where they fit
     together, else by :func:`_runs_perm`.  Keys and values are then taken by it
     together (their bits, untouched).
 
@@ -285,8 +286,8 @@ def stable_sort(keys, values, order):
         perm = canonical.astype(np.uint64)
         perm <<= np.uint64(index_bits)
         perm |= np.arange(n, dtype=np.uint64)
-        _signed(perm).sort()  # in place, as signed: NumPy's SIMD sort is faster there
-        perm &= np.uint64((1 << index_bits) - 1)  # the sign bit goes with the code
+        perm = _compiled("radix").sort_high(perm, index_bits)  # the index ascends
+        perm &= np.uint64((1 << index_bits) - 1)
         perm = perm.view(np.int64)
     else:
         perm = _runs_perm(keys, np.arange(n, dtype=np.int64), order.descending)
