@@ -153,9 +153,11 @@ def array_row(log2, kdtype, vdtype, xp_name, runs, warmup):
     return order_row("array", n, kdtype, vdtype, times, checked, 1)
 
 
-def network_row(client, log2, kdtype, vdtype, args):
+def network_row(client, log2, kdtype, vdtype, group, args):
     """The network: persisted ``--chunks`` chunks on one worker, ``distsort.strategy``
-    "network"; each run from ``persist()`` until every chunk is sorted."""
+    "network" and ``distsort.group`` ``group`` ("auto": one group of every chunk, on
+    one worker; 1: every chunk sorted alone, then merged in the network's rounds);
+    each run from ``persist()`` until every chunk is sorted."""
     import distributed
     from distributed_sort import sync_workers
 
@@ -171,9 +173,10 @@ def network_row(client, log2, kdtype, vdtype, args):
     distributed.wait([keys, values])
     del pairs
     state = {}
+    config = {"distsort.strategy": "network", "distsort.group": group}
 
     def run(stable):
-        with dask.config.set({"distsort.strategy": "network"}):
+        with dask.config.set(config):
             state["s"] = dask.persist(*distsort.sort_by_key(keys, values, stable=stable))
         distributed.wait(list(state["s"]))
     times = turns([("default", lambda: run(False)), ("stable", lambda: run(True))],
@@ -182,10 +185,12 @@ def network_row(client, log2, kdtype, vdtype, args):
     release_all(client, state)
     checked = True
     for stable in (False, True):
-        with dask.config.set({"distsort.strategy": "network"}):
+        with dask.config.set(config):
             sk, sv = distsort.sort_by_key(keys, values, stable=stable)
         checked &= dask.delayed(check_pair)(sk, sv, keys, values, stable).compute()
-    return order_row("network", n, kdtype, vdtype, times, checked, chunks)
+    row = order_row("network", n, kdtype, vdtype, times, checked, chunks)
+    row["group"] = group
+    return row
 
 
 def release_all(client, state):
@@ -213,9 +218,10 @@ def gpu_main(args):
 
     def report(row):
         rows.append(row)
-        print(f"{row['path']} 2^{row['log2']} {row['keys']}+{row['values']}: default "
-              f"{row['default_s'] * 1e3:.1f} ms, stable {row['stable_s'] * 1e3:.1f} ms, "
-              f"{row['ratio']:.2f}x, checked {row['checked']}", flush=True)
+        print(f"{row['path']} {row.get('group', '')} 2^{row['log2']} {row['keys']}+"
+              f"{row['values']}: default {row['default_s'] * 1e3:.1f} ms, stable "
+              f"{row['stable_s'] * 1e3:.1f} ms, {row['ratio']:.2f}x, checked "
+              f"{row['checked']}", flush=True)
         save()
 
     if args.xp == "cupy":
@@ -230,14 +236,19 @@ def gpu_main(args):
             for kdtype, vdtype in GPU_PAIRS:
                 report(client.submit(array_row, log2, kdtype, vdtype, args.xp, args.runs,
                                      args.warmup, pure=False).result())
-        for log2 in args.gpu_log2 if "network" in args.paths else ():
-            for kdtype, vdtype in GPU_PAIRS:
-                report(network_row(client, log2, kdtype, vdtype, args))
-    driver.print_table(rows, [("path", "{}"), ("log2", "{}"), ("keys", "{}"),
-                              ("values", "{}"), ("default_s", "{:.4f}"),
+        for group in args.groups if "network" in args.paths else ():
+            for log2 in args.gpu_log2:
+                for kdtype, vdtype in GPU_PAIRS:
+                    report(network_row(client, log2, kdtype, vdtype, group, args))
+    driver.print_table(rows, [("path", "{}"), ("group", "{}"), ("log2", "{}"),
+                              ("keys", "{}"), ("values", "{}"), ("default_s", "{:.4f}"),
                               ("stable_s", "{:.4f}"), ("ratio", "{:.2f}"),
                               ("checked", "{}")])
     print(f"rows in {save()}")
+
+
+def _group(text):
+    return text if text == "auto" else int(text)
 
 
 def gpu_name():
@@ -255,6 +266,8 @@ def main(argv=None):
                    help="stable=True against the default order on CuPy (one device, network)")
     p.add_argument("--gpu-log2", type=int, nargs="+", default=[26, 27, 28])
     p.add_argument("--chunks", type=int, default=8, help="chunks of the network rows")
+    p.add_argument("--groups", nargs="+", default=["auto"], type=_group,
+                   help="distsort.group of the network rows: auto, 1, 2, ...")
     p.add_argument("--paths", nargs="+", choices=["array", "network"],
                    default=["array", "network"], help="the --gpu rows to take")
     p.add_argument("--worker", choices=["cuda", "cpu"], default="cuda",
