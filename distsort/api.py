@@ -763,12 +763,13 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
-        on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
-        their positions and keys and values taken by them in the same task; elsewhere
+        where the plan sorts every chunk in one task (the one-device plan, a network
+        of one group) the keys are sorted with their positions and keys and values
+        taken by them in that task; elsewhere
         integer keys and values of up to 4 bytes together are sorted as one integer
         with their positions between them, and other keys are sorted with their
-        positions and the values gathered (a little
-        more time than the default order: ``docs/performance.md``); on CuPy chunks
+        positions and the values gathered (measured within 1.3x of the default
+        order's time, often below it: ``docs/performance.md``); on CuPy chunks
         values of up to 4 bytes travel packed with their positions as 8 bytes, wider
         ones are gathered after an argsort (``distsort.api._stable_by_key``).  Both
         orders are deterministic, whatever the chunking and backend.  NumPy and the array
