@@ -629,15 +629,15 @@ def _pack_stable(keys, values, descending, block_info=None):
     """uint64 ``key code | position | value bits`` (the code at the top, the value's bits
     at the bottom), sorted: ordered as the keys (``descending`` or not), equal keys by
     position.  The positions ascend in the block, so a stable sort of the keys' bits
-    alone sorts the codes (``distsort.backends.cpu.radix.sort_high``: one move per
-    byte of the key), and the network's first sort finds them in order.
+    alone sorts the codes (``distsort.backends.cpu.numpy_backend.sort_high``: one move
+    per byte of the key), and the network's first sort finds them in order.
 
     >>> k, v = np.array([2, -1, 2], np.int16), np.array([7, 8, 9], np.uint16)
     >>> p = _pack_stable(k, v, False, [{"array-location": [(0, 3)]}])
     >>> [_unpack_stable(p, part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
     [[-1, 2, 2], [8, 7, 9]]
     """
-    from .backends.cpu.radix import sort_high
+    from .backends.cpu.numpy_backend import sort_high
     start = block_info[0]["array-location"][0][0]
     value_bits = 8 * values.dtype.itemsize
     codes = encode(keys, descending=descending).astype(np.uint64)

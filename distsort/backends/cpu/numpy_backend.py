@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 
 import numpy as np
 
@@ -34,6 +35,18 @@ from ...order import decode, encode
 #: memory it took there paused the workers for good.  Defined here, not in
 #: ``distsort.backends.cpu.merge``, which imports numba.
 COMPILED_FROM = 1 << 22
+
+
+def sort_high(codes, low_bits):
+    """``codes`` sorted where codes that agree above their ``low_bits`` bits lie in
+    ascending order: by ``distsort.backends.cpu.radix.sort_high`` (the bytes above those
+    bits alone) where compiled code is loaded already (the merges of a network ran in
+    this process) or the chunk repays loading it (:data:`COMPILED_FROM`), else by
+    NumPy's sort, with the same result."""
+    if len(codes) >= COMPILED_FROM or f"{__package__}.merge" in sys.modules:
+        return _compiled("radix").sort_high(codes, low_bits)
+    codes.sort()
+    return codes
 
 
 def _compiled(name):
@@ -267,7 +280,7 @@ def stable_sort(keys, values, order):
     The permutation comes from the keys' canonical codes: of keys of up to 2 bytes by
     NumPy's stable argsort (a radix sort); of wider ones packed above each element's
     index in one 64-bit integer, whose sort (of the bytes above the index alone:
-    ``radix.sort_high``) breaks ties by the index, where they fit
+    :func:`sort_high`) breaks ties by the index, where they fit
     together, else by :func:`_runs_perm`.  Keys and values are then taken by it
     together (their bits, untouched).
 
@@ -286,7 +299,7 @@ def stable_sort(keys, values, order):
         perm = canonical.astype(np.uint64)
         perm <<= np.uint64(index_bits)
         perm |= np.arange(n, dtype=np.uint64)
-        perm = _compiled("radix").sort_high(perm, index_bits)  # the index ascends
+        perm = sort_high(perm, index_bits)  # the index ascends
         perm &= np.uint64((1 << index_bits) - 1)
         perm = perm.view(np.int64)
     else:
@@ -313,11 +326,11 @@ def _ascending(x, look=64):
 def _sort_codes_by_key(codes, keys_dtype, vbits, descending):
     """:func:`keyed_codes` ``codes`` (unsigned, ``vbits`` value bits) of values in
     ascending order (positions), sorted.  Pairs of equal keys already lie in the keyed
-    order, so a stable sort of the keys' bits alone sorts them
-    (``distsort.backends.cpu.radix.sort_high``); then only the codes of the runs of
-    keys NumPy calls equal (``-0.0``/``+0.0``, NaNs: ``_classes``), whose key bits
-    hold part of the value, are sorted again: they lie together, as their keys do."""
-    codes = _compiled("radix").sort_high(codes, vbits)
+    order, so a stable sort of the keys' bits alone sorts them (:func:`sort_high`);
+    then only the codes of the runs of keys NumPy calls equal (``-0.0``/``+0.0``,
+    NaNs: ``_classes``), whose key bits hold part of the value, are sorted again: they
+    lie together, as their keys do."""
+    codes = sort_high(codes, vbits)
     for start, size in _classes(keys_dtype, descending):
         lo, hi = (np.searchsorted(codes, codes.dtype.type(b << vbits))
                   if b < 1 << (8 * keys_dtype.itemsize) else len(codes)
