@@ -16,10 +16,12 @@ result is checked against NumPy element for element.
 ``stable=True`` against the default order on CuPy for float32+int32, uint32+uint32,
 uint16+int16 and float64+int64 pairs with many equal keys, the two taking turns run
 by run: on the one-device plan (``array``: ``sort_by_key`` of CuPy arrays, computed
-in this process) and on the network (``network``: a persisted Dask array of
-``--chunks`` CuPy chunks on one dask-cuda worker, ``distsort.strategy`` "network"),
-from the call (or ``persist()``) until every result is on the device, the device
-synchronized.  Every result is compared bit for bit with the order of CuPy's stable
+by Dask's synchronous scheduler in a task on one dask-cuda worker) and on the network
+(``network``: a persisted Dask array of ``--chunks`` CuPy chunks on that worker,
+``distsort.strategy`` "network", ``distsort.group`` each of ``--groups``: "auto" sorts
+every chunk in one group there, 1 sorts them alone and merges them in the network's
+rounds), from the call (or ``persist()``) until every result is on the device, the
+device synchronized.  Every result is compared bit for bit with the order of CuPy's stable
 argsort (CUB's radix sort: keys, then by value for the default order; NumPy's
 stable argsort agrees with it on 2^20 keys of every pair, checked first).  The keys
 hold no NaN or -0.0, where CUB's order and NumPy's differ.  ``--worker cpu`` runs the
