@@ -1,7 +1,8 @@
 """Sorts of codes whose low bits already ascend (the positions of a stable sort): the
 radix sort of the high bytes alone (``radix.sort_high``), the CPU backend's keyed
-chunks of ascending positions and keys-only chunks already in order, and the stable
-``sort_by_key`` through them on the network, each against NumPy bit for bit."""
+chunks of ascending positions and keys-only chunks already in order, the stable
+``sort_by_key`` through them on the network and in a network of one group, and CuPy
+chunks of increasing packed values; each against NumPy bit for bit."""
 import dask
 import dask.array as da
 import numpy as np
@@ -147,9 +148,9 @@ def test_network_of_one_group_sorts_stably_in_that_group(descending, kdtype, vdt
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="needs CuPy and a CUDA GPU")
 def test_gpu_chunk_of_increasing_values_sorts_by_the_key_alone(local, descending, kdtype):
-    """CuPy chunks whose integer values strictly increase (a stable ``sort_by_key``'s
-    values packed under their positions) are sorted by one stable sort of the key: the
-    keyed order of the NumPy backend, bit for bit; values that repeat are not."""
+    """CuPy chunks whose uint64 values strictly increase (a stable ``sort_by_key``'s
+    values packed under their positions) are sorted by one stable sort of the key, and
+    other values by the keyed order's codes: the NumPy backend's order, bit for bit."""
     from distsort.backends.gpu import cupy_backend as cpb
     rng = np.random.default_rng([11, descending])
     order = Order(descending=descending, keyed=True)
