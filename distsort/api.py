@@ -290,8 +290,9 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     if _PLANNING.get() is not None:  # the plan this sort runs
         _PLANNING.get()[1].append(plan)
     stable = positions and values is not None
-    if stable and plan.strategy != "one-device":
-        raise ValueError("a stable sort with values runs on a one-device plan")
+    if stable and not _sorted_as_one(plan):
+        raise ValueError("a stable sort with values runs on a plan that sorts every "
+                         "chunk as one")
     if plan.rechunk and keys.chunks[0] != plan.chunks:
         keys = keys.rechunk((plan.chunks,))
     if values is not None and values.chunks[0] != keys.chunks[0]:  # read side by side
@@ -354,6 +355,26 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
         return verified(keys, values, out_keys, out_values, order, positions and not stable,
                         what)
     return out_keys, out_values
+
+
+def _sorted_as_one(plan):
+    """Whether ``plan`` sorts every chunk in one task, in input order, with no merge
+    after: the one-device plan, or a network whose one group holds every chunk (a
+    network of one worker).  A stable sort there needs no position beside the keys
+    (``sort_by_key(..., stable=True)``: the backend's ``stable_sort`` in that task).
+
+    >>> from distsort.sortplan import SortPlan
+    >>> _sorted_as_one(SortPlan("network", (4, 4), None, (0, 1), 2, 2, False, "auto"))
+    True
+    >>> _sorted_as_one(SortPlan("network", (4, 4), None, (1, 0), 2, 2, False, "auto"))
+    False
+    """
+    if plan.strategy == "one-device":
+        return True
+    n = len(plan.chunks)
+    return (plan.strategy == "network" and plan.pieces is None and plan.out_of_core is None
+            and plan.group > 1 and plan.rounds == 0  # one group task (a chunk alone: none)
+            and tuple(plan.perm or range(n)) == tuple(range(n)))
 
 
 def _check_local(local):
@@ -606,22 +627,24 @@ _PACKED_PAIR_BYTES = 4
 
 def _pack_stable(keys, values, descending, block_info=None):
     """uint64 ``key code | position | value bits`` (the code at the top, the value's bits
-    at the bottom): ordered as the keys (``descending`` or not), equal keys by position.
+    at the bottom), sorted: ordered as the keys (``descending`` or not), equal keys by
+    position.  The positions ascend in the block, so a stable sort of the keys' bits
+    alone sorts the codes (``distsort.backends.cpu.numpy_backend.sort_high``: one move
+    per byte of the key), and the network's first sort finds them in order.
 
     >>> k, v = np.array([2, -1, 2], np.int16), np.array([7, 8, 9], np.uint16)
     >>> p = _pack_stable(k, v, False, [{"array-location": [(0, 3)]}])
-    >>> np.argsort(p).tolist()
-    [1, 0, 2]
-    >>> [_unpack_stable(np.sort(p), part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
+    >>> [_unpack_stable(p, part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
     [[-1, 2, 2], [8, 7, 9]]
     """
+    from .backends.cpu.numpy_backend import sort_high
     start = block_info[0]["array-location"][0][0]
     value_bits = 8 * values.dtype.itemsize
     codes = encode(keys, descending=descending).astype(np.uint64)
     codes <<= np.uint64(64 - 8 * keys.dtype.itemsize)
     codes |= np.arange(start, start + keys.size, dtype=np.uint64) << np.uint64(value_bits)
     codes |= values.view(f"u{values.dtype.itemsize}").astype(np.uint64)
-    return codes
+    return sort_high(codes, 64 - 8 * keys.dtype.itemsize)
 
 
 def _unpack_stable(packed, part, key_dtype, value_dtype, descending):
@@ -658,10 +681,11 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     """Position-stable key-value sort of 1-D Dask arrays (``keys`` keys or order
     codes): equal keys keep their input order.  Returns the sorted keys and values.
 
-    Chunks that the plan sorts as one ("one-device"), without ``verify``: the one
-    task sorts the keys' canonical codes with their positions (on a GPU: one stable
-    radix sort of the keys, ``local`` not ``"bitonic"``) and takes keys and values by
-    them (the backend's ``stable_sort``): no argsort output, no gather, no packing.
+    Chunks that the plan sorts as one (:func:`_sorted_as_one`: "one-device", or a
+    network of one group), without ``verify``: the one task sorts the keys' canonical
+    codes with their positions (on a GPU: one stable radix sort of the keys, ``local``
+    not ``"bitonic"``) and takes keys and values by them (the backend's
+    ``stable_sort``): no argsort output, no gather, no packing.
     Other NumPy integer keys and values of at most 4 bytes together (fewer than 2**32):
     one sort of uint64 codes that hold the key's code, the position and the value's
     bits (:func:`_stable_packed`), nothing to gather.  Other NumPy chunks: the keys are
@@ -689,7 +713,7 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
         with contextlib.suppress(MemoryError):
             planned = _plan_1d(keys, values, False, local,
                                value_bytes=values.dtype.itemsize + _POSITION_BYTES)
-        if planned is not None and planned[1].strategy == "one-device":  # no shuffle
+        if planned is not None and _sorted_as_one(planned[1]):  # no shuffle, no merge
             return _sort_planned(keys, values, order, True, planned, what="sort_by_key")
     if gpu and values.dtype.itemsize <= _PACKED_VALUE_BYTES and n < 2**32:
         packed = values.map_blocks(_pack, dtype=np.uint64,
@@ -739,12 +763,13 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
         nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
         position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
-        on NumPy chunks sorted as one (the one-device plan) the keys are sorted with
-        their positions and keys and values taken by them in the same task; elsewhere
+        where the plan sorts every chunk in one task (the one-device plan, a network
+        of one group) the keys are sorted with their positions and keys and values
+        taken by them in that task; elsewhere
         integer keys and values of up to 4 bytes together are sorted as one integer
         with their positions between them, and other keys are sorted with their
-        positions and the values gathered (a little
-        more time than the default order: ``docs/performance.md``); on CuPy chunks
+        positions and the values gathered (measured within 1.3x of the default
+        order's time, often below it: ``docs/performance.md``); on CuPy chunks
         values of up to 4 bytes travel packed with their positions as 8 bytes, wider
         ones are gathered after an argsort (``distsort.api._stable_by_key``).  Both
         orders are deterministic, whatever the chunking and backend.  NumPy and the array

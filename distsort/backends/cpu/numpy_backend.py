@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 
 import numpy as np
 
@@ -34,6 +35,18 @@ from ...order import decode, encode
 #: memory it took there paused the workers for good.  Defined here, not in
 #: ``distsort.backends.cpu.merge``, which imports numba.
 COMPILED_FROM = 1 << 22
+
+
+def sort_high(codes, low_bits):
+    """``codes`` sorted where codes that agree above their ``low_bits`` bits lie in
+    ascending order: by ``distsort.backends.cpu.radix.sort_high`` (the bytes above those
+    bits alone) where compiled code is loaded already (the merges of a network ran in
+    this process) or the chunk repays loading it (:data:`COMPILED_FROM`), else by
+    NumPy's sort, with the same result."""
+    if len(codes) >= COMPILED_FROM or f"{__package__}.merge" in sys.modules:
+        return _compiled("radix").sort_high(codes, low_bits)
+    codes.sort()
+    return codes
 
 
 def _compiled(name):
@@ -266,7 +279,8 @@ def stable_sort(keys, values, order):
 
     The permutation comes from the keys' canonical codes: of keys of up to 2 bytes by
     NumPy's stable argsort (a radix sort); of wider ones packed above each element's
-    index in one 64-bit integer, whose sort breaks ties by the index, where they fit
+    index in one 64-bit integer, whose sort (of the bytes above the index alone:
+    :func:`sort_high`) breaks ties by the index, where they fit
     together, else by :func:`_runs_perm`.  Keys and values are then taken by it
     together (their bits, untouched).
 
@@ -285,8 +299,8 @@ def stable_sort(keys, values, order):
         perm = canonical.astype(np.uint64)
         perm <<= np.uint64(index_bits)
         perm |= np.arange(n, dtype=np.uint64)
-        _signed(perm).sort()  # in place, as signed: NumPy's SIMD sort is faster there
-        perm &= np.uint64((1 << index_bits) - 1)  # the sign bit goes with the code
+        perm = sort_high(perm, index_bits)  # the index ascends
+        perm &= np.uint64((1 << index_bits) - 1)
         perm = perm.view(np.int64)
     else:
         perm = _runs_perm(keys, np.arange(n, dtype=np.int64), order.descending)
@@ -302,22 +316,57 @@ def _positions(start, shape, axis=-1):
     return np.broadcast_to(lane[tuple(index)], shape).copy()
 
 
+def _ascending(x, look=64):
+    """Whether ``x`` is in ascending order: its first ``look`` elements, then (only
+    where those are) all of it, so that unsorted data costs almost nothing."""
+    first = x[:look]
+    return bool((first[1:] >= first[:-1]).all() and (x[1:] >= x[:-1]).all())
+
+
+def _sort_codes_by_key(codes, keys_dtype, vbits, descending):
+    """:func:`keyed_codes` ``codes`` (unsigned, ``vbits`` value bits) of values in
+    ascending order (positions), sorted.  Pairs of equal keys already lie in the keyed
+    order, so a stable sort of the keys' bits alone sorts them (:func:`sort_high`);
+    then only the codes of the runs of keys NumPy calls equal (``-0.0``/``+0.0``,
+    NaNs: ``_classes``), whose key bits hold part of the value, are sorted again: they
+    lie together, as their keys do."""
+    codes = sort_high(codes, vbits)
+    for start, size in _classes(keys_dtype, descending):
+        lo, hi = (np.searchsorted(codes, codes.dtype.type(b << vbits))
+                  if b < 1 << (8 * keys_dtype.itemsize) else len(codes)
+                  for b in (start, start + size))
+        codes[lo:hi].sort()
+    return codes
+
+
 def prepare(keys, values, order, start=None):
-    """Copy and sort one chunk; ``start`` asks for positions as the values."""
+    """Copy and sort one chunk; ``start`` asks for positions as the values.
+
+    A chunk already in order is not sorted again (keys-only codes; the packed stable
+    codes of ``distsort.api`` come sorted); keyed pairs of one 64-bit code whose
+    unsigned values ascend (the positions of a stable sort) are sorted by the key's
+    bits alone (:func:`_sort_codes_by_key`)."""
     keys = np.asarray(keys)
     if not order.keyed:
         codes = (_compiled("codes").signed_codes(keys, order.descending)  # one compiled
                  if keys.size >= COMPILED_FROM else None)  # pass, or None
         if codes is None:
             codes = _signed(encode(keys, descending=order.descending))
-        codes.sort()
+        if not _ascending(codes):
+            codes.sort()
         return codes
     values = _positions(start, keys.shape) if start is not None else np.asarray(values)
-    if packable(keys, values):  # one code per element, through the network as keys are
-        codes = _signed(keyed_codes(keys, values, order.descending))
-        codes.sort()
-        return codes
-    return keyed_sort(keys, values, order.descending)
+    if not packable(keys, values):
+        return keyed_sort(keys, values, order.descending)
+    # One code per element, through the network as keys are.
+    codes = keyed_codes(keys, values, order.descending)
+    if codes.itemsize == _CODE64_BYTES and values.dtype.kind == "u" and _ascending(values):
+        codes = _sort_codes_by_key(codes, keys.dtype, 8 * values.dtype.itemsize,
+                                   order.descending)
+        return _signed(codes)
+    codes = _signed(codes)
+    codes.sort()
+    return codes
 
 
 def probe_codes(keys, values, order):

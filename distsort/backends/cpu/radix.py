@@ -134,3 +134,58 @@ def sort_keys(keys, descending=False, out=None, tmp=None):
     consts = tuple(consts)  # NumPy scalars: numba keeps their width
     _radix(keys.view(udt), out.view(udt), tmp, consts, is_float)
     return out
+
+
+@_merge._jit
+def _high_counts(codes, first, passes):  # pragma: no cover - compiled
+    """:func:`_counts` of raw unsigned codes, for the bytes from ``first`` up."""
+    radix = 1 << DIGIT_BITS
+    counts = np.zeros((passes, radix), np.int64)
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        for p in range(passes):
+            counts[p, (c >> ((first + p) * DIGIT_BITS)) & (radix - 1)] += 1
+    live = np.zeros(passes, np.bool_)
+    for p in range(passes):
+        live[p] = counts[p].max() < codes.shape[0]
+        total = 0
+        for d in range(radix):
+            k = counts[p, d]
+            counts[p, d] = total
+            total += k
+    return counts, live
+
+
+@_merge._jit
+def _high_move(src, dst, at, byte):  # pragma: no cover - compiled
+    """One stable pass of raw codes from ``src`` to ``dst`` by their byte ``byte``."""
+    mask = (1 << DIGIT_BITS) - 1
+    for i in range(src.shape[0]):
+        x = src[i]
+        d = (x >> (byte * DIGIT_BITS)) & mask
+        dst[at[d]] = x
+        at[d] += 1
+
+
+def sort_high(codes, low_bits):
+    """Unsigned ``codes`` sorted, where codes that agree above their ``low_bits``
+    lowest bits already lie in ascending order (a position or an index below a key's
+    code, in input order): a stable sort of the bytes above those bits alone does it
+    (two moves for a 2-byte key's code in a 64-bit code, not eight).  ``codes`` is
+    overwritten; the result is ``codes`` or a new array.
+
+    >>> c = np.array([3 << 8 | 0, 1 << 8 | 1, 3 << 8 | 2, 1 << 8 | 3], np.uint64)
+    >>> (sort_high(c, 8) >> 8).tolist(), (sort_high(c, 8) & 255).tolist()
+    ([1, 1, 3, 3], [1, 3, 0, 2])
+    """
+    if not _merge.ENABLED or codes.shape[0] < RADIX_FROM:
+        codes.sort()
+        return codes
+    first = low_bits // DIGIT_BITS  # lower bits in the digits: still in order, see above
+    counts, live = _high_counts(codes, first, codes.itemsize - first)
+    src, spare = codes, None
+    for p in np.flatnonzero(live):
+        spare = np.empty_like(codes) if spare is None else spare
+        _high_move(src, spare, counts[p], first + p)
+        src, spare = spare, src
+    return src

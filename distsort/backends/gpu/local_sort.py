@@ -148,13 +148,29 @@ def _path(keys, value_size, local, increasing_values, owned):
                         device_budget(owned) if local == "auto" else None, local)
 
 
+def increasing(values):
+    """Whether uint64 ``values`` strictly increase (one reduction, one scalar read): the
+    values of a stable ``sort_by_key``, packed under their positions
+    (``distsort.api._pack``).  Ties of their keys are then in the keyed order already,
+    as a stable sort by the key alone keeps them.  Other values are not read (the
+    scalar read waits for the device): argsort's positions are known to increase.
+
+    >>> increasing(np.array([1, 5, 9], np.uint64)), increasing(np.array([1, 5, 5], np.uint64))
+    (True, False)
+    """
+    return values.dtype == np.uint64 and bool((values[1:] > values[:-1]).all())
+
+
 def sort_owned(keys, values, order, local="auto", increasing_values=False):
     """Sort ``keys`` (and ``values``: arrays this task owns, that may be overwritten)
     by ``order``; returns the chunk (keys, or ``(keys, values)``).
     ``increasing_values``: the values are increasing (argsort's positions), so a
-    stable sort by the key alone orders them."""
+    stable sort by the key alone orders them; uint64 values are checked for it
+    (:func:`increasing`: those of a stable ``sort_by_key``, packed with positions)."""
     owned = keys.nbytes + (0 if values is None else values.nbytes)
     vsize = 0 if values is None else values.dtype.itemsize
+    if values is not None and not increasing_values:
+        increasing_values = increasing(values)
     if _path(keys, vsize, local, increasing_values, owned) == "radix":
         return radix_sort(keys, values, order, increasing_values)
     from .launcher import sort_inplace
