@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
-           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER", "WORK_CHUNKS",
-           "fits_in_place"]
+           "one_device_bytes", "resident_bytes", "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR",
+           "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
 #: with ``"auto"``).
@@ -70,6 +70,10 @@ PAIRS_PER_WORKER = 2
 #: Chunk-sized buffers a slot's share of the network needs beyond its chunks: the two
 #: outputs of each pair in flight, and one to spare.
 WORK_CHUNKS = 2 * PAIRS_PER_WORKER + 1
+#: Chunk-sized buffers beside a slot's chunks while a group sort of one chunk runs: its
+#: gathered copy and the chunk it copies out (or the radix sort's buffer), beside the
+#: outputs of the pairs in flight of the groups sorted before it.
+GROUP_WORK = GROUP_COPIES + 2 * PAIRS_PER_WORKER
 
 
 class SortOptions(NamedTuple):
@@ -274,20 +278,19 @@ def coalesced_chunks(n: int, slots: int, element: int, budget: int | None,
     """The regular chunking of a coalesced input: one chunk per slot, smaller where it
     would not fit ``budget`` beside the slot's share of the data and ``held`` more
     bytes (its share of the input the caller keeps, and an input chunk a group sort
-    reads in part) and ``memory.RESERVE``: a group sort holds ``GROUP_COPIES``
-    chunk-sized copies, the network :data:`WORK_CHUNKS` (the outputs of the pairs in
-    flight, and one to spare).  Where nothing larger than one element fits, chunks of
-    one element each: the caller keeps the input's own chunks.
+    reads in part) and ``memory.RESERVE``: :data:`GROUP_WORK` chunks (a group sort's
+    copies beside the outputs of the pairs in flight).  Where nothing larger than one
+    element fits, chunks of one element each: the caller keeps the input's own chunks.
 
     >>> coalesced_chunks(10**6, 2, 8, None)
     (500000, 500000)
-    >>> coalesced_chunks(10**6, 2, 8, 25 * 10**6)  # 4 MB held, 5 chunks in 19.75 MB
-    (493750, 493750, 12500)
-    >>> coalesced_chunks(10**6, 2, 8, 10**7)  # 4 MB held, 5.5 MB for 5 chunks
-    (137500, 137500, 137500, 137500, 137500, 137500, 137500, 37500)
+    >>> coalesced_chunks(10**6, 2, 8, 25 * 10**6)  # 4 MB held, 6 chunks in 19.75 MB
+    (411458, 411458, 177084)
+    >>> len(coalesced_chunks(10**6, 2, 8, 10**7))  # 4 MB held, 5.5 MB for 6 chunks
+    9
     >>> c = coalesced_chunks(10**6, 2, 8, 10**7, held=4 * 10**6)  # the input kept too
     >>> len(c), c[0]
-    (27, 37500)
+    (32, 31250)
     """
     return regular_chunks(n, _coalesced_size(n, slots, element, budget, held))
 
@@ -297,7 +300,7 @@ def _coalesced_size(n, slots, element, budget, held):
     m = -(-n // max(1, slots))
     if budget is not None:
         room = usable_bytes(budget) - m * element - held
-        m = min(m, room // (max(GROUP_COPIES, WORK_CHUNKS) * max(1, element)))
+        m = min(m, room // (GROUP_WORK * max(1, element)))
     return max(1, m)
 
 
@@ -331,7 +334,7 @@ def fits_in_place(chunks, element: int, budgets, resident: int = 0) -> bool:
     """Whether the network sorts ``chunks`` (elements of ``element`` bytes) in the
     devices' memory: each device's share of the data, of the ``resident`` bytes of the
     input that the caller keeps beside the sort's copy (:func:`resident_bytes`), and
-    :data:`WORK_CHUNKS` of the largest chunk (the outputs of the pairs in flight) fit
+    :func:`work_chunks` of the largest chunk (the outputs of the pairs in flight) fit
     its budget (bytes; None: unknown, so no).  Then the data stay on the devices,
     sorted in place, however much of the budget they take: out of core would move them
     through host memory (93 GiB on one 139 GiB H200 passed a worker's 126 GiB host
@@ -348,8 +351,19 @@ def fits_in_place(chunks, element: int, budgets, resident: int = 0) -> bool:
     if not budgets or not all(budgets) or not chunks:
         return False
     share = -(-(sum(chunks) * element + resident) // len(budgets))
-    return all(share + WORK_CHUNKS * max(chunks) * element <= usable_bytes(b)
+    return all(share + work_chunks(len(chunks)) * max(chunks) * element <= usable_bytes(b)
                for b in budgets)
+
+
+def work_chunks(count: int) -> int:
+    """Chunk-sized buffers beside the chunks of a network of ``count`` chunks: the
+    outputs of the pairs in flight (no more pairs than the chunks make), and one to
+    spare (:data:`WORK_CHUNKS` from four chunks on).
+
+    >>> [work_chunks(c) for c in (1, 2, 3, 4, 100)]
+    [1, 3, 3, 5, 5]
+    """
+    return 1 + 2 * min(PAIRS_PER_WORKER, count // 2)
 
 
 def _plan_out_of_core(chunks, itemsize, view, options):
@@ -367,8 +381,11 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     element = itemsize + options.value_bytes
     n = sum(chunks)
     resident = resident_bytes(chunks, _input_element(itemsize, options), view, options)
-    if not needs_out_of_core(n * element + resident, budgets) or fits_in_place(
-            chunks, element, budgets, resident):
+    # On GPUs whose budgets are known, whatever the network cannot sort in them runs
+    # out of core, however small: every byte of it is counted (``fits_in_place``).
+    needed = (needs_out_of_core(n * element + resident, budgets)
+              or (gpu and all(budgets) and bool(budgets)))
+    if not needed or fits_in_place(chunks, element, budgets, resident):
         return None
     budget = min(budgets)
     regular = normalize_chunks(chunks)

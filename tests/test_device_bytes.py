@@ -10,6 +10,7 @@ sort copies out, and the two outputs of each of the pairs in flight.  The plans 
 ``plan_sort`` must fit: on tuples, no cluster, no data.
 """
 import collections
+import functools
 
 import numpy as np
 import pytest
@@ -76,18 +77,26 @@ def peak(plan, in_chunks, itemsize, options, resident, budget):
     dev = Device(budget)
     element = itemsize + options.value_bytes
 
-    def sort(n, separate):
+    # The network's group sorts run beside the merges of the pairs in flight of the
+    # groups sorted before them (in the rounds, ``rounds`` counts those).
+    pairs = min(plan.window, len(plan.chunks) // 2)
+    beside = 2 * pairs * max(plan.chunks) * element if plan.strategy == "network" else 0
+
+    def sort(n, separate, flight=0):
         """A group sort of ``n`` elements: its gathered copy, the radix sort's buffers
-        where they fit, the chunks copied out (``separate``), the gathered run freed."""
-        dev.alloc(n * element)
+        where they fit, the chunks copied out (``separate``), the gathered run freed;
+        ``flight`` bytes of merges' outputs beside it."""
+        dev.alloc(flight + n * element)
         dev.sort(radix_extra_bytes(n, itemsize, options.value_bytes, options.positions,
                                    options.in_place))
         if separate:
             dev.alloc(n * element)
             dev.free(n * element)
+        dev.free(flight)
 
     group_stage(dev, plan, in_chunks, itemsize + (0 if options.positions else
-                                                  options.value_bytes), resident, sort)
+                                                  options.value_bytes), resident,
+                functools.partial(sort, flight=beside))
     if plan.strategy != "one-device":
         rounds(dev, plan, element, sort)
     return dev.peak
@@ -98,12 +107,13 @@ def group_stage(dev, plan, in_chunks, in_element, resident, sort):
     if plan.pieces is not None:
         groups = [[(i, b - a) for i, a, b in g] for g in plan.pieces]
         sizes, kept = list(in_chunks), resident
-    else:  # rechunked to the plan's chunks: those are made from the input, then read
+    else:  # the plan's chunks: the input's, or made from it (rechunked), then read
         groups = [[(plan.perm[p], plan.chunks[p]) for p in range(lo, hi)]
                   for lo, hi in group_bounds(len(plan.chunks), plan.group)]
-        sizes, kept = list(plan.chunks), False
-        if resident:
+        sizes, kept = list(plan.chunks), resident
+        if resident and tuple(in_chunks) != plan.chunks:
             dev.alloc(sum(in_chunks) * in_element)
+            kept = False
     inputs = Inputs(dev, sizes, in_element, kept, [i for g in groups for i, _ in g])
     for g in groups:
         for i, _ in g:
