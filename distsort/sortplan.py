@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from .backends.gpu.local_sort import radix_extra_bytes
 from .kway import choose_merge
@@ -46,9 +46,7 @@ from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner
 from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
                         placement)
 from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
-
-if TYPE_CHECKING:
-    from .clusterview import ClusterView
+from .clusterview import ClusterView
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
@@ -181,6 +179,21 @@ def _limit_of(limit, budgets):
     return min(known) if known else None
 
 
+def _gpu_limits(view):
+    """Each GPU worker's bytes: its device limit, or dask-cuda's ``device_memory_limit``
+    where that is smaller (past it dask-cuda spills); this process's GPU on Dask's local
+    schedulers.
+
+    >>> _gpu_limits(ClusterView(workers=("a", "b"), device_limits=(9, 9), device_budgets=(8, None)))
+    (8, 9)
+    """
+    if not view.workers:
+        return (view.device,)
+    budgets = view.device_budgets or (None,) * len(view.device_limits)
+    return tuple(min(filter(None, (limit, budget)), default=None)
+                 for limit, budget in zip(view.device_limits, budgets, strict=False))
+
+
 def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes the one device of a sort may hold, or None where there is not one device
     (several workers, a scheduler that did not answer) or its memory is not known.
@@ -193,7 +206,7 @@ def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     8000000000
     """
     if options.gpu:
-        devices = view.device_limits if view.workers else (view.device,)
+        devices = _gpu_limits(view)
     elif view.workers:
         devices = tuple(m and m // CPU_BUDGET_DIVISOR for m in view.memory_limits)
     else:
@@ -214,7 +227,7 @@ def slot_budget(view: ClusterView, options: SortOptions) -> int | None:
     1000
     """
     if options.gpu:
-        devices = view.device_limits if view.workers else (view.device,)
+        devices = _gpu_limits(view)
     elif view.workers:
         devices = tuple(m and m // CPU_BUDGET_DIVISOR // max(1, t or 1)
                         for m, t in zip(view.memory_limits, view.threads, strict=True))
