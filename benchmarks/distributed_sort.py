@@ -12,12 +12,19 @@ bandwidth (measured here with ``cudaMemcpyPeer``).
 
 ``--cpu`` runs the same scenarios with NumPy chunks on CPU worker processes
 (a check of the code paths and of the schedules where no GPU is at hand).
+
+``--ab-report NEW.json... --old OLD.json...`` compares two trees' rows of the same
+cases (``benchmarks/distributed_ab.sh``): the median of every timed run of each tree
+per case, and the ratio new/old.
 """
 from __future__ import annotations
 
 import contextlib
+import json
+import statistics
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import dask
 import numpy as np
@@ -476,6 +483,38 @@ def clusters(args):
             yield gpus, client
 
 
+def ab_report(new_paths, old_paths, out, trees, what):
+    """Per case (dtype, bytes, chunks): the median of every timed run of each tree (its
+    rows in ``new_paths`` and ``old_paths``, from ``--out`` of each tree's own run) and
+    the ratio new/old; written to ``out`` with every row (phases and timelines), for
+    the reasons of a difference.  ``trees``: what each side is, ``what``: the runs, in
+    words."""
+    sides = {side: [json.loads(Path(f).read_text()) for f in paths]
+             for side, paths in (("new", new_paths), ("old", old_paths))}
+    first = sides["new"][0]
+    report = {"scenario": "distributed_sort A/B", "what": what, "device": first["device"],
+              "date": first["date"], "trees": dict(zip(("new", "old"), trees, strict=True)),
+              "cases": [], "rows": {side: [r for d in docs for r in d["rows"]]
+                                    for side, docs in sides.items()}}
+    print(f"{'dtype':<8} {'bytes':>10} {'chunks':>6} {'new s':>8} {'old s':>8} "
+          f"{'new/old':>8} {'runs':>5}")
+    cases = sorted({(r["dtype"], r["bytes"], r["chunks"]) for r in report["rows"]["new"]})
+    for dtype, nbytes, chunks in cases:
+        case = {"dtype": dtype, "bytes": nbytes, "chunks": chunks}
+        for side, rows in report["rows"].items():
+            runs = [t for r in rows if (r["dtype"], r["bytes"], r["chunks"])
+                    == (dtype, nbytes, chunks) for t in r["runs"]]
+            case[side] = {"median_s": statistics.median(runs), "runs": runs}
+        case["ratio"] = case["new"]["median_s"] / case["old"]["median_s"]
+        report["cases"].append(case)
+        print(f"{dtype:<8} {format_bytes(nbytes):>10} {chunks:>6} "
+              f"{case['new']['median_s']:8.4f} {case['old']['median_s']:8.4f} "
+              f"{case['ratio']:8.3f} {len(case['new']['runs']):5d}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    print("wrote", out)
+
+
 def _fraction_or_bytes(text):
     try:
         return float(text)
@@ -516,7 +555,15 @@ def main(argv=None):
                    "own: 5, 2 and 10 ms); each value is a row of its own")
     p.add_argument("--max-bytes-per-gpu", default="40GiB",
                    help="skip cases whose data per GPU exceeds this")
+    p.add_argument("--ab-report", nargs="+", metavar="JSON",
+                   help="instead: compare these rows (--out of this tree's runs) with --old")
+    p.add_argument("--old", nargs="+", metavar="JSON", help="the other tree's rows")
+    p.add_argument("--trees", nargs=2, default=("this tree", "the other tree"),
+                   help="what the new and the old tree are, for the report")
+    p.add_argument("--what", default="", help="how the rows were measured, for the report")
     args = p.parse_args(argv)
+    if args.ab_report:
+        return ab_report(args.ab_report, args.old, args.out, args.trees, args.what)
     rows, bandwidth = [], None
     for gpus, client in clusters(args):
         if args.largest:

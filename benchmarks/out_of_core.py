@@ -84,6 +84,10 @@ def _pinned_bandwidth(dask_worker=None, nbytes=1 << 30):
     assert (g == 7).all()  # the copies moved the bytes
     e[:] = d
     both = rate(lambda: (d.set(h, stream=s1), e.get(out=g, stream=s2, blocking=False)))
+    h = g = None
+    # CuPy's pinned pool would keep the 2 GiB locked in the worker: its host memory
+    # would count in every row's peak
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
     return {"h2d": h2d, "d2h": d2h, "duplex_each": both}
 
 
@@ -315,6 +319,9 @@ def main():
                 row = add_floor(one_case(client, args, dtype, 1000 + run, budget,
                                          args.gpus), bw)
                 row["warmup"] = run < args.warmup
+                row["first_in_worker"] = not rows
+                row["first_of_dtype"] = run == 0
+                row["host_rss_over_data"] = max(row["peak_host_rss"]) / row["bytes"]
                 row["pinned"] = next(iter(client.run(_pinned_stats).values()))
                 rows.append(row)
                 path = driver.save_rows(rows, f"out_of_core_{args.gpus}gpu",
@@ -322,7 +329,8 @@ def main():
                                         argv=sys.argv[1:])  # after every case: kept on a timeout
                 print({k: row[k] for k in ("dtype", "input", "bytes", "seconds", "floor_s",
                                            "time_over_floor", "checked", "peak_device",
-                                           "peak_host_rss", "stages", "phases", "pinned")},
+                                           "peak_host_rss", "host_rss_over_data", "stages",
+                                           "phases", "pinned", "first_in_worker")},
                       flush=True)
     timed = [r for r in rows if not r["warmup"]]
     driver.print_table(timed, [("dtype", "{}"), ("input", "{}"), ("gpus", "{}"),

@@ -56,6 +56,23 @@ def device_tier(data: Any) -> Any | None:
     return getattr(getattr(data, "device_buffer", None), "fast", None)
 
 
+def spill(data: Any, key: Any) -> bool:
+    """Move ``key`` from a dask-cuda store's device tier to its host tier (dask-cuda's
+    own spill); False where it is not on the device, or the store is another.
+
+    >>> spill({}, "x")
+    False
+    """
+    fast = device_tier(data)
+    if fast is None or key not in getattr(fast, "d", fast):
+        return False
+    try:
+        fast.evict(key)
+    except (KeyError, TypeError):  # gone meanwhile, or an LRU that evicts no given key
+        return False
+    return True
+
+
 def tier_of(data: Any, key: Any) -> tuple[str | None, Any]:
     """``("device", value)`` or ``("host", serialized value)``: where a dask-cuda store
     keeps ``key``, read without moving it (the device tier's dict, not the LRU's

@@ -13,9 +13,10 @@ its measured figures: ``docs/out_of_core.md``.
 2. *One k-way merge between runs* (``distsort.kway``), where its cost model says so
    (``kway.choose_merge``: one worker, and slices that are not tiny).  Each output chunk
    is one task: the co-ranks of its segments' ends in the ``R = ceil(C / G)`` runs
-   (a k-way binary search in host memory), then each segment's ``R`` slices copied to
-   the GPU, sorted there as one by CUB's radix sort on the order codes, and copied back
-   (and kept on the device for CuPy output), two segments in flight on two streams.
+   (a k-way binary search in host memory, one task for all chunks before any merge),
+   then each segment's ``R`` slices copied to the GPU, sorted there as one by CUB's
+   radix sort on the order codes, and copied back (and kept on the device for CuPy
+   output), two segments in flight on two streams.
 3. *Otherwise the network between runs* (tiny budgets, runs on several workers): the
    bitonic network on the runs (``distsort.plan.plan_network``), where a compare-split
    of two host runs is a binary search for the crossing count in host memory and two
@@ -25,8 +26,12 @@ its measured figures: ``docs/out_of_core.md``.
 
 Host memory (``distsort.backends.outofcore``): the input stays where it is (pageable
 input reaches the GPU through a small ring of pinned buffers filled by several
-threads); the runs and the output chunks are page-locked blocks made once per worker
-and reused by later sorts.
+threads; a CuPy chunk still on the device is spilled by dask-cuda first and read from
+that copy); the runs are page-locked blocks made once per worker, as many as the
+sort's runs, and reused by later sorts.  For CuPy output each merged segment is copied
+back into the run ranges it was merged from (on the stream that read them), and those
+ranges are the output chunk's host copy: host memory holds the input and the runs,
+once.  NumPy output chunks are page-locked blocks of their own.
 
 The floor: with ``N`` bytes of keys (and values) and pinned copies at ``b`` bytes/s in
 each direction while both run (separate DMA engines), the k-way merge moves every byte

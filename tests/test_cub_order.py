@@ -1,11 +1,13 @@
 """CUB's radix order of floats (what ``cupy.sort`` gives), put in distsort's order by
-``local_sort.cub_float_order``: checked on the CPU, CUB's order emulated in NumPy."""
+``local_sort.cub_float_order``: checked on the CPU, CUB's order emulated in NumPy; and
+its kernels (``local_sort.fix_float_order``) on the GPU, against it."""
 import numpy as np
 import pytest
 
 from arrays import random_keys, special_values
+from backends import GPU, cupy
 
-from distsort.backends.gpu.local_sort import cub_float_order, float_bounds
+from distsort.backends.gpu.local_sort import cub_float_order, fix_float_order, float_bounds
 from distsort.order import encode
 
 
@@ -41,3 +43,25 @@ def test_cub_order_of_specials_alone(dtype):
         sorted_ = cub_sorted(keys)
         got = cub_float_order(sorted_.copy(), float_bounds(sorted_))
         np.testing.assert_array_equal(encode(got), np.sort(encode(keys)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 4099, 2**20 + 3])
+@pytest.mark.parametrize("special_fraction", [None, 0.1, 0.9])
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="needs CuPy and a CUDA GPU")
+def test_the_kernels_fix_cubs_order_on_the_gpu(dtype, n, special_fraction):
+    """``fix_float_order`` (in place on the device, nothing read back) gives the bits
+    of the NumPy model, on keys sorted by CuPy itself: many zeros and NaNs of both signs
+    (``special_fraction`` 0.9), some, or none (normal keys: the kernels after the
+    bounds return at once)."""
+    rng = np.random.default_rng(n)
+    keys = (rng.standard_normal(n).astype(dtype) if special_fraction is None else
+            random_keys(rng, n, dtype, special_fraction=special_fraction, duplicates=True))
+    d = cupy.sort(cupy.asarray(keys))
+    want = cub_float_order(d.get(), float_bounds(d.get()))
+    got = fix_float_order(d)
+    assert got is d
+    np.testing.assert_array_equal(got.get().view(f"u{keys.itemsize}"),
+                                  want.view(f"u{keys.itemsize}"))
+    np.testing.assert_array_equal(encode(want), np.sort(encode(keys)))

@@ -119,17 +119,3 @@ def _plain_arrays_one_task(rng, dtype):
                 np.testing.assert_array_equal(_bits(sk), _bits(keys[perm]))
                 np.testing.assert_array_equal(cupy.asnumpy(sv), values[perm])
 
-
-def test_rotate_left_in_place():
-    """The negative NaNs' rotation (``local_sort.rotate_left``) in the keys' own storage,
-    against ``numpy.roll``, odd sizes and every shift."""
-    from distsort.backends.gpu.local_sort import rotate_left
-    rng = np.random.default_rng(5)
-    for n in (1, 2, 7, 4099):
-        x = rng.standard_normal(n).astype(np.float32)
-        for k in sorted({0, 1, n // 3, n - 1, n}):
-            a = cupy.asarray(x)
-            ptr = a.data.ptr
-            out = rotate_left(a, k)
-            assert out.data.ptr == ptr
-            np.testing.assert_array_equal(cupy.asnumpy(out), np.roll(x, -k))

@@ -29,6 +29,29 @@ def test_spilled_as_its_host_copy_and_back_as_a_plain_cupy_array():
     assert type(back) is cupy.ndarray and np.array_equal(back.get(), host)
 
 
+def test_a_chunk_backed_by_pieces_spills_one_frame_each_and_reads_back_joined():
+    """A k-way merge's chunk: its host copy is the run ranges it consumed."""
+    from distsort.backends.outofcore.hostbacked import host_backed
+    from distsort.held import host_view
+    host = np.random.default_rng(3).standard_normal(10_007).astype(np.float32)
+    runs = [np.zeros(6000, np.float32), np.zeros(9000, np.float32)]
+    pieces = [runs[0][100:3100], runs[1][0:0], runs[1][5:7012]]  # an empty one too
+    pieces[0][:], pieces[2][:] = host[:3000], host[3000:]
+    x = host_backed(pieces, cupy.asarray(host))
+    header, frames, back = _dask_roundtrip(x)
+    assert len(frames) == 2 and all(
+        np.shares_memory(np.asarray(f), p) for f, p in zip(frames, pieces[::2], strict=True))
+    assert type(back) is cupy.ndarray and np.array_equal(back.get(), host)
+
+    class Spilled:  # as dask-cuda keeps it: no single view of its host copy
+        pass
+    spilled = Spilled()
+    spilled.header, spilled.frames = header, frames
+    assert host_view(spilled) is None
+    with pytest.raises(ValueError, match="bytes"):
+        host_backed(pieces[:1], cupy.asarray(host))
+
+
 def test_a_chunk_written_in_place_or_a_view_of_one_is_copied_as_it_is_now():
     host, x = _made(np.int64)
     x[7] += 1  # a task that wrote into its input

@@ -178,6 +178,42 @@ def test_kway_sorts_equal_numpy_bit_for_bit(kway_always, dtype, n, chunk, runs_o
         _assert_equal_bits(got, fn().compute(scheduler="sync"))  # the in-memory path
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int16", "uint64"])
+def test_no_merge_reads_the_run_ranges_an_earlier_merge_consumed(kway_always, monkeypatch,
+                                                                 dtype):
+    """The GPU engine keeps a merged chunk's host copy in the run ranges it consumed:
+    with every merge task overwriting its ranges with garbage once it is done, the
+    sorts still equal NumPy's (no search or later merge reads those ranges)."""
+    from distsort.backends.outofcore import stream_cpu
+    merge = stream_cpu.merge_segments
+
+    def merge_then_poison(runs_, cuts, order, like_gpu, budget):
+        out = merge(runs_, cuts, order, like_gpu, budget)
+        out = tuple(p.copy() for p in out) if isinstance(out, tuple) else out.copy()
+        for r, run in enumerate(runs_):
+            for part in (run if isinstance(run, tuple) else (run,)):
+                part[cuts[0][r]:cuts[-1][r]] = np.array(-1).astype(part.dtype)
+        return out
+    monkeypatch.setattr(stream_cpu, "merge_segments", merge_then_poison)
+    rng = np.random.default_rng(7)
+    x = random_keys(rng, 901, dtype, duplicates=True)
+    values = rng.integers(-50, 50, 901).astype(np.int16)
+    xd, vd = da.from_array(x, chunks=40), da.from_array(values, chunks=40)
+    for fn, itemsize, want in [
+            (lambda: distsort.sort(xd), x.dtype.itemsize, None),
+            (lambda: distsort.argsort(xd, descending=True), x.dtype.itemsize + 8,
+             stable_argsort(x, descending=True)),
+            (lambda: distsort.sort_by_key(xd, vd, stable=True)[1], x.dtype.itemsize + 8,
+             values[stable_argsort(x)])]:
+        out, used = _run(fn, 40, itemsize, 3)
+        assert used
+        got = out.compute(scheduler="sync")
+        if want is None:
+            assert_sorted_like_numpy(got, x)
+        else:
+            _assert_equal_bits(got, want)
+
+
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 400), st.integers(8, 70), st.integers(1, 4),
        st.sampled_from(["int16", "float32", "float64", "uint8"]), st.booleans(),

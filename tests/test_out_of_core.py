@@ -224,6 +224,19 @@ def test_gpu_engine_sorts_cupy_chunks_out_of_core(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("keys,values,order", [
+    ("float32", None, Order()), ("float64", "uint32", Order(descending=True, keyed=True)),
+    ("int16", "int64", Order(keyed=True))])
+def test_the_merge_kernels_warm_up_once_in_a_thread_of_their_own(keys, values, order):
+    from distsort.backends.outofcore import stream_gpu
+    warming = stream_gpu.warm_merge(keys, values, order)
+    assert warming.result(timeout=300) is None  # raises what the warm-up raised
+    assert stream_gpu.warm_merge(keys, values, order) is warming
+    assert stream_gpu.phase_seconds()["warm_merge"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
 @pytest.mark.parametrize("nbytes", [0, 1, 4096 * 3 + 5, (2 << 20) * 7 + 12345])
 def test_staging_ring_copies_pageable_memory_both_ways(nbytes):
     """Pieces dealt to three threads through buffers of one huge page each: every byte
@@ -333,6 +346,23 @@ def test_pinned_pool_makes_one_spare_of_a_size_in_the_background():
     pool.settle()
     assert len(locked) == 3 and pool.stats()["in_use_bytes"] == 2 * PAGE
     del c, d
+
+
+def test_pinned_pool_makes_no_more_spares_than_a_sort_expects():
+    from distsort.backends.outofcore.pinned import PAGE, PinnedPool, block_size
+    pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None)
+    pool.expect([block_size(3 * PAGE // 4, "float32")] * 2 + [PAGE])
+    held = []
+    for n in (3 * PAGE // 4, 3 * PAGE // 4, PAGE // 4):
+        held.append(pool.empty(n, "float32"))
+        pool.settle()
+    # two blocks of three pages, one of one: the spare of each size that a third
+    # request would have taken is not made
+    assert pool.stats()["locked_bytes"] == 7 * PAGE
+    del held
+    assert pool.empty(3 * PAGE // 4, "float32").size == 3 * PAGE // 4  # reused
+    pool.settle()
+    assert pool.stats()["locked_bytes"] == 7 * PAGE
 
 
 def test_runs_form_where_persisted_chunks_live(cluster_client):

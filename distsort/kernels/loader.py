@@ -119,19 +119,27 @@ def order_kernel(name: str):
                                   preamble=preamble, options=("-std=c++17", f"-I{HERE}"))
 
 
+#: The kernels of ``float_bounds.cu``, in the order they run.
+FLOAT_ORDER_KERNELS = ("float_bounds", "float_zeros_count", "float_zeros_write",
+                       "float_nans_reverse_parts", "float_nans_reverse_whole")
+
+
 @functools.cache
-def _float_bounds(device, code_dtype):
+def _float_order(device, code_dtype):
     import cupy
 
-    name = f"float_bounds<{_U[np.dtype(code_dtype).itemsize]}>"
+    u = _U[np.dtype(code_dtype).itemsize]
+    names = [f"{name}<{u}>" for name in FLOAT_ORDER_KERNELS]
     module = cupy.RawModule(code=(HERE / "float_bounds.cu").read_text(),
-                            options=("-std=c++17",), name_expressions=[name])
-    return module.get_function(name)
+                            options=("-std=c++17",), name_expressions=names)
+    return {name: module.get_function(full)
+            for name, full in zip(FLOAT_ORDER_KERNELS, names, strict=True)}
 
 
-def float_bounds_kernel(code_dtype):
-    """The kernel of ``float_bounds.cu`` for sorted float keys stored as ``code_dtype``
-    (uint32 or uint64), on the current device (compiled once, then cached)."""
+def float_order_kernels(code_dtype):
+    """The kernels of ``float_bounds.cu`` (by the names of :data:`FLOAT_ORDER_KERNELS`)
+    for sorted float keys stored as ``code_dtype`` (uint32 or uint64), on the current
+    device (compiled once, then cached)."""
     import cupy
 
-    return _float_bounds(cupy.cuda.Device().id, np.dtype(code_dtype).str)
+    return _float_order(cupy.cuda.Device().id, np.dtype(code_dtype).str)

@@ -34,7 +34,7 @@ from ...xp import namespace
 
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "sorts_in_place", "device_budget",
            "device_limit", "sort_owned", "radix_sort", "sort_keys", "stable_perm",
-           "float_bounds", "cub_float_order", "encode_codes", "decode_codes"]
+           "float_bounds", "cub_float_order", "fix_float_order", "encode_codes", "decode_codes"]
 
 #: Values of ``local=``.
 LOCAL_SORTS = ("auto", "bitonic", "radix")
@@ -43,8 +43,8 @@ LOCAL_SORTS = ("auto", "bitonic", "radix")
 def sorts_in_place(dtype, descending=False):
     """Whether the radix sort of keys alone of ``dtype`` runs in the keys' own storage,
     CUB's double buffer its only key-sized allocation (:func:`sort_keys`): float32/64
-    (sorted as they are, or turned into their codes in place where descending), and
-    ascending (u)int keys.
+    (sorted as they are and put in distsort's order in place, or turned into their
+    codes in place where descending), and ascending (u)int keys.
 
     >>> sorts_in_place(np.dtype("f4")), sorts_in_place(np.dtype("i8"), descending=True)
     (True, False)
@@ -248,15 +248,14 @@ def sort_keys(keys, descending=False, owned=True):
 
     Ascending (u)int and float32/64 keys are sorted as they are by CuPy (CUB's radix
     sort: no passes to codes and back, 2.6 ms of 9.3 at 2^28 float32 on an H200),
-    floats then put in distsort's order (:func:`cub_float_order`); other keys
-    through their order codes.
+    floats then put in distsort's order on the GPU (:func:`fix_float_order`, which
+    reads nothing back: the task that sorts returns while the GPU works, and the
+    scheduler meanwhile runs the tasks after it); other keys through their order codes.
     """
     if _native(keys, descending):
         keys = keys if owned else keys.copy()
         keys.sort()
-        if keys.dtype.kind == "f":
-            keys = cub_float_order(keys, float_bounds(keys))
-        return keys
+        return fix_float_order(keys) if keys.dtype.kind == "f" else keys
     codes = encode_codes(keys, descending=descending, in_place=owned)
     codes.sort()  # thrust/CUB radix sort in place
     return decode_codes(codes, keys.dtype, descending=descending)
@@ -295,12 +294,18 @@ def float_bounds(keys):
         held = (negative & (mag > _exponent_mask(keys.dtype)), negative & (mag != 0),
                 negative | (u == 0))
         return tuple(int(np.argmin(h)) if h.size and not h.all() else h.size for h in held)
+    return tuple(int(b) for b in _device_bounds(u)[:3].get())
+
+
+def _device_bounds(u):
+    """The bounds of :func:`float_bounds` of CuPy keys' bits ``u``, and a zero, in a
+    device array of four (``float_bounds.cu``), not read back."""
     import cupy
 
-    from ...kernels.loader import float_bounds_kernel
-    out = cupy.empty(3, dtype=np.int64)
-    float_bounds_kernel(u.dtype)((1,), (32,), (u, np.int64(u.size), out))
-    return tuple(int(b) for b in out.get())
+    from ...kernels.loader import float_order_kernels
+    out = cupy.empty(4, dtype=np.int64)
+    float_order_kernels(u.dtype)["float_bounds"]((1,), (32,), (u, np.int64(u.size), out))
+    return out
 
 
 def _exponent_mask(dtype):
@@ -310,11 +315,12 @@ def _exponent_mask(dtype):
 
 
 def cub_float_order(keys, bounds):
-    """Float ``keys`` sorted in CUB's order (``cupy.sort``), owned, in distsort's: the
-    zeros ``keys[lo:hi]`` (both signs in input order) rewritten as the ``-0.0`` then
-    the ``+0.0``, the ``k`` leading negative NaNs moved after the positive ones, their
-    order kept (a new array, only where there are any).  ``bounds``: ``(k, lo, hi)``
-    (:func:`float_bounds`).
+    """Float ``keys`` sorted in CUB's order (``cupy.sort``), owned, put in distsort's
+    order in place: the zeros ``keys[lo:hi]`` (both signs in input order) rewritten as
+    the ``-0.0`` then the ``+0.0``, the ``k`` leading negative NaNs moved after the
+    positive ones, their order kept, by three reversals.  ``bounds``: ``(k, lo, hi)``
+    (:func:`float_bounds`).  The steps of :func:`fix_float_order`'s kernels, on NumPy
+    keys (the model the GPU's results are checked against).
 
     >>> x = np.array([np.nan, -1.0, 0.0, -0.0, 2.0], dtype=np.float32)
     >>> x[0] = -x[0]  # a negative NaN, first in CUB's order
@@ -323,48 +329,40 @@ def cub_float_order(keys, bounds):
     True
     """
     k, lo, hi = bounds
-    xp = namespace(keys)
+    u = keys.view(f"u{keys.dtype.itemsize}")
     if hi - lo > 1:
-        zeros = keys[lo:hi].view(f"u{keys.dtype.itemsize}")
-        negative = int(xp.count_nonzero(zeros))  # here only -0.0 has a bit set
-        zeros[:negative] = 1 << (8 * keys.dtype.itemsize - 1)
-        zeros[negative:] = 0
-    if k:
-        rotate_left(keys, k)
+        negative = int(np.count_nonzero(u[lo:hi]))  # here only -0.0 has a bit set
+        u[lo:lo + negative] = 1 << (8 * keys.dtype.itemsize - 1)
+        u[lo + negative:hi] = 0
+    if 0 < k < u.size:
+        u[:k], u[k:] = u[:k][::-1].copy(), u[k:][::-1].copy()
+        u[:] = u[::-1].copy()
     return keys
 
 
-def rotate_left(x, k):
-    """``x`` rotated left by ``k`` elements in its own storage, by three reversals: no
-    second copy of an array that may take most of the device.
-
-    >>> rotate_left(np.arange(6), 2).tolist()
-    [2, 3, 4, 5, 0, 1]
-    """
-    n = x.shape[0]
-    k = k % n if n else 0
-    if k:
-        for a, b in ((0, k), (k, n), (0, n)):
-            _reverse(x[a:b])
-    return x
-
-
-def _reverse(x):
-    """Reverse the 1-D ``x`` in place (one swap per pair of mirror elements)."""
-    if namespace(x) is np:
-        x[:] = x[::-1].copy()
-        return
-    m = x.shape[0]
-    if m > 1:
-        _reverse_kernel()(np.int64(m), x, size=m // 2)
+def fix_float_order(keys):
+    """CuPy float ``keys`` sorted in CUB's order, owned, put in distsort's order in
+    place on the GPU (:func:`cub_float_order`'s steps, ``kernels/float_bounds.cu``):
+    nothing is read back, so the task returns while the GPU sorts, and where there are
+    no zeros and no negative NaNs (most data) every kernel after the bounds returns at
+    once.  Returns ``keys``."""
+    from ...kernels.loader import float_order_kernels
+    u = keys.view(f"u{keys.dtype.itemsize}")
+    n, out = np.int64(u.size), _device_bounds(u)
+    kernels = float_order_kernels(u.dtype)
+    grid, block = (_fix_up_blocks(),), (256,)
+    kernels["float_zeros_count"](grid, block, (u, out))
+    kernels["float_zeros_write"](grid, block, (u, out))
+    kernels["float_nans_reverse_parts"](grid, block, (u, n, out))
+    kernels["float_nans_reverse_whole"](grid, block, (u, n, out))
+    return keys
 
 
 @functools.cache
-def _reverse_kernel():
+def _fix_up_blocks():
+    """Blocks of :func:`fix_float_order`'s kernels: four per SM of this device."""
     import cupy
-    return cupy.ElementwiseKernel("int64 m", "raw T x",
-                                  "T t = x[i]; x[i] = x[m - 1 - i]; x[m - 1 - i] = t;",
-                                  "distsort_reverse")
+    return 4 * cupy.cuda.Device().attributes["MultiProcessorCount"]
 
 
 def take_increasing(values, perm):

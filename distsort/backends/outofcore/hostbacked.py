@@ -13,7 +13,10 @@ from and a fingerprint of their contents (a position-dependent 64-bit hash, one
 pass over the device array).  Importing this module wraps
 distributed's "dask" serializer of CuPy arrays, the one dask-cuda spills with: for such
 an array, still whole and unchanged (a task that wrote into the chunk in place changed
-the fingerprint), it hands the host copy over as the frame, without a copy.  Other
+the fingerprint), it hands the host copy over as the frame, without a copy.  The host
+copy of a chunk that a k-way merge made is the run ranges it consumed, several pieces:
+such a chunk spills as one frame per piece, which its deserialization (wrapped too)
+joins on the device.  Other
 contiguous arrays of some size (the input chunks an out-of-core sort spills to make
 room) are copied through the staging ring (:func:`staged_copy`: several threads, where
 CuPy's serializer makes one pageable copy), the rest go to CuPy's own serializer.  The
@@ -29,7 +32,7 @@ from collections import defaultdict
 
 import cupy
 import numpy as np
-from distributed.protocol import dask_serialize
+from distributed.protocol import dask_deserialize, dask_serialize
 
 _FINGERPRINT = cupy.ElementwiseKernel(
     "raw W words, uint64 n", "uint64 part",
@@ -68,33 +71,44 @@ def fingerprint(x) -> int:
 
 class HostCopy(cupy.cuda.UnownedMemory):
     """Device memory (owned by the array it was allocated for) that remembers the host
-    copy it was filled from and the fingerprint of its contents then."""
+    copy it was filled from (``host``: a tuple of contiguous NumPy pieces, the array's
+    bytes in order), the array's ``shape`` and ``dtype``, and the fingerprint of its
+    contents then."""
 
     host = None
+    shape = dtype = None
     fingerprint = None
 
 
 def host_backed(host, device=None):
     """The NumPy array ``host`` (contiguous; page-locked for speed) on the GPU: a plain
     CuPy array whose memory remembers ``host`` (module doc).  ``device``: a CuPy array
-    already equal to ``host`` (a k-way merge leaves its output in both), else a copy."""
-    device = cupy.asarray(host) if device is None else device
+    already equal to ``host`` (a k-way merge leaves its output in both), else a copy.
+    With ``device``, ``host`` may also be a sequence of contiguous pieces whose
+    concatenation equals it (the run ranges a k-way merge consumed): the chunk then
+    spills as one frame per piece."""
+    if device is None:
+        device = cupy.asarray(host)
+    pieces = (host,) if isinstance(host, np.ndarray) else tuple(host)
+    pieces = tuple(p.reshape(-1) for p in pieces if p.size) or (np.empty(0, device.dtype),)
+    if sum(p.nbytes for p in pieces) != device.nbytes:
+        raise ValueError("the host pieces do not hold the array's bytes")
     memory = HostCopy(device.data.ptr, device.nbytes, device)
-    memory.host, memory.fingerprint = host, fingerprint(device)
+    memory.host, memory.fingerprint = pieces, fingerprint(device)
+    memory.shape, memory.dtype = device.shape, device.dtype
     return cupy.ndarray(device.shape, device.dtype, cupy.cuda.MemoryPointer(memory, 0))
 
 
 def host_copy(x):
-    """The host copy that ``x`` was made from (:func:`host_backed`) where ``x`` is that
-    whole array and unchanged since, else None."""
+    """The pieces of the host copy that ``x`` was made from (:func:`host_backed`) where
+    ``x`` is that whole array and unchanged since, else None."""
     memory = getattr(getattr(x, "data", None), "mem", None)
     if not isinstance(memory, HostCopy):
         return None
-    host = memory.host
-    if (x.data.ptr != memory.ptr or x.shape != host.shape or x.dtype != host.dtype
+    if (x.data.ptr != memory.ptr or x.shape != memory.shape or x.dtype != memory.dtype
             or not x.flags.c_contiguous or fingerprint(x) != memory.fingerprint):
         return None
-    return host
+    return memory.host
 
 
 #: Contiguous CuPy arrays of at least this many bytes spill through the staging ring
@@ -118,18 +132,37 @@ def _why_copied(x):
     memory = getattr(getattr(x, "data", None), "mem", None)
     if not isinstance(memory, HostCopy):
         return "plain"
-    host = memory.host
-    if x.data.ptr != memory.ptr or x.shape != host.shape or x.dtype != host.dtype:
+    if x.data.ptr != memory.ptr or x.shape != memory.shape or x.dtype != memory.dtype:
         return "view"
     return "noncontiguous" if not x.flags.c_contiguous else "changed"
 
 
+def join_frames(frames):
+    """One device buffer (CuPy ``uint8``) holding ``frames`` (host buffers) one after
+    the other: a chunk spilled in pieces (:func:`host_backed`), read back."""
+    out = cupy.empty(sum(memoryview(f).nbytes for f in frames), np.uint8)
+    o = 0
+    for f in frames:
+        piece = np.frombuffer(f, np.uint8)
+        out[o:o + piece.size].set(piece)
+        o += piece.size
+    return out
+
+
 def _install():
     """Make distributed's "dask" serialization of CuPy arrays hand over the host copy of
-    :func:`host_backed` arrays; every other array goes to CuPy's own serializer."""
+    :func:`host_backed` arrays (one frame per piece, which its deserialization joins on
+    the device); every other array goes to CuPy's own serializer."""
     cupy_serialize = dask_serialize.dispatch(cupy.ndarray)  # loads distributed's first
     if getattr(cupy_serialize, "distsort", False):
         return
+    cupy_deserialize = dask_deserialize.dispatch(cupy.ndarray)
+
+    def deserialize(header, frames):
+        if len(frames) == 1:
+            return cupy_deserialize(header, frames)
+        return cupy.ndarray(header["shape"], header["typestr"], join_frames(frames).data,
+                            strides=header["strides"])
 
     def serialize(x):
         began = time.perf_counter()
@@ -137,7 +170,7 @@ def _install():
         if host is not None:
             SPILLS["spill_free"] += time.perf_counter() - began
         elif x.flags.c_contiguous and x.nbytes >= STAGED_BYTES:
-            host = staged_copy(x)
+            host = (staged_copy(x),)
             SPILLS["spill_staged"] += time.perf_counter() - began
             SPILLS["spill_staged_bytes"] += x.nbytes
         else:
@@ -148,10 +181,11 @@ def _install():
             return out
         header = x.__cuda_array_interface__.copy()  # as CuPy's serializer makes it
         header["strides"] = tuple(x.strides)
-        return header, [memoryview(host.reshape(-1).view(np.uint8))]
+        return header, [memoryview(p.reshape(-1).view(np.uint8)) for p in host]
 
     serialize.distsort = True
     dask_serialize.register(cupy.ndarray)(serialize)
+    dask_deserialize.register(cupy.ndarray)(deserialize)
 
 
 _install()

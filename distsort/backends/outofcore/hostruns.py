@@ -14,8 +14,8 @@ stream through an *engine* in segments (``distsort.outofcore``):
 
 Where ``distsort.kway.choose_merge`` says so, the runs are merged instead in one k-way
 pass: each output chunk is made (``distsort.outofcore_graph.merge_chunk``) from its
-slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher`, and
-merged by :meth:`HostRuns.merge_segments`.
+slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher` (for
+all chunks in one task, ``kway_cuts``), and merged by :meth:`HostRuns.merge_segments`.
 
 Order: the keys' ``total`` codes (``distsort.order``), or ``order_codes`` of
 ``(keys, values)`` (NumPy backend's keyed order): the order the GPU kernels use, so
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import dask_cuda_store
 from ...chunk import length, parts, split_high, split_low
 from ...chunk import slice_chunk as slice_run
 from ...order import encode
@@ -163,12 +164,15 @@ class HostRuns:
     (``"gpu"`` or ``"cpu"``) in segments of ``segment`` elements, within a device
     ``budget`` in bytes (None: no limit).  ``read``: how a task reads a persisted
     chunk that it names without depending on it (``distsort.held.read_held``; the
-    scheduling floor hands it down)."""
+    scheduling floor hands it down).  ``runs``: elements of each run of the sort, where
+    the graph knows them (the k-way merge's), so that the engine holds host memory for
+    those runs and no more."""
 
     engine: str = "cpu"
     segment: int = 1 << 24
     budget: int | None = None
     read: Callable | None = None
+    runs: tuple[int, ...] = ()
 
     def _engine(self):
         if self.engine == "gpu":
@@ -185,13 +189,18 @@ class HostRuns:
 
     def stage_held(self, held):
         """``stage`` of a persisted chunk read where its worker holds it (``read``: a
-        spilled CuPy chunk is read from its host copy)."""
+        spilled CuPy chunk is read from its host copy).  Under a budget, a chunk that
+        dask-cuda keeps on the device is spilled first and read from the host copy
+        that makes: forming the runs would spill it to make room anyway, and a copy of
+        the sort's own would hold the chunk in host memory twice."""
+        if self.budget is not None:
+            dask_cuda_store.spill(dask_cuda_store.current(), held.key)
         return self.stage(self.read(held))
 
     def make_run(self, keys, values, order, starts=None):
         """The sorted run of the chunks ``keys`` (and ``values``, or each chunk's positions
         from its entry of ``starts``), in host memory."""
-        return self._engine().sort_run(keys, values, order, starts, self.budget)
+        return self._engine().sort_run(keys, values, order, starts, self.budget, self.runs)
 
     # -- the backend interface of the network
     length = staticmethod(length)

@@ -14,7 +14,9 @@ first time in a worker, so this module makes it cheaper and rarer:
   sort of the same shape, come in a few sizes;
 * where a request finds no free block of its size, one spare of that size is made in
   the background (a sort's next run or output chunk will ask for it), so that the first
-  sort in a worker faults memory in while the GPU works.
+  sort in a worker faults memory in while the GPU works; where a sort has said which
+  blocks it will ask for (:meth:`PinnedPool.expect`), no more blocks of a size than
+  that are made, since a block that no request takes stays locked for nothing.
 
 ``register`` and ``unregister`` are the two calls into CUDA; the pool's logic is tested
 on the CPU with stand-ins.  Figures: ``docs/performance.md``.
@@ -99,6 +101,16 @@ def new_block(size, register=_cuda_register):
     return block
 
 
+def block_size(n, dtype):
+    """Bytes of the block that holds ``n`` elements of ``dtype``: whole pages, one at
+    least.
+
+    >>> block_size(1, "uint8") == PAGE, block_size(PAGE // 4 + 1, "float32") == 2 * PAGE
+    (True, True)
+    """
+    return max(PAGE, -(-(int(n) * np.dtype(dtype).itemsize) // PAGE) * PAGE)
+
+
 #: Free blocks are unlocked before the pool locks more than this part of host memory.
 CAP_FRACTION = 0.5
 
@@ -133,12 +145,34 @@ class PinnedPool:
         self.locked_bytes = 0
         self.peak_bytes = 0
         self.in_use = 0
+        self._made = defaultdict(int)  # size -> blocks locked now (free or in use)
+        self._demand = None  # size -> blocks the current sort asks for (``expect``)
 
     def _new_block(self, size):
         block = new_block(size, self._register)
         with self._lock:
             self.locked_bytes += size
+            self._made[size] += 1
         return block
+
+    def expect(self, sizes):
+        """A sort will ask for blocks of these ``sizes`` (bytes, as :func:`block_size`
+        rounds them; a size as often as blocks of it): spares are made only while fewer
+        blocks of a size are locked.  None: not known (one spare of a size wherever
+        none is free).
+
+        >>> pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None)
+        >>> pool.expect([PAGE, PAGE]); a = pool.empty(10, "uint8"); pool.settle()
+        >>> b = pool.empty(10, "uint8"); pool.settle(); pool.stats()["locked_bytes"] // PAGE
+        2
+        """
+        demand = None
+        if sizes is not None:
+            demand = defaultdict(int)
+            for size in sizes:
+                demand[int(size)] += 1
+        with self._lock:
+            self._demand = demand
 
     def _take(self, size):
         with self._lock:
@@ -148,7 +182,7 @@ class PinnedPool:
     def empty(self, n, dtype):
         """An uninitialized array of ``n`` elements of ``dtype`` in a locked block."""
         dtype = np.dtype(dtype)
-        size = max(PAGE, -(-(n * dtype.itemsize) // PAGE) * PAGE)
+        size = block_size(n, dtype)
         block, pending = self._take(size)
         if block is None and pending is not None:
             pending.result()  # a spare of this size is being made: wait for it
@@ -172,7 +206,9 @@ class PinnedPool:
         one is then faulted in while the GPU works on this one."""
         with self._lock:
             if (self._spares is None or self._free[size] or size in self._pending
-                    or (self.cap is not None and self.locked_bytes + size > self.cap)):
+                    or (self.cap is not None and self.locked_bytes + size > self.cap)
+                    or (self._demand is not None
+                        and self._made[size] >= self._demand.get(size, 0))):
                 return
             self._pending[size] = self._spares.submit(self._make_spare, size)
 
@@ -210,6 +246,7 @@ class PinnedPool:
             block.close()
             with self._lock:
                 self.locked_bytes -= size
+                self._made[size] -= 1
 
     def stats(self):
         """Bytes locked, in use now, and at most in use since the pool began."""

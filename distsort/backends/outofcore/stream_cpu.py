@@ -28,7 +28,7 @@ def _sorted(keys, values, order):
     return keys[perm], values[perm]
 
 
-def sort_run(keys, values, order, starts, budget):
+def sort_run(keys, values, order, starts, budget, runs=()):
     k = np.concatenate([np.asarray(p).ravel() for p in keys])
     if starts is not None:
         v = positions(starts, keys)

@@ -10,6 +10,12 @@ each segment's two inputs in, merges them (``merge_runs``) and copies the result
 with two segments in flight on two streams, so that the copies of one overlap the
 other's kernels and the two directions of the link run at once.
 
+The k-way merge's kernels (the radix sort of its segments, the fingerprint of the
+chunks it keeps on the device) are loaded, or compiled where CuPy's cache lacks them,
+the first time a process calls them: the first run of a sort starts them in a thread
+of their own on a few elements (``warm_merge``), so that this happens while the runs
+form, not inside the merge.
+
 Before it allocates, a task makes room within the budget: a dask-cuda worker may hold
 chunks on the device (the input, or output chunks made earlier), and those are spilled
 first (``make_room``), so that the device never holds more than the budget.  Tasks
@@ -24,6 +30,7 @@ import itertools
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import cupy
@@ -32,7 +39,7 @@ import numpy as np
 from ... import dask_cuda_store
 from ..gpu import cupy_backend as gpu
 from . import hostbacked, pinned, staging  # hostbacked: dask-cuda spills through it
-from .runs import make_run, parts
+from .runs import claim, make_run, parts
 
 
 #: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
@@ -46,6 +53,27 @@ def _phase(name):
         yield
     finally:
         _SECONDS[name] += time.perf_counter() - start
+
+
+class _Clock:
+    """``clock(name)`` counts the seconds since the clock's last call (or its making)
+    in phase ``prefix + name``."""
+
+    def __init__(self, prefix):
+        self.prefix, self.last = prefix, time.perf_counter()
+
+    def __call__(self, name):
+        now = time.perf_counter()
+        _SECONDS[self.prefix + name] += now - self.last
+        self.last = now
+
+
+def _gpu_seconds(events, names):
+    """Count the GPU's seconds between consecutive recorded ``events`` (one list per
+    segment) in ``names``: which part of a merge the stream waited for."""
+    for marks in events:
+        for name, a, b in zip(names, marks, marks[1:], strict=False):
+            _SECONDS[name] += cupy.cuda.get_elapsed_time(a, b) / 1e3
 
 
 def record(name, seconds):
@@ -152,17 +180,21 @@ def _itemsize(keys, values):
     return keys.dtype.itemsize + (0 if values is None else values.dtype.itemsize)
 
 
-def sort_run(keys, values, order, starts, budget):
+def sort_run(keys, values, order, starts, budget, runs=()):
     """Copy the pieces ``keys`` (and ``values``, or each piece's positions from its
     entry of ``starts``) to the device, sort them there in place as one, and copy the run
-    back to pinned memory."""
+    back to pinned memory.  ``runs``: elements of every run of the sort, where known
+    (``pinned.PinnedPool.expect``)."""
     with one_at_a_time():
-        return _sort_run(keys, values, order, starts, budget)
+        return _sort_run(keys, values, order, starts, budget, runs)
 
 
-def _sort_run(keys, values, order, starts, budget):
+def _sort_run(keys, values, order, starts, budget, runs):
     n = sum(p.size for p in keys)
     vdtype = np.int64 if starts is not None else (None if values is None else values[0].dtype)
+    warm_merge(keys[0].dtype, vdtype, order)
+    pinned.pool().expect([pinned.block_size(r, dt) for dt in (keys[0].dtype, vdtype)
+                          if dt is not None for r in runs] if runs else None)
     make_room(n * (keys[0].dtype.itemsize + (np.dtype(vdtype).itemsize if vdtype else 0)),
               budget)
     with _phase("run_h2d"):
@@ -228,6 +260,44 @@ def _merge(x, y, cuts, order, budget):
     return make_run(ok, ov)
 
 
+_WARMING: dict = {}
+_WARM_LOCK = threading.Lock()
+_WARM_THREAD = ThreadPoolExecutor(1, thread_name_prefix="distsort-warm-merge")
+
+
+def warm_merge(keys_dtype, values_dtype, order):
+    """Start, once per device, dtypes and order, the k-way merge's kernels on a few
+    elements in a thread of its own (module doc); returns its Future.  Nothing waits
+    for it: a failure there is left in the Future, for the merge itself to raise."""
+    key = (cupy.cuda.Device().id, np.dtype(keys_dtype).str,
+           None if values_dtype is None else np.dtype(values_dtype).str, order)
+    with _WARM_LOCK:
+        if key not in _WARMING:
+            _WARMING[key] = _WARM_THREAD.submit(_warm, *key)
+        return _WARMING[key]
+
+
+def _warm(device, keys_dtype, values_dtype, order):
+    from ..gpu.local_sort import radix_sort
+    began = time.perf_counter()
+    kdt = np.dtype(keys_dtype)
+    if kdt.kind == "f":  # NaNs of both signs and zeros of both: every fix-up runs
+        host = np.array([np.nan, -np.nan, -0.0, 0.0, 0.0, 1.0, -1.0, 2.0], kdt)
+    else:
+        host = (np.arange(8) % 2).astype(kdt)
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.Stream(non_blocking=True)
+    with cupy.cuda.Device(device), stream:
+        keys = cupy.asarray(host)
+        values = None if values_dtype is None else cupy.arange(8).astype(values_dtype)
+        merged = parts(radix_sort(keys, values, order))
+        out = cupy.empty_like(merged[0])
+        out[:] = merged[0]  # the copy into a merged chunk kept on the device
+        hostbacked.host_backed(out.get(), out)
+        stream.synchronize()
+    record("warm_merge", time.perf_counter() - began)
+
+
 def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     """Elements per segment of a k-way merge: two segments in flight, each its slices
     and the radix sort's buffers (``gpu.local_sort.radix_extra_bytes``), beside the output
@@ -247,8 +317,11 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
     between consecutive co-ranks of ``cuts``, every run's slice copied into one device
     buffer, sorted there by CUB's radix sort on the order codes (the runs are sorted:
     the concatenation is k sorted pieces) and copied back into the chunk's pinned host
-    memory; two segments in flight on two streams.  On the device too, for CuPy
-    output (``like_gpu``: ``hostbacked`` arrays, which spill for free)."""
+    memory; two segments in flight on two streams.  For CuPy output (``like_gpu``) the
+    chunk stays on the device too, as a ``hostbacked`` array (which spills for free),
+    and its host memory is the run slices it was merged from (``in_place``): the runs
+    are only read between ``cuts[0]`` and ``cuts[-1]``, and written there
+    (``runs.claim``)."""
     with one_at_a_time():
         return _merge_segments(runs, cuts, order, like_gpu, budget)
 
@@ -263,17 +336,29 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
     make_room((n * per if like_gpu else 0)
               + 2 * (seg * per + radix_extra_bytes(seg, kdt.itemsize, per - kdt.itemsize)),
               budget, "kway_make_room")
-    hk = pinned_empty(n, kdt)
-    hv = None if vdt is None else pinned_empty(n, vdt)
-    out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)] if like_gpu \
-        else None
+    # Host copies: a new pinned chunk, or for CuPy output the run ranges just consumed
+    # (``in_place``), which no other task reads (``outofcore_graph.kway_cuts``).
+    if like_gpu:
+        claim(runs, cuts[0], cuts[-1])
+        hk = hv = None
+        out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)]
+        host = ([], [])  # the pieces of each part's host copy, in order
+    else:
+        hk = pinned_empty(n, kdt)
+        hv = None if vdt is None else pinned_empty(n, vdt)
+        out = None
     streams = _merge_streams(cupy.cuda.Device().id)
     bufs = [(cupy.empty(seg, kdt), None if vdt is None else cupy.empty(seg, vdt))
             for _ in range(2)]
     issue, o = time.perf_counter(), 0
+    clock = _Clock("kway_issue_")  # the parts of the issue loop, for the first sort's sake
+    events = []  # per segment, on its stream: begun, in, sorted, out (``_gpu_seconds``)
     for s, (c0, c1) in enumerate(itertools.pairwise(cuts)):
         st, (bk, bv) = streams[s % 2], bufs[s % 2]
+        marks = [cupy.cuda.Event() for _ in range(4)]
+        events.append(marks)
         with st:
+            marks[0].record(st)
             m = 0
             for run, a, b in zip(runs, c0, c1, strict=True):
                 rk, rv = parts(run)
@@ -281,21 +366,43 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
                 if bv is not None:
                     bv[m:m + b - a].set(rv[a:b], stream=st)
                 m += b - a
+            marks[1].record(st)
+            clock("h2d")
             merged = parts(radix_sort(bk[:m], None if bv is None else bv[:m], order))
+            marks[2].record(st)
+            clock("sort")
             for j, part in enumerate(merged[:1 if bv is None else 2]):
-                part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
-                if out is not None:
+                if out is None:
+                    part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
+                else:  # after this stream's copies in, into the ranges they read
+                    in_place(part, [parts(r)[j][a:b] for r, a, b in zip(runs, c0, c1,
+                                                                         strict=True)],
+                             st, host[j])
                     out[j][o:o + m] = part
+            marks[3].record(st)
         o += m
     _SECONDS["kway_issue"] += time.perf_counter() - issue
     with _phase("kway_wait"):
         for st in streams:
             st.synchronize()
+    _gpu_seconds(events, ("kway_gpu_h2d", "kway_gpu_sort", "kway_gpu_d2h"))
     if out is None:
         return make_run(hk, hv)
     with _phase("kway_host_backed"):
-        return make_run(hostbacked.host_backed(hk, out[0]),
-                        None if hv is None else hostbacked.host_backed(hv, out[1]))
+        return make_run(hostbacked.host_backed(host[0], out[0]),
+                        None if vdt is None else hostbacked.host_backed(host[1], out[1]))
+
+
+def in_place(merged, ranges, stream, pieces):
+    """Copy the merged segment ``merged`` (CuPy) on ``stream`` into the host ``ranges``
+    whose elements it was merged from, one after the other, and append them to
+    ``pieces`` (the host copy of the chunk, in order)."""
+    o = 0
+    for r in ranges:
+        if r.size:
+            merged[o:o + r.size].get(out=r, stream=stream, blocking=False)
+            pieces.append(r)
+            o += r.size
 
 
 def output(piece, like_gpu, budget):
