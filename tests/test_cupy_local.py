@@ -118,4 +118,3 @@ def _plain_arrays_one_task(rng, dtype):
                                                             stable=True))
                 np.testing.assert_array_equal(_bits(sk), _bits(keys[perm]))
                 np.testing.assert_array_equal(cupy.asnumpy(sv), values[perm])
-
