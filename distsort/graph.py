@@ -268,14 +268,15 @@ def split_run(run, sizes, separate):
     holds its whole run, so the runs of a round's partly merged groups would stay on
     the device beside the merges' outputs (at worst a second copy of the data; the
     copies cost one pass over the group, the run freed as the task ends).  A
-    one-device sort's chunks are the output's: slices.
+    one-device sort's chunks are the output's: slices.  A run of one chunk is that
+    chunk's own storage.
 
     >>> [c.base is None for c in split_run(np.arange(4), (3, 1), separate=True)]
     [True, True]
     """
     ends = list(itertools.accumulate(sizes))
     chunks = (slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
-    if not separate:
+    if not separate or len(sizes) == 1:
         return tuple(chunks)
     return tuple(make_chunk(*(None if a is None else a.copy() for a in parts_of(c)))
                  for c in chunks)
@@ -389,7 +390,7 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
 
 
 def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values,
-                  separate=False):
+                  separate=True):
     """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
     (and of ``values``, or positions from ``firsts``, the index of each slice's first
     element, where not None) as one run; returns it as chunks of ``sizes`` elements
