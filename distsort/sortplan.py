@@ -265,11 +265,11 @@ def _input_element(itemsize, options):
 
 
 def resident_bytes(chunks, element: int, view: ClusterView, options: SortOptions) -> int:
-    """Bytes of the input a GPU sort's devices hold for all of it, beside the sort's own
-    copy: the chunks held by a worker (persisted: the caller keeps them), and on
-    Dask's local schedulers the whole input (a plain array is the caller's).  A lazy
-    input's chunks are made for the sort and freed once read: none.  CPU sorts: none
-    (their budgets are a part of the memory for that).
+    """Bytes of the input that stay on a GPU sort's devices for the whole sort, beside
+    the sort's own copy: the chunks held by a worker (persisted: the caller keeps them),
+    and on Dask's local schedulers the whole input (a plain array is the caller's).  A
+    lazy input's chunks are made for the sort and freed once read: none.  CPU sorts:
+    none (their budgets are a part of the memory for that).
 
     >>> from distsort.view import ClusterView
     >>> v = ClusterView(workers=("a",), hosts=("h",), owners=("a", None))
@@ -396,8 +396,7 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     resident = resident_bytes(chunks, _input_element(itemsize, options), view, options)
     # On GPUs whose budgets are known, whatever the network cannot sort in them runs
     # out of core, however small: every byte of it is counted (``fits_in_place``).
-    needed = (needs_out_of_core(n * element + resident, budgets)
-              or (gpu and all(budgets) and bool(budgets)))
+    needed = (gpu and bool(budgets) and all(budgets)) or needs_out_of_core(n * element, budgets)
     if not needed or fits_in_place(chunks, element, budgets, resident):
         return None
     budget = min(budgets)
