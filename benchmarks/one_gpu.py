@@ -6,12 +6,16 @@
 Parts (each adds its rows to ``--out``, replacing that part's earlier rows):
 
 * ``array``: ``distsort.sort/argsort/sort_by_key(x).compute()`` of a CuPy array, no
-  cluster, against ``cupy.sort`` / ``cupy.argsort(kind="stable")`` / argsort + take;
-  results compared element for element with the naive way's.
+  cluster, against ``cupy.sort`` / ``cupy.argsort(kind="stable")`` / argsort + take,
+  and beside Dask's floor: the naive way through Dask's own ``compute`` of a one-chunk
+  array (``da.from_array(x, chunks=-1, asarray=False, name=False).map_blocks(...)``);
+  all three results compared element for element.
 * ``dask``: a persisted Dask array of CuPy chunks on one dask-cuda worker, from
-  ``persist()`` to every chunk sorted, against ``x.rechunk(-1).map_blocks(cupy.sort)``;
-  the two results compared element for element up to ``--compare-up-to`` (larger:
-  ``CHEAP_CHECK``, since the device cannot hold both results beside the input).
+  ``persist()`` to every chunk sorted, against ``x.rechunk(-1).map_blocks(cupy.sort)``.
+  distsort runs first and its result is checked on the GPU (``CHEAP_CHECK``); the
+  naive way runs last (where it runs out of memory, the workers are restarted, so that
+  its failed tasks hold no device memory for the next row), and up to
+  ``--compare-up-to`` its result and distsort's are compared element for element.
 * ``big``: more float32 than one GPU can sort the naive way, made lazily on one worker
   (``--big-worker``: dask-cuda's under ``--device-memory-limit``, or a plain one with an
   RMM pool), sorted and checked on the GPU (``CHEAP_CHECK``).
@@ -30,6 +34,8 @@ import time
 from pathlib import Path
 
 from dask.utils import format_bytes, parse_bytes
+
+from distsort.api import planning
 
 from distributed_sort import (empty_like_chunks, make_chunk, placed_input, release,
                               round_times, sync_workers, verification)
@@ -71,6 +77,28 @@ def naive(call, x, v):
     return order if call == "argsort" else (x[order], v[order])
 
 
+def dask_floor(call, x, v):
+    """The naive way through Dask's own ``compute`` of a one-chunk array, named without
+    hashing: what any Dask call on a plain array costs beyond the sort itself."""
+    import cupy
+    import dask
+    import dask.array as da
+
+    def wrap(a):
+        return da.from_array(a, chunks=-1, asarray=False, name=False)
+
+    if call == "sort":
+        return wrap(x).map_blocks(cupy.sort).compute()
+    order = wrap(x).map_blocks(cupy.argsort, kind="stable", dtype="int64")
+    if call == "argsort":
+        return order.compute()
+    return dask.compute(*(da.map_blocks(_take, wrap(a), order, dtype=a.dtype) for a in (x, v)))
+
+
+def _take(a, order):
+    return a[order]
+
+
 def with_distsort(call, x, v):
     import distsort
     if call == "sort_by_key":
@@ -94,9 +122,12 @@ def array_row(case, args):
     v = make_chunk(int(k) + 100, n, "uint32") if call == "sort_by_key" else None
     t_naive = median_time(lambda: naive(call, x, v), args.runs, args.warmup, _sync)[0]
     t_ds = median_time(lambda: with_distsort(call, x, v), args.runs, args.warmup, _sync)[0]
-    ok = same(with_distsort(call, x, v), naive(call, x, v))
+    t_floor = median_time(lambda: dask_floor(call, x, v), args.runs, args.warmup, _sync)[0]
+    want = naive(call, x, v)
+    ok = same(with_distsort(call, x, v), want) and same(dask_floor(call, x, v), want)
     return dict(part="array", case=f"{call} {dtype} 2^{k}", call=call, dtype=dtype, n=n,
                 seconds=t_ds, naive_s=t_naive, ratio=t_ds / t_naive, target=1.3,
+                dask_floor_s=t_floor, beyond_floor_s=t_ds - t_floor,
                 graph_s=graph_seconds(call, x, v, args), checked="element for element",
                 correct=ok)
 
@@ -147,26 +178,6 @@ def timed_persist(client, make, args):
     return seconds, state
 
 
-def settle(client, x, timeout=60):
-    """Wait until the cluster holds nothing but the input ``x``: a failed run's tasks are
-    forgotten (their tracebacks hold the device memory the run had taken), then
-    collect garbage and free CuPy's pool, so that the next run starts with the device
-    as it was."""
-    import gc
-
-    from dask.core import flatten
-    keep = {str(k) for k in flatten(x.__dask_keys__())}
-    end = time.perf_counter() + timeout
-    while time.perf_counter() < end and client.run_on_scheduler(_other_tasks, keep=keep):
-        time.sleep(0.05)
-    client.run(gc.collect)
-    client.run(_free_pools)
-
-
-def _other_tasks(keep, dask_scheduler=None):
-    return any(str(k) not in keep for k in dask_scheduler.tasks)
-
-
 def failure(e):
     """How a row records a run that failed (out of memory, mostly)."""
     return f"failed: {type(e).__name__}: {str(e)[:160]}"
@@ -186,8 +197,11 @@ def dask_rows(args):
 
 
 def dask_row(client, case, args):
-    """One ``dask`` row (``case``: bytes:chunks); a way that runs out of memory is
-    recorded as failed."""
+    """One ``dask`` row (``case``: bytes:chunks).  distsort runs first and its result is
+    checked on the GPU (``CHEAP_CHECK``); the naive way runs last, and its result is
+    compared with distsort's element for element up to ``--compare-up-to``.  A way that
+    fails is recorded as failed, and the workers are restarted after it: an
+    out-of-memory task's traceback holds the device memory it had taken."""
     import cupy
     import dask.array as da
 
@@ -198,35 +212,44 @@ def dask_row(client, case, args):
     x, _ = placed_input(client, n, "float32", chunks, seed=chunks, cpu=False)
     row = dict(part="dask", case=f"{format_bytes(nbytes)} float32 in {chunks}",
                dtype="float32", bytes=nbytes, n=n, chunks=chunks, workers=1, target=1.15)
-    # The naive result is kept for the comparison where the device holds it beside the
-    # input and distsort's sort (at 32 GiB the naive sort alone needs four times the
-    # data, so neither way runs beside another result).
+    with planning() as plans:
+        distsort.sort(x)
+    row["plan"] = plan_summary(plans[0])
+    # Both results beside the input and the naive sort's buffers (four times the data)
+    # fit the device up to --compare-up-to.
     elementwise = nbytes <= parse_bytes(args.compare_up_to)
+    try:
+        row.update(profile(client, x, args))  # the same keys as the timed runs': first
+        row["seconds"], s = timed_persist(client, lambda: distsort.sort(x), args)
+    except Exception as e:  # noqa: BLE001  (recorded)
+        client.restart()
+        return dict(row, seconds=failure(e), correct=False)
+    _, ok = checked_seconds(client, s["s"], x)
+    if not elementwise:
+        release(client, s)
     y = {}
     try:
         row["naive_s"], y = timed_persist(
             client, lambda: x.rechunk(-1).map_blocks(cupy.sort), args)
     except Exception as e:  # noqa: BLE001  (recorded)
         row["naive_s"], elementwise = failure(e), False
-        settle(client, x)
-    if not elementwise:
-        release(client, y)
-    try:
-        row["seconds"], s = timed_persist(client, lambda: distsort.sort(x), args)
-    except Exception as e:  # noqa: BLE001  (recorded)
-        release(client, y)
-        settle(client, x)
-        return dict(row, seconds=failure(e), correct=False)
+        release(client, s)
+        client.restart()
     if elementwise:  # float32 normals hold no zeros: cupy.sort's order is NumPy's
-        ok = bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
-        release(client, y)
-    else:
-        _, ok = checked_seconds(client, s["s"], x)
+        ok = ok and bool(da.equal(s["s"], y["s"].rechunk(s["s"].chunks)).all().compute())
+    release(client, y)
     release(client, s)
     if isinstance(row["naive_s"], float):
         row["ratio"] = row["seconds"] / row["naive_s"]
-    return dict(row, correct=ok, checked="element for element" if elementwise else CHEAP_CHECK,
-                **profile(client, x, args))
+    return dict(row, correct=ok,
+                checked=CHEAP_CHECK + (", and element for element with the naive result"
+                                       if elementwise else ""))
+
+
+def plan_summary(plan):
+    """What a sort's plan decided, for the row: strategy, chunks, group, rounds."""
+    return dict(strategy=plan.strategy, chunks=len(plan.chunks), chunk=plan.chunks[0],
+                group=plan.group, rounds=plan.rounds)
 
 
 def profile(client, x, args):
@@ -262,6 +285,11 @@ def lazy_input(n, chunks, dtype="float32"):
         da.from_delayed(delayed(make_chunk, pure=True)(1000 + i, size, dtype), (size,),
                         dtype=dtype, meta=empty_like_chunks(dtype, False))
         for i, size in enumerate(sizes)])
+
+
+def chunk_summaries(x):
+    from distsort.verify import chunk_summaries as summaries
+    return summaries(x)
 
 
 def checked_seconds(client, s, x):
@@ -300,17 +328,20 @@ def big_rows(args):
     with (one_worker(args.big_worker, args.device_memory_limit) as cluster,
           Client(cluster) as client):
         x = lazy_input(n, args.big_chunks)
-        s = distsort.sort(x)
-        strategy = ("out-of-core" if any(k.startswith("distsort-run-") for k in s.dask.layers)
-                    else "in memory")
+        with planning() as plans:
+            s = distsort.sort(x)
+        # The input made and summarized alone (what the checked sort also does).
+        start = time.perf_counter()
+        client.compute(chunk_summaries(x), sync=True)
+        input_s = time.perf_counter() - start
         seconds, ok = checked_seconds(client, s, x)
         row = dict(part="big", case=f"{format_bytes(nbytes)} float32 in {args.big_chunks}, "
                    f"{args.big_worker} worker", dtype="float32", bytes=nbytes, n=n,
                    chunks=args.big_chunks, workers=1, worker=args.big_worker,
-                   strategy=strategy, sorted_chunks=len(s.chunks[0]),
-                   seconds_with_checks=seconds, correct=ok,
-                   checked=CHEAP_CHECK,
-                   naive="does not fit: rechunk(-1) + cupy.sort needs 3x the data")
+                   device_memory_limit=args.device_memory_limit,
+                   plan=plan_summary(plans[0]), seconds_with_checks=seconds,
+                   input_with_checks_s=input_s, correct=ok, checked=CHEAP_CHECK,
+                   naive="does not fit: rechunk(-1) + cupy.sort needs 4x the data")
         yield row
 
 
@@ -327,12 +358,15 @@ def shared_rows(args):
         with (shared_gpu_cluster(workers, pool_fraction=0.8 / workers) as cluster,
               Client(cluster) as client):
             x, _ = placed_input(client, n, "float32", 8 // workers, seed=8, cpu=False)
+            with planning() as plans:
+                distsort.sort(x)
             seconds, s = timed_persist(client, lambda x=x: distsort.sort(x), args)
-            _, ok = checked_seconds(client, s.pop("s"), x)
+            _, ok = checked_seconds(client, s["s"], x)
+            release(client, s)
             yield dict(part="shared", case=f"{format_bytes(nbytes)} float32 in 8, "
                        f"{workers} worker(s) on one GPU", dtype="float32", bytes=nbytes, n=n,
                        chunks=8, workers=workers, seconds=seconds, correct=ok,
-                       checked=CHEAP_CHECK)
+                       plan=plan_summary(plans[0]), checked=CHEAP_CHECK)
 
 
 # ------------------------------------------------------------------ rows, table, plot
@@ -423,7 +457,8 @@ def main(argv=None):
             rows.append(row)
             print(row, flush=True)
             save(rows, path, args.variant)  # a run stopped later keeps these
-    columns = ("case", "seconds", "naive_s", "ratio", "seconds_with_checks", "correct")
+    columns = ("case", "seconds", "naive_s", "ratio", "dask_floor_s", "seconds_with_checks",
+               "correct")
     print_table([{k: shown(r[k]) for k in columns if k in r} for r in rows],
                 [(c, "{}") for c in columns])
     print("rows saved to", path)

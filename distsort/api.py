@@ -196,7 +196,7 @@ def planning(**options: Any) -> Iterator[list[SortPlan]]:
         _PLANNING.reset(token)
 
 
-def _options(gpu, value_bytes, positions, local):
+def _options(gpu, value_bytes, positions, local, in_place=False):
     """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
     Dask config values ``distsort.*`` read once here (or a :func:`planning` block's)."""
     from dask.utils import parse_bytes
@@ -210,7 +210,8 @@ def _options(gpu, value_bytes, positions, local):
         gpu=gpu, value_bytes=value_bytes, positions=positions, local=local,
         strategy=config.get("strategy"), exchange=config.get("exchange"),
         placement=config.get("placement"), group=config.get("group"),
-        engine=config.get("out-of-core-engine"), device_memory_limit=limit)
+        engine=config.get("out-of-core-engine"), device_memory_limit=limit,
+        in_place=in_place)
     if _PLANNING.get() is not None:  # a planning() block's options, in place of the config's
         options = options._replace(**_PLANNING.get()[0])
     for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
@@ -220,10 +221,11 @@ def _options(gpu, value_bytes, positions, local):
     return options
 
 
-def _plan_1d(keys, values, positions, local, value_bytes=None):
+def _plan_1d(keys, values, positions, local, value_bytes=None, descending=False):
     """``(view, plan)`` of a 1-D sort: the cluster read once (``distsort.view``) and the
     plan (``distsort.sortplan``); ``value_bytes`` where the values take more room than
     their own (``sort_by_key(..., stable=True)``'s positions)."""
+    from .backends.gpu.local_sort import sorts_in_place
     from .locality import keep_chunks_in_place  # imports distributed where a client is
     from .view import read_view
     gpu = array_module_name(keys._meta) == "cupy"
@@ -232,8 +234,9 @@ def _plan_1d(keys, values, positions, local, value_bytes=None):
                      gpu, placed)
     if value_bytes is None:
         value_bytes = 8 if positions else (values.dtype.itemsize if values is not None else 0)
+    in_place = gpu and not value_bytes and sorts_in_place(keys.dtype, descending)
     return view, plan_sort(keys.chunks[0], keys.dtype.itemsize, view,
-                           _options(gpu, value_bytes, positions, local))
+                           _options(gpu, value_bytes, positions, local, in_place))
 
 
 def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="auto"):
@@ -241,7 +244,7 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
 
     Validate (the callers), plan (:func:`_plan_1d`), build the graph
     (:func:`_sort_planned`)."""
-    planned = _plan_1d(keys, values, positions, local)
+    planned = _plan_1d(keys, values, positions, local, descending=order.descending)
     return _sort_planned(keys, values, order, positions, planned, verify, what)
 
 

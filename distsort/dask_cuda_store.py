@@ -33,9 +33,10 @@ def spill_budget(data: Any) -> int | None:
 
 def limits(data: Any) -> tuple[int | None, int | None]:
     """``(device_memory_limit, device bytes held)`` of a dask-cuda store, each None where
-    not known (the bytes held: the device tier's weight, or the proxy manager's use
-    under JIT-unspilling)."""
-    limit = getattr(data, "device_memory_limit", None)
+    not known (the limit: the store's own, or its device tier's, which is all that
+    dask-cuda 26.10's ``DeviceHostFile`` keeps; the bytes held: the device tier's
+    weight, or the proxy manager's use under JIT-unspilling)."""
+    limit = getattr(data, "device_memory_limit", None) or spill_budget(data)
     held = None
     for path in (("device_buffer", "fast", "total_weight"), ("manager", "_dev", "mem_usage")):
         obj = data

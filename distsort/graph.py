@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .backends import capabilities
-from .chunk import slice_chunk
+from .chunk import make_chunk, slice_chunk
+from .chunk import parts as parts_of
 from .placement import group_bounds, starts
 from .plan import group_steps, plan_network, spread_order
 from .taskkeys import Held, HeldChunks, task_name
@@ -240,7 +241,8 @@ def regroup_tasks(net, tasks, round_id, run, local, edges):
 
 
 def regroup(backend, local, order, sizes, parts):
-    """The backend chunks ``parts`` sorted as one run, as chunks of ``sizes``."""
+    """The backend chunks ``parts`` sorted as one run, as chunks of ``sizes``, each in
+    storage of its own (:func:`split_run`)."""
     keyed = isinstance(parts[0], tuple)
     xp = _namespace(parts[0][0] if keyed else parts[0])
     if keyed:
@@ -254,8 +256,30 @@ def regroup(backend, local, order, sizes, parts):
     else:  # NumPy keys-only chunks hold order codes, ordered as integers
         k.sort()
         run = k
+    del k, v, parts  # the run alone is held while its chunks are copied out
+    return split_run(run, sizes, separate=True)
+
+
+def split_run(run, sizes, separate):
+    """The sorted ``run`` as chunks of ``sizes``: slices of it, or, ``separate``, copies
+    each in storage of its own.
+
+    The network's chunks are copies: a merge replaces one chunk at a time, and a slice
+    holds its whole run, so the runs of a round's partly merged groups would stay on
+    the device beside the merges' outputs (at worst a second copy of the data; the
+    copies cost one pass over the group, the run freed as the task ends).  A
+    one-device sort's chunks are the output's: slices.  A run of one chunk is that
+    chunk's own storage.
+
+    >>> [c.base is None for c in split_run(np.arange(4), (3, 1), separate=True)]
+    [True, True]
+    """
     ends = list(itertools.accumulate(sizes))
-    return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    chunks = (slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    if not separate or len(sizes) == 1:
+        return tuple(chunks)
+    return tuple(make_chunk(*(None if a is None else a.copy() for a in parts_of(c)))
+                 for c in chunks)
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
@@ -337,12 +361,13 @@ def _prepare_func(backend, local):
 
 
 def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name, backend,
-                  order, group, local, positions):
+                  order, group, local, positions, separate=True):
     """The tasks that sort each group of ``group`` consecutive positions as one
     (``group_prepare``, one task on one worker) from the slices ``pieces[g]``
     (``(input chunk, start, stop)``) of the input chunks (of sizes ``in_chunks``), and
-    the chunks of sizes ``chunks`` (slices of the sorted run) they give, as the keys
-    ``keys``.  ``keys_name`` and ``values_name`` may be :data:`READ_IN_PLACE`."""
+    the chunks of sizes ``chunks`` they give, as the keys ``keys``: copies, or slices of
+    the sorted run where not ``separate`` (:func:`split_run`).  ``keys_name`` and
+    ``values_name`` may be :data:`READ_IN_PLACE`."""
     offsets = np.cumsum((0, *in_chunks), dtype=np.int64)
     tasks, parts = {}, {}
     for (lo, hi), mine in zip(group_bounds(len(chunks), group), pieces, strict=True):
@@ -357,18 +382,20 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
         firsts = offsets[rows[:, 0]] + rows[:, 1] if positions else None
         values = _reads(values_name, read) if values_name is not None else None
         tasks[gkey] = (group_prepare, backend, local, order, firsts, bounds,
-                       list(chunks[lo:hi]), _reads(keys_name, read), values)
+                       list(chunks[lo:hi]), _reads(keys_name, read), values, separate)
         for p in range(lo, hi):
             parts[keys[p]] = (operator.getitem, gkey, p - lo)
     graph.add("group", tasks, _input_names(keys_name, values_name))
     graph.add("prepare", parts, {f"distsort-group-{graph.token}"})
 
 
-def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
+def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values,
+                  separate=True):
     """Sort the slices ``bounds`` (rows ``(start, stop)``) of the input chunks ``keys``
     (and of ``values``, or positions from ``firsts``, the index of each slice's first
     element, where not None) as one run; returns it as chunks of ``sizes`` elements
-    (slices of the run).  ``keys`` and ``values``: the chunks, or :data:`READ_IN_PLACE`.
+    (slices of the run, or copies where ``separate``: :func:`split_run`).  ``keys`` and
+    ``values``: the chunks, or :data:`READ_IN_PLACE`.
     Both ``firsts`` and ``values``: equal keys in the order of their positions, the
     values moving with them (``backend.stable_sort``; ``stable=True`` of
     ``sort_by_key``), the slices in position order."""
@@ -395,6 +422,7 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
         if not increasing:
             raise ValueError("a stable group sort reads its slices in position order")
         run = backend.stable_sort(k, gathered(values), order)
+        v = None
     else:
         v = (_positions_of(xp, firsts, bounds) if firsts is not None
              else gathered(values) if values is not None else None)
@@ -402,8 +430,8 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values):
             run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
         else:
             run = backend.prepare(k, v, order, None)
-    ends = list(itertools.accumulate(sizes))
-    return tuple(slice_chunk(run, e - n, e) for e, n in zip(ends, sizes, strict=False))
+    del k, v  # the run alone is held while its chunks are copied out
+    return split_run(run, sizes, separate)
 
 
 def one_chunk(plan, in_chunks, local) -> bool:
@@ -471,7 +499,8 @@ def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, 
                            positions, plan.window, plan.perm, plan.group, plan.local)
     keys = [(task_name("prepare", graph.token), p) for p in range(len(plan.chunks))]
     pieces_layers(graph, keys, plan.pieces, in_chunks, plan.chunks, keys_name, values_name,
-                  backend, order, plan.group, plan.local, positions)
+                  backend, order, plan.group, plan.local, positions,
+                  separate=plan.strategy != "one-device")
     if plan.strategy == "one-device":
         return keys
     return network_layers(graph, keys, plan.chunks, backend, order, plan.window,

@@ -109,11 +109,19 @@ def check_chunk_fits(length, itemsize, capacity_bytes, *, copies=3, reserve=RESE
         f" usable): {advice}")
 
 
+#: Each device's capacity, asked once: ``cudaMemGetInfo`` costs more than a small sort's
+#: planning (it was asked three times per call of ``distsort.sort`` on a CuPy array).
+_CAPACITY: dict[int, int] = {}
+
+
 def device_capacity():
     """Bytes of memory of the current CUDA device (what :func:`check_chunk_fits` needs)."""
     import cupy
 
-    return int(cupy.cuda.runtime.memGetInfo()[1])
+    device = cupy.cuda.runtime.getDevice()
+    if device not in _CAPACITY:
+        _CAPACITY[device] = int(cupy.cuda.runtime.memGetInfo()[1])
+    return _CAPACITY[device]
 
 
 def _worker_device_budget(dask_worker=None):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from .backends.gpu.local_sort import radix_extra_bytes
 from .kway import choose_merge
@@ -46,14 +46,12 @@ from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner
 from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
                         placement)
 from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
-
-if TYPE_CHECKING:
-    from .clusterview import ClusterView
+from .clusterview import ClusterView
 
 __all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
-           "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR", "PAIRS_PER_WORKER", "WORK_CHUNKS",
-           "fits_in_place"]
+           "one_device_bytes", "resident_bytes", "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR",
+           "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks"]
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
 #: with ``"auto"``).
@@ -70,13 +68,18 @@ PAIRS_PER_WORKER = 2
 #: Chunk-sized buffers a slot's share of the network needs beyond its chunks: the two
 #: outputs of each pair in flight, and one to spare.
 WORK_CHUNKS = 2 * PAIRS_PER_WORKER + 1
+#: Chunk-sized buffers beside a slot's chunks while a group sort of one chunk runs: its
+#: gathered copy and the chunk it copies out (or the radix sort's buffer), beside the
+#: outputs of the pairs in flight of the groups sorted before it.
+GROUP_WORK = GROUP_COPIES + 2 * PAIRS_PER_WORKER
 
 
 class SortOptions(NamedTuple):
     """What the caller asks for, configuration included (read by ``distsort.api``).
 
     ``value_bytes``: bytes of a value riding with each key (8 for argsort's
-    positions, 0 for keys alone).  The rest are the
+    positions, 0 for keys alone).  ``in_place``: keys alone whose radix sort takes one
+    buffer beside them (``gpu.local_sort.sorts_in_place``).  The rest are the
     Dask config values ``distsort.strategy``, ``distsort.exchange``,
     ``distsort.placement``, ``distsort.group``, ``distsort.out-of-core-engine`` and
     ``distsort.device-memory-limit`` (bytes, None: unset).
@@ -92,6 +95,7 @@ class SortOptions(NamedTuple):
     group: str | int = "auto"
     engine: str = "auto"
     device_memory_limit: int | None = None
+    in_place: bool = False
 
 
 class OutOfCore(NamedTuple):
@@ -175,6 +179,21 @@ def _limit_of(limit, budgets):
     return min(known) if known else None
 
 
+def _gpu_limits(view):
+    """Each GPU worker's bytes: its device limit, or dask-cuda's ``device_memory_limit``
+    where that is smaller (past it dask-cuda spills); this process's GPU on Dask's local
+    schedulers.
+
+    >>> _gpu_limits(ClusterView(workers=("a", "b"), device_limits=(9, 9), device_budgets=(8, None)))
+    (8, 9)
+    """
+    if not view.workers:
+        return (view.device,)
+    budgets = view.device_budgets or (None,) * len(view.device_limits)
+    return tuple(min(filter(None, (limit, budget)), default=None)
+                 for limit, budget in zip(view.device_limits, budgets, strict=False))
+
+
 def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes the one device of a sort may hold, or None where there is not one device
     (several workers, a scheduler that did not answer) or its memory is not known.
@@ -187,7 +206,7 @@ def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     8000000000
     """
     if options.gpu:
-        devices = view.device_limits if view.workers else (view.device,)
+        devices = _gpu_limits(view)
     elif view.workers:
         devices = tuple(m and m // CPU_BUDGET_DIVISOR for m in view.memory_limits)
     else:
@@ -208,7 +227,7 @@ def slot_budget(view: ClusterView, options: SortOptions) -> int | None:
     1000
     """
     if options.gpu:
-        devices = view.device_limits if view.workers else (view.device,)
+        devices = _gpu_limits(view)
     elif view.workers:
         devices = tuple(m and m // CPU_BUDGET_DIVISOR // max(1, t or 1)
                         for m, t in zip(view.memory_limits, view.threads, strict=True))
@@ -217,37 +236,85 @@ def slot_budget(view: ClusterView, options: SortOptions) -> int | None:
     return _limit_of(options.device_memory_limit, devices)
 
 
+def one_device_bytes(n: int, itemsize: int, options: SortOptions) -> int:
+    """Device bytes a one-device sort of ``n`` keys of ``itemsize`` bytes holds at its
+    peak: the input (held by the caller, or read whole by the one task), the gathered
+    copy that is sorted, and the radix sort's buffers (``radix_extra_bytes``); the
+    output chunks are slices of the sorted copy.
+
+    >>> one_device_bytes(10, 4, SortOptions()), one_device_bytes(10, 4, SortOptions(in_place=True))
+    (200, 120)
+    >>> one_device_bytes(10, 4, SortOptions(value_bytes=8, positions=True))  # argsort
+    640
+    """
+    element = itemsize + options.value_bytes
+    return n * (_input_element(itemsize, options) + element) + radix_extra_bytes(
+        n, itemsize, options.value_bytes, increasing_values=options.positions,
+        in_place=options.in_place)
+
+
 def _fits_one_device(n, itemsize, options, budget):
     """Whether ``n`` elements, their sorted copy and the radix path's buffers fit."""
-    if budget is None:
-        return False
-    element = itemsize + options.value_bytes
-    need = 2 * n * element + radix_extra_bytes(n, itemsize, options.value_bytes,
-                                               increasing_values=options.positions)
-    return need <= _usable(budget, RESERVE)
+    return budget is not None and one_device_bytes(n, itemsize, options) <= usable_bytes(budget)
 
 
-def coalesced_chunks(n: int, slots: int, element: int, budget: int | None) -> tuple:
+def _input_element(itemsize, options):
+    """Bytes of an input element: the key's and its value's (argsort's positions are
+    made by the sort)."""
+    return itemsize + (0 if options.positions else options.value_bytes)
+
+
+def resident_bytes(chunks, element: int, view: ClusterView, options: SortOptions) -> int:
+    """Bytes of the input that stay on a GPU sort's devices for the whole sort, beside
+    the sort's own copy: the chunks held by a worker (persisted: the caller keeps them),
+    and on Dask's local schedulers the whole input (a plain array is the caller's).  A
+    lazy input's chunks are made for the sort and freed once read: none.  CPU sorts:
+    none (their budgets are a part of the memory for that).
+
+    >>> from distsort.view import ClusterView
+    >>> v = ClusterView(workers=("a",), hosts=("h",), owners=("a", None))
+    >>> resident_bytes((10, 20), 4, v, SortOptions(gpu=True))
+    40
+    >>> resident_bytes((10, 20), 4, v, SortOptions())
+    0
+    """
+    if not options.gpu:
+        return 0
+    if not view.workers:
+        return sum(chunks) * element
+    owners = view.owners if len(view.owners) == len(chunks) else (None,) * len(chunks)
+    return sum(c for c, o in zip(chunks, owners, strict=True) if o is not None) * element
+
+
+def coalesced_chunks(n: int, slots: int, element: int, budget: int | None,
+                     held: int = 0) -> tuple:
     """The regular chunking of a coalesced input: one chunk per slot, smaller where it
-    would not fit ``budget`` beside the slot's share of the data (held there, persisted
-    or made for the sort, until the sort has read it) and ``memory.RESERVE``: a group
-    sort holds
-    ``GROUP_COPIES`` chunk-sized copies, the network :data:`WORK_CHUNKS` (the outputs
-    of the pairs in flight, and one to spare).  Where nothing larger than one element
-    fits, chunks of one element each: the caller keeps the input's own chunks.
+    would not fit ``budget`` beside the slot's share of the data and ``held`` more
+    bytes (its share of the input the caller keeps, and an input chunk a group sort
+    reads in part) and ``memory.RESERVE``: :data:`GROUP_WORK` chunks (a group sort's
+    copies beside the outputs of the pairs in flight).  Where nothing larger than one
+    element fits, chunks of one element each: the caller keeps the input's own chunks.
 
     >>> coalesced_chunks(10**6, 2, 8, None)
     (500000, 500000)
-    >>> coalesced_chunks(10**6, 2, 8, 25 * 10**6)  # 4 MB held, 5 chunks in 19.75 MB
-    (493750, 493750, 12500)
-    >>> coalesced_chunks(10**6, 2, 8, 10**7)  # 4 MB held, 5.5 MB for 5 chunks
-    (137500, 137500, 137500, 137500, 137500, 137500, 137500, 37500)
+    >>> coalesced_chunks(10**6, 2, 8, 25 * 10**6)  # 4 MB held, 6 chunks in 19.75 MB
+    (411458, 411458, 177084)
+    >>> len(coalesced_chunks(10**6, 2, 8, 10**7))  # 4 MB held, 5.5 MB for 6 chunks
+    9
+    >>> c = coalesced_chunks(10**6, 2, 8, 10**7, held=4 * 10**6)  # the input kept too
+    >>> len(c), c[0]
+    (32, 31250)
     """
+    return regular_chunks(n, _coalesced_size(n, slots, element, budget, held))
+
+
+def _coalesced_size(n, slots, element, budget, held):
+    """The chunk size of :func:`coalesced_chunks` (at least 1)."""
     m = -(-n // max(1, slots))
     if budget is not None:
-        room = usable_bytes(budget) - m * element
-        m = min(m, room // (max(GROUP_COPIES, WORK_CHUNKS) * max(1, element)))
-    return regular_chunks(n, max(1, m))
+        room = usable_bytes(budget) - m * element - held
+        m = min(m, room // (GROUP_WORK * max(1, element)))
+    return max(1, m)
 
 
 def cut_pieces(order, chunks, bounds) -> tuple:
@@ -276,25 +343,40 @@ def cut_pieces(order, chunks, bounds) -> tuple:
     return tuple(out)
 
 
-def fits_in_place(chunks, element: int, budgets) -> bool:
+def fits_in_place(chunks, element: int, budgets, resident: int = 0) -> bool:
     """Whether the network sorts ``chunks`` (elements of ``element`` bytes) in the
-    devices' memory: each device's share of the data and :data:`WORK_CHUNKS` of the
-    largest chunk (the outputs of the pairs in flight) fit its budget (bytes; None:
-    unknown, so no).  Then the data stay on the devices, sorted in place, however
-    much of the budget they take: out of core would move them through host memory
-    (93 GiB on one 139 GiB H200 passed a worker's 126 GiB host limit).
+    devices' memory: each device's share of the data, of the ``resident`` bytes of the
+    input that the caller keeps beside the sort's copy (:func:`resident_bytes`), and
+    :func:`work_chunks` of the largest chunk (the outputs of the pairs in flight) fit
+    its budget (bytes; None: unknown, so no).  Then the data stay on the devices,
+    sorted in place, however much of the budget they take: out of core would move them
+    through host memory (93 GiB on one 139 GiB H200 passed a worker's 126 GiB host
+    limit).
 
     >>> fits_in_place((500,) * 50, 4, [120_000])  # 100 kB of data, 10 kB working
     True
+    >>> fits_in_place((500,) * 50, 4, [120_000], resident=100_000)  # the input kept
+    False
     >>> fits_in_place((25_000,), 4, [120_000])  # one chunk: no room for its output
     False
     """
     budgets = list(budgets)
     if not budgets or not all(budgets) or not chunks:
         return False
-    share = -(-sum(chunks) * element // len(budgets))
-    return all(share + WORK_CHUNKS * max(chunks) * element <= usable_bytes(b)
+    share = -(-(sum(chunks) * element + resident) // len(budgets))
+    return all(share + work_chunks(len(chunks)) * max(chunks) * element <= usable_bytes(b)
                for b in budgets)
+
+
+def work_chunks(count: int) -> int:
+    """Chunk-sized buffers beside the chunks of a network of ``count`` chunks: the
+    outputs of the pairs in flight (no more pairs than the chunks make), and one to
+    spare (:data:`WORK_CHUNKS` from four chunks on).
+
+    >>> [work_chunks(c) for c in (1, 2, 3, 4, 100)]
+    [1, 3, 3, 5, 5]
+    """
+    return 1 + 2 * min(PAIRS_PER_WORKER, count // 2)
 
 
 def _plan_out_of_core(chunks, itemsize, view, options):
@@ -311,7 +393,11 @@ def _plan_out_of_core(chunks, itemsize, view, options):
         budgets = list(reported)
     element = itemsize + options.value_bytes
     n = sum(chunks)
-    if not needs_out_of_core(n * element, budgets) or fits_in_place(chunks, element, budgets):
+    resident = resident_bytes(chunks, _input_element(itemsize, options), view, options)
+    # On GPUs whose budgets are known, whatever the network cannot sort in them runs
+    # out of core, however small: every byte of it is counted (``fits_in_place``).
+    needed = (gpu and bool(budgets) and all(budgets)) or needs_out_of_core(n * element, budgets)
+    if not needed or fits_in_place(chunks, element, budgets, resident):
         return None
     budget = min(budgets)
     regular = normalize_chunks(chunks)
@@ -341,6 +427,13 @@ def _shares(exchange, hosts, gpu):
     return bool(hosts) and len(hosts) > 1 and None not in hosts and len(set(hosts)) == 1
 
 
+def _group_room(room, chunk_bytes):
+    """Bytes a slot's group sorts may count on (``placement.group_size``): ``room`` less
+    the outputs of the slot's pairs in flight, whose merges may run beside a group sort
+    (``None``: unbounded)."""
+    return None if room is None else max(0, room - 2 * PAIRS_PER_WORKER * chunk_bytes)
+
+
 def _network(chunks, itemsize, view, options, window):
     """The network's plan: coalesced where the input has too many chunks (or one too
     large for a slot), else on its own chunking made regular."""
@@ -352,21 +445,28 @@ def _network(chunks, itemsize, view, options, window):
     share = _shares(options.exchange, view.hosts, gpu)
     owners = (list(view.owners) if options.placement == "auto"
               and len(view.owners) == len(chunks) else [None] * len(chunks))
+    # Beside a slot's share of the data: its share of the input the caller keeps, and
+    # the input chunk a group sort reads in part (its rest is held for the next).
+    held = -(-resident_bytes(chunks, _input_element(itemsize, options), view, options)
+             // max(1, slots)) + max(chunks, default=0) * _input_element(itemsize, options)
+    room = None if budget is None else max(0, usable_bytes(budget) - held)
     # One chunk (a plain array) larger than a group sort fits is cut; many small ones
     # are coalesced.
     too_large = len(chunks) == 1 and budget is not None and (
-        (1 + GROUP_COPIES) * n * element > budget)
+        (1 + GROUP_COPIES) * n * element > room)
     # Only small chunks are coalesced: larger ones, which the user or the command chose
     # to fit the workers' memory (a compare-split holds several at once), are kept.
     small = budget is None or (
         (1 + GROUP_COPIES) * COALESCE_PER_SLOT * regular[0] * element <= budget)
-    out = (coalesced_chunks(n, slots, element, budget)
-           if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT) else None)
-    if out is not None and (too_large or out[0] >= regular[0]):
+    size = (_coalesced_size(n, slots, element, budget, held)
+            if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT) else 0)
+    if too_large or (size and size >= regular[0]):
         # Coalesced, unless beside the data held only chunks smaller than the input's
         # own would fit: then the network runs on the input's chunks, sorted in place.
+        out = regular_chunks(n, size)
         group = (int(fixed) if fixed != "auto" else
-                 group_size(len(out), slots, out[0] * element, budget) if grouped else 1)
+                 group_size(len(out), slots, out[0] * element, _group_room(room, out[0] * element))
+                 if grouped else 1)
         order = placement(owners) if view.workers else tuple(range(len(chunks)))
         ends = [min(n, b * out[0]) for b in range(len(out) + 1)]
         per_position = cut_pieces(order, chunks, tuple(zip(ends[:-1], ends[1:], strict=True)))
@@ -378,7 +478,8 @@ def _network(chunks, itemsize, view, options, window):
     if fixed != "auto":
         group = int(fixed)
     elif grouped and c > 1 and view.hosts != (None,):
-        group = group_size(c, slots, regular[0] * element, budget)
+        group = group_size(c, slots, regular[0] * element,
+                           _group_room(room, regular[0] * element))
     else:
         group = 1
     if not view.workers or c == 1:

@@ -191,26 +191,32 @@ def test_chunks_sized_for_the_workers_are_not_coalesced():
 
 
 def test_one_gpu_keeps_room_beside_the_data_it_holds():
-    """On one GPU, the chunks the network works on fit beside the data held there:
-    32 GiB of float32 in 16 persisted chunks under a 125 GiB budget are coalesced into
-    chunks of which ``WORK_CHUNKS`` fit beside the 32 GiB (they had become one 32 GiB
-    chunk, whose group sort ran out of device memory); 100 GB in 50 chunks on a
-    139 GiB device, or under dask-cuda's limit of 125 GiB, are sorted in memory, not
-    out of core, in chunks of which five fit beside the data."""
+    """On one GPU, the chunks the network works on fit beside the data held there (the
+    input the caller keeps as well as the sort's copy; ``tests/test_device_bytes.py``
+    counts every buffer): 32 GiB of float32 in 16 persisted chunks under a 125 GiB
+    budget are sorted as one where the radix sort takes one buffer beside the keys,
+    else by the network in chunks of which ``WORK_CHUNKS`` fit beside both copies;
+    100 GB made for the sort in 50 chunks are sorted in memory; 100 GB kept by the
+    caller leave no room for a sorted copy: out of core."""
     from distsort.sortplan import WORK_CHUNKS
     gib = 2**30
-    cases = ((32 * gib, 16, 125 * gib, None), (10**11, 50, 139 * gib, None),
-             (10**11, 50, 125 * gib, 125 * gib))  # the last: dask-cuda's limit at 0.9
-    for total, chunks, device, spill in cases:
+
+    def plan(total, chunks, device, spill, persisted=True, **options):
         n = total // 4
         view = ClusterView(workers=("a",), hosts=("h",), threads=(1,),
-                           device_limits=(device,), owners=("a",) * chunks,
-                           device_budgets=(spill,))
-        p = plan_sort(regular_chunks(n, -(-n // chunks)), 4, view, SortOptions(gpu=True))
+                           device_limits=(device,), device_budgets=(spill,),
+                           owners=("a" if persisted else None,) * chunks)
+        return plan_sort(regular_chunks(n, -(-n // chunks)), 4, view,
+                         SortOptions(gpu=True, **options))
+
+    assert plan(32 * gib, 16, 125 * gib, None, in_place=True).strategy == "one-device"
+    p = plan(32 * gib, 16, 125 * gib, None)
+    assert p.strategy == "network" and p.out_of_core is None
+    assert 2 * 32 * gib + WORK_CHUNKS * 4 * p.chunks[0] <= 0.95 * 125 * gib
+    for device, spill in ((139 * gib, None), (125 * gib, 125 * gib)):
+        p = plan(10**11, 50, device, spill, persisted=False, in_place=True)
         assert p.strategy == "network" and p.out_of_core is None
-        assert total + WORK_CHUNKS * 4 * p.chunks[0] <= 0.95 * device
-        assert p.group == 1 or (n + 2 * p.group * p.chunks[0]) * 4 <= 0.95 * device
-    # past dask-cuda's default limit (0.65 of the device) the data still go out of core
-    view = dataclasses.replace(view, device_budgets=(90 * gib,), device_limits=(90 * gib,))
-    p = plan_sort(regular_chunks(n, -(-n // chunks)), 4, view, SortOptions(gpu=True))
-    assert p.strategy == "out-of-core"
+        assert 10**11 + WORK_CHUNKS * 4 * p.chunks[0] <= 0.95 * device
+    assert plan(10**11, 50, 125 * gib, 125 * gib).strategy == "out-of-core"
+    # past dask-cuda's default limit (0.65 of the device) the data go out of core
+    assert plan(10**11, 50, 90 * gib, 90 * gib, persisted=False).strategy == "out-of-core"

@@ -32,7 +32,7 @@ import numpy as np
 from ... import dask_cuda_store
 from ...xp import namespace
 
-__all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
+__all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "sorts_in_place", "device_budget",
            "device_limit", "sort_owned", "radix_sort", "sort_keys", "stable_perm",
            "float_bounds", "cub_float_order", "fix_float_order", "encode_codes", "decode_codes"]
 
@@ -40,24 +40,38 @@ __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "device_budget",
 LOCAL_SORTS = ("auto", "bitonic", "radix")
 
 
-def radix_extra_bytes(n, key_size, value_size=0, increasing_values=False):
+def sorts_in_place(dtype, descending=False):
+    """Whether the radix sort of keys alone of ``dtype`` runs in the keys' own storage,
+    CUB's double buffer its only key-sized allocation (:func:`sort_keys`): float32/64
+    (sorted as they are and put in distsort's order in place, or turned into their
+    codes in place where descending), and ascending (u)int keys.
+
+    >>> sorts_in_place(np.dtype("f4")), sorts_in_place(np.dtype("i8"), descending=True)
+    (True, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype in (np.float32, np.float64) or (dtype.kind in "iu" and not descending)
+
+
+def radix_extra_bytes(n, key_size, value_size=0, increasing_values=False, in_place=False):
     """Bytes the radix path allocates beyond a chunk of ``n`` keys (and values), an
     upper estimate.
 
-    Keys alone: their codes and CUB's double buffer, plus a temporary of the float
-    code arithmetic (3 key-sized arrays).  With values: the key codes and their
+    Keys alone: CUB's double buffer where they are sorted in their own storage
+    (``in_place``: :func:`sorts_in_place`), else also their codes and a temporary of
+    the code arithmetic (3 key-sized arrays).  With values: the key codes and their
     temporaries, the int64 permutation, CUB's buffers of codes and indices, and the
     gathered keys and values; with values that are not increasing positions (a
     ``sort_by_key``), also the value's codes, sorted least significant first.
 
-    >>> radix_extra_bytes(10, 4)
-    120
+    >>> radix_extra_bytes(10, 4), radix_extra_bytes(10, 4, in_place=True)
+    (120, 40)
     >>> radix_extra_bytes(10, 4, 8, increasing_values=True)  # argsort
     480
     """
     n, ks, vs = int(n), int(key_size), int(value_size)
     if not vs:
-        return 3 * n * ks
+        return (1 if in_place else 3) * n * ks
     extra = n * (3 * ks + 3 * 8 + ks + vs)
     if not increasing_values:
         extra += n * 3 * max(ks, vs)
@@ -140,11 +154,12 @@ def device_limit():
     return limit if limit is not None else memory.device_capacity()
 
 
-def _path(keys, value_size, local, increasing_values, owned):
+def _path(keys, value_size, local, increasing_values, owned, descending=False):
     """The local sort (:func:`choose_local`) of a chunk of ``keys`` with values of
     ``value_size`` bytes, the task holding ``owned`` bytes of it already."""
+    in_place = not value_size and sorts_in_place(keys.dtype, descending)
     return choose_local(radix_extra_bytes(keys.size, keys.dtype.itemsize, value_size,
-                                          increasing_values),
+                                          increasing_values, in_place),
                         device_budget(owned) if local == "auto" else None, local)
 
 
@@ -171,7 +186,7 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False):
     vsize = 0 if values is None else values.dtype.itemsize
     if values is not None and not increasing_values:
         increasing_values = increasing(values)
-    if _path(keys, vsize, local, increasing_values, owned) == "radix":
+    if _path(keys, vsize, local, increasing_values, owned, order.descending) == "radix":
         return radix_sort(keys, values, order, increasing_values)
     from .launcher import sort_inplace
     sort_inplace(keys, values, order.descending)
@@ -187,7 +202,9 @@ def sort_chunk(keys, order, local="auto", part=0):
     their codes where codes are sorted), an argsort sorts new codes or a copy.
     """
     keys = keys.ravel()
-    path = _path(keys, 8 if order.keyed else 0, local, order.keyed, 0)
+    # The sorted copy is made before the radix sort's buffers: counted as held.
+    path = _path(keys, 8 if order.keyed else 0, local, order.keyed,
+                 0 if order.keyed else keys.nbytes, order.descending)
     if not order.keyed:
         if path == "radix":
             return sort_keys(keys, order.descending, owned=False)
