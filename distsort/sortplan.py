@@ -434,6 +434,21 @@ def _group_room(room, chunk_bytes):
     return None if room is None else max(0, room - 2 * PAIRS_PER_WORKER * chunk_bytes)
 
 
+#: The fewest elements a plain array is cut into chunks of: a budget that leaves room
+#: for fewer beside the data would plan a network of thousands of tiny chunks.
+MIN_CUT = 1024
+
+
+def _no_room_message(nbytes, budget, held):
+    from .memory import format_bytes
+    return (f"distsort: {format_bytes(nbytes)} of data do not fit a device budget of "
+            f"{format_bytes(budget)} beside the {format_bytes(held)} of input the sort holds "
+            "there; "
+            "sort it out of core (a dask-cuda cluster, or "
+            "dask.config.set({'distsort.device-memory-limit': ...}) on one GPU), or free "
+            "device memory")
+
+
 def _network(chunks, itemsize, view, options, window):
     """The network's plan: coalesced where the input has too many chunks (or one too
     large for a slot), else on its own chunking made regular."""
@@ -446,9 +461,12 @@ def _network(chunks, itemsize, view, options, window):
     owners = (list(view.owners) if options.placement == "auto"
               and len(view.owners) == len(chunks) else [None] * len(chunks))
     # Beside a slot's share of the data: its share of the input the caller keeps, and
-    # the input chunk a group sort reads in part (its rest is held for the next).
-    held = -(-resident_bytes(chunks, _input_element(itemsize, options), view, options)
-             // max(1, slots)) + max(chunks, default=0) * _input_element(itemsize, options)
+    # an input chunk made for the sort that a group sort reads in part (its rest is
+    # held for the next; a kept chunk is counted once, as the caller's).
+    ie = _input_element(itemsize, options)
+    resident = resident_bytes(chunks, ie, view, options)
+    held = -(-resident // max(1, slots)) + (
+        0 if resident >= n * ie else max(chunks, default=0) * ie)
     room = None if budget is None else max(0, usable_bytes(budget) - held)
     # One chunk (a plain array) larger than a group sort fits is cut; many small ones
     # are coalesced.
@@ -460,6 +478,10 @@ def _network(chunks, itemsize, view, options, window):
         (1 + GROUP_COPIES) * COALESCE_PER_SLOT * regular[0] * element <= budget)
     size = (_coalesced_size(n, slots, element, budget, held)
             if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT) else 0)
+    if too_large and size < min(n, MIN_CUT):
+        if gpu:  # a device's memory is a hard bound
+            raise MemoryError(_no_room_message(n * element, budget, held))
+        size = -(-n // (slots * COALESCE_PER_SLOT))  # a CPU's budget is a share of RAM
     if too_large or (size and size >= regular[0]):
         # Coalesced, unless beside the data held only chunks smaller than the input's
         # own would fit: then the network runs on the input's chunks, sorted in place.

@@ -95,10 +95,10 @@ def test_a_chunk_too_large_for_the_gpu_fails_at_once_with_advice(monkeypatch):
     """With the device made to look small (1 MB), the CuPy backend refuses an 800 kB
     chunk before it allocates anything, with rechunk advice: ``prepare``, the one-chunk
     sort and the group sorts all ask ``check_fits`` first.  Through the API the plan
-    sees the same small device: the data fit it, not beside a second copy, so the one
-    chunk is cut into chunks that fit beside the data (``sortplan``'s network on
-    coalesced chunks) and sorted, not refused (nor sorted out of core: Dask's local
-    schedulers report no device budget, which out of core needs)."""
+    sees the same small device: the caller's 800 kB input leaves no room for the sort's
+    copy beside it, whatever the chunking, so the call is refused at once, pointing to
+    out of core (Dask's local schedulers report no device budget, which out of core
+    needs), never planned as a network of one-element chunks."""
     import distsort
     from distsort import memory
     from distsort.backends.gpu import cupy_backend as cpb
@@ -115,6 +115,5 @@ def test_a_chunk_too_large_for_the_gpu_fails_at_once_with_advice(monkeypatch):
         cpb.sort_chunk(x, order, "auto", 0)
     small = cpb.prepare(x[:fits], None, order)  # the advice works
     assert bool((small[1:] >= small[:-1]).all()) and small.size == fits
-    s = distsort.sort(da.from_array(x, chunks=100_000, asarray=False))
-    assert len(s.chunks[0]) > 1 and max(s.chunks[0]) <= fits
-    assert np.array_equal(s.compute(scheduler="sync").get(), np.sort(x.get()))
+    with pytest.raises(MemoryError, match="out of core"):
+        distsort.sort(da.from_array(x, chunks=100_000, asarray=False))

@@ -121,11 +121,27 @@ def test_many_chunks_are_coalesced_by_owner(count):
 def test_a_single_chunk_too_large_for_a_slot_is_cut():
     n = 10**6
     gpu = SortOptions(gpu=True)
-    p = plan_sort((n,), 4, local((n,), device=3 * 4 * n // 4), gpu)  # a quarter of it fits
+    # the caller's array, the slot's sorted share and a group sort of a part of it fit
+    p = plan_sort((n,), 4, local((n,), device=4 * 4 * n), gpu)
     assert p.strategy == "network" and len(p.chunks) >= 4 and p.group >= 1
+    assert min(p.chunks) >= 4096
     covered(p, (n,))
     big = local((n,), device=10 * 4 * n)  # fits three times: one chunk, not cut
     assert plan_sort((n,), 4, big, SortOptions(gpu=True, strategy="network")).chunks == (n,)
+
+
+@pytest.mark.parametrize("n", [10**5, 10**6])
+def test_a_plain_array_with_no_room_beside_it_is_refused_not_cut_into_crumbs(n):
+    """A budget that leaves no room for the sort's copy beside the caller's array (a
+    network of one-element chunks would be planned): MemoryError pointing to out of core;
+    a little more room and the array is cut into chunks of at least MIN_CUT."""
+    from distsort.sortplan import MIN_CUT
+    gpu = SortOptions(gpu=True)
+    with pytest.raises(MemoryError, match="out of core"):
+        plan_sort((n,), 8, local((n,), device=8 * n + 8 * n // 4), gpu)
+    p = plan_sort((n,), 8, local((n,), device=8 * n * 3), gpu)
+    assert p.strategy == "network" and len(p.chunks) > 1 and min(p.chunks[:-1]) >= MIN_CUT
+    covered(p, (n,))
 
 
 def test_coalesced_chunks_and_cut_pieces():
