@@ -145,6 +145,30 @@ def test_freeing_and_direct_writes(tmp_path):
         assert np.array_equal(got[4000:], want[4000:])
 
 
+@pytest.mark.parametrize("direct", [True, False])
+def test_reads_past_the_page_cache_and_through_it(tmp_path, monkeypatch, direct):
+    """Any range of elements, at any offset, read straight (through a staging buffer
+    smaller than the range) or through the page cache, is the file's bytes; a file that
+    ends early is an error; the same after unaligned writes through the page cache."""
+    monkeypatch.setattr(disksort, "DIRECT_BLOCK", 3 * disksort.PAGE)
+    path = tmp_path / "f.bin"
+    data = np.random.default_rng(5).integers(0, 2**32, 20_000, dtype=np.uint32)
+    path.write_bytes(b"\1" * 36 + data.tobytes())
+    key = ("read", str(path))
+    monkeypatch.setitem(disksort._DIRECT_OK, key, None if direct else False)
+    r = disksort.Region(str(path), 36, np.dtype(np.uint32), len(data))
+    rng = np.random.default_rng(6)
+    for a, b in [(0, 0), (0, 1), (0, len(data)), (len(data) - 1, len(data)),
+                 *np.sort(rng.integers(0, len(data), (40, 2)), axis=1).tolist()]:
+        assert np.array_equal(r.read(a, b), data[a:b]), (a, b)
+    assert disksort._DIRECT_OK[key] in ((True, False) if direct else (False,))
+    with pytest.raises(EOFError):
+        r.read(len(data) - 3, len(data) + 1)
+    r.write(1001, data[:7])  # partial pages, through the page cache
+    assert np.array_equal(r.read(990, 1020), np.concatenate([data[990:1001], data[:7],
+                                                             data[1008:1020]]))
+
+
 # -------------------------------------------------------------- the command
 
 
