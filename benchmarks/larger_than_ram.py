@@ -111,12 +111,18 @@ def measure(size, workdir, args):
         copy.unlink()
         subprocess.run(["sync"], check=True)
         row["load_sort"] = loadavg()
-        before = _child_cpu()
+        before, stalled = _child_cpu(), _cpu_stall()
         row["sort_s"], stdout, row["sort_peak_rss"] = timed_with_peak(
             sort_command(src, out, args.distsort_args))
-        # CPU seconds (user + system) the sort took: over its wall time, the cores it got
-        row["sort_cpu_s"] = round(_child_cpu() - before, 1)
+        # CPU seconds (user, system) the sort took: over its wall time, the cores it got
+        after = _child_cpu()
+        row["sort_user_s"], row["sort_sys_s"] = (round(a - b, 1) for a, b in zip(after, before, strict=True))
+        row["sort_cpu_s"] = round(sum(after) - sum(before), 1)
         row["sort_cores"] = round(row["sort_cpu_s"] / row["sort_s"], 2)
+        # Share of the sort's wall time in which some runnable task of the machine
+        # (this sort's or another process's) waited for a core (Linux PSI)
+        if stalled is not None:
+            row["cpu_some_wait"] = round((_cpu_stall() - stalled) / 1e6 / row["sort_s"], 2)
         row["summary"] = [line.strip() for line in stdout.splitlines() if line.startswith("  ")]
         row["disk_path"] = any("larger than memory" in s for s in row["summary"])
         t1 = time.perf_counter()
@@ -137,7 +143,17 @@ def measure(size, workdir, args):
 def _child_cpu():
     import resource
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime, r.ru_stime
+
+
+def _cpu_stall():
+    """Microseconds in which some task waited for a CPU (``/proc/pressure/cpu``'s
+    ``some total``), or None where the kernel does not say."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _ram():
@@ -169,7 +185,7 @@ def main(argv=None):
     print_table([row], [("bytes", "{:,}"), ("dd_s", "{:.1f}"), ("sort_s", "{:.1f}"),
                         ("ratio_to_dd", "{:.2f}"), ("floor_s", "{:.1f}"),
                         ("ratio_to_floor", "{:.2f}"), ("sort_cores", "{}"),
-                        ("load_sort", "{}")])
+                        ("load_sort", "{}"), ("cpu_some_wait", "{}")])
     for line in row["summary"]:
         print(line)
     found = re.search(r"(\d+) sorted runs", " ".join(row["summary"]))

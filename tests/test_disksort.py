@@ -151,6 +151,7 @@ def test_reads_past_the_page_cache_and_through_it(tmp_path, monkeypatch, direct)
     smaller than the range) or through the page cache, is the file's bytes; a file that
     ends early is an error; the same after unaligned writes through the page cache."""
     monkeypatch.setattr(disksort, "DIRECT_BLOCK", 3 * disksort.PAGE)
+    monkeypatch.setattr(disksort, "DIRECT_FROM", 0)
     path = tmp_path / "f.bin"
     data = np.random.default_rng(5).integers(0, 2**32, 20_000, dtype=np.uint32)
     path.write_bytes(b"\1" * 36 + data.tobytes())
