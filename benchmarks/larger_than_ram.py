@@ -116,7 +116,8 @@ def measure(size, workdir, args):
             sort_command(src, out, args.distsort_args))
         # CPU seconds (user, system) the sort took: over its wall time, the cores it got
         after = _child_cpu()
-        row["sort_user_s"], row["sort_sys_s"] = (round(a - b, 1) for a, b in zip(after, before, strict=True))
+        row["sort_user_s"] = round(after[0] - before[0], 1)
+        row["sort_sys_s"] = round(after[1] - before[1], 1)
         row["sort_cpu_s"] = round(sum(after) - sum(before), 1)
         row["sort_cores"] = round(row["sort_cpu_s"] / row["sort_s"], 2)
         # Share of the sort's wall time in which some runnable task of the machine
