@@ -268,8 +268,8 @@ def split_run(run, sizes, separate):
     holds its whole run, so the runs of a round's partly merged groups would stay on
     the device beside the merges' outputs (at worst a second copy of the data; the
     copies cost one pass over the group, the run freed as the task ends).  A
-    one-device sort's chunks are the output's: slices.  A run of one chunk is that
-    chunk's own storage.
+    one-device sort's chunks, and those of a group that holds every chunk (no merge
+    follows), are the output's: slices.  A run of one chunk is that chunk's own storage.
 
     >>> [c.base is None for c in split_run(np.arange(4), (3, 1), separate=True)]
     [True, True]
@@ -303,7 +303,7 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
         pieces = tuple(tuple((perm[p], 0, chunks[perm[p]]) for p in range(lo, hi))
                        for lo, hi in group_bounds(len(chunks), group))
         pieces_layers(graph, keys, pieces, chunks, chunks, keys_name, values_name, backend,
-                      order, group, local, positions)
+                      order, group, local, positions, separate=group < len(chunks))
     else:
         first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
         prep = _prepare_func(backend, local)
@@ -500,7 +500,7 @@ def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, 
     keys = [(task_name("prepare", graph.token), p) for p in range(len(plan.chunks))]
     pieces_layers(graph, keys, plan.pieces, in_chunks, plan.chunks, keys_name, values_name,
                   backend, order, plan.group, plan.local, positions,
-                  separate=plan.strategy != "one-device")
+                  separate=plan.strategy != "one-device" and plan.group < len(plan.chunks))
     if plan.strategy == "one-device":
         return keys
     return network_layers(graph, keys, plan.chunks, backend, order, plan.window,

@@ -118,7 +118,8 @@ def group_stage(dev, plan, in_chunks, in_element, resident, sort):
     for g in groups:
         for i, _ in g:
             inputs.read(i)
-        sort(sum(n for _, n in g), separate=plan.strategy != "one-device")
+        sort(sum(n for _, n in g), separate=plan.strategy != "one-device"
+             and plan.group < len(plan.chunks))
         for i, _ in g:
             inputs.done(i)
 

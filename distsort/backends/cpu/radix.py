@@ -64,24 +64,31 @@ def _key(c, consts, is_float):  # pragma: no cover - compiled
 
 @_merge._jit
 def _counts(u, consts, passes):  # pragma: no cover - compiled
-    """Where each digit's keys start in each pass (exclusive prefix sums of the
-    digits' counts), and which passes move anything: a digit that every key shares
-    moves nothing."""
+    """Where each digit's keys start in each pass, and which passes move anything
+    (:func:`_starts`)."""
     radix = 1 << DIGIT_BITS
     counts = np.zeros((passes, radix), np.int64)
     for i in range(u.shape[0]):
         c = _code(u[i], consts)
         for p in range(passes):
             counts[p, (c >> (p * DIGIT_BITS)) & (radix - 1)] += 1
-    live = np.zeros(passes, np.bool_)
-    for p in range(passes):
-        live[p] = counts[p].max() < u.shape[0]
+    return counts, _starts(counts, u.shape[0])
+
+
+@_merge._jit_inline
+def _starts(counts, n):  # pragma: no cover - compiled
+    """Each pass's digit counts (of ``n`` keys) made where the digit's keys start
+    (exclusive prefix sums), in place; returns which passes move anything: a digit
+    that every key shares moves nothing."""
+    live = np.zeros(counts.shape[0], np.bool_)
+    for p in range(counts.shape[0]):
+        live[p] = counts[p].max() < n
         total = 0
-        for d in range(radix):
+        for d in range(counts.shape[1]):
             k = counts[p, d]
             counts[p, d] = total
             total += k
-    return counts, live
+    return live
 
 
 @_merge._jit
@@ -145,15 +152,7 @@ def _high_counts(codes, first, passes):  # pragma: no cover - compiled
         c = codes[i]
         for p in range(passes):
             counts[p, (c >> ((first + p) * DIGIT_BITS)) & (radix - 1)] += 1
-    live = np.zeros(passes, np.bool_)
-    for p in range(passes):
-        live[p] = counts[p].max() < codes.shape[0]
-        total = 0
-        for d in range(radix):
-            k = counts[p, d]
-            counts[p, d] = total
-            total += k
-    return counts, live
+    return counts, _starts(counts, codes.shape[0])
 
 
 @_merge._jit
