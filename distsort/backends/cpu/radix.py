@@ -31,7 +31,7 @@ from ...order import decode, encode
 from . import merge as _merge
 from .codes import _constants
 
-#: Bits of a digit: 256 destinations per move.
+#: Bits of a digit: 256 destinations per move (:func:`_counts` is written for bytes).
 DIGIT_BITS = 8
 #: Keys below this many are sorted by NumPy (the compiled code's call costs more).
 RADIX_FROM = 1 << 12
@@ -65,13 +65,26 @@ def _key(c, consts, is_float):  # pragma: no cover - compiled
 @_merge._jit
 def _counts(u, consts, passes):  # pragma: no cover - compiled
     """Where each digit's keys start in each pass, and which passes move anything
-    (:func:`_starts`)."""
-    radix = 1 << DIGIT_BITS
-    counts = np.zeros((passes, radix), np.int64)
+    (:func:`_starts`).  ``passes``: the key's bytes (1, 2, 4 or 8).
+
+    The passes are written out, not looped over: a loop of ``passes`` steps per key
+    took 3.1 ns per float32 key on the 2-core machine, the written-out counts 2.0
+    (5.4 and 3.5 ns for float64; 2026-11-25)."""
+    mask = (1 << DIGIT_BITS) - 1
+    counts = np.zeros((passes, mask + 1), np.int64)
     for i in range(u.shape[0]):
         c = _code(u[i], consts)
-        for p in range(passes):
-            counts[p, (c >> (p * DIGIT_BITS)) & (radix - 1)] += 1
+        counts[0, c & mask] += 1
+        if passes > 1:
+            counts[1, (c >> 8) & mask] += 1
+            if passes > 2:  # noqa: PLR2004 - the bytes of a key: 1, 2, 4 or 8
+                counts[2, (c >> 16) & mask] += 1
+                counts[3, (c >> 24) & mask] += 1
+                if passes > 4:  # noqa: PLR2004
+                    counts[4, (c >> 32) & mask] += 1
+                    counts[5, (c >> 40) & mask] += 1
+                    counts[6, (c >> 48) & mask] += 1
+                    counts[7, (c >> 56) & mask] += 1
     return counts, _starts(counts, u.shape[0])
 
 
@@ -106,7 +119,7 @@ def _move(src, dst, at, p, first, last, consts, is_float):  # noqa: PLR0913, PLR
 def _radix(u, out, tmp, consts, is_float):
     """``out`` = the keys of bits ``u`` sorted by their codes, through ``tmp``
     (scratch of ``u``'s size and dtype; ``u`` is left as it was)."""
-    passes = -(-8 * u.dtype.itemsize // DIGIT_BITS)
+    passes = u.dtype.itemsize  # digits of a byte: see _counts
     counts, live = _counts(u, consts, passes)
     todo = [p for p in range(passes) if live[p]]
     if not todo:  # every key equal
