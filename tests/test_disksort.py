@@ -4,6 +4,7 @@ then whole sorts under a tiny forced memory budget, bit for bit against NumPy.""
 import bisect
 import itertools
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from arrays import DTYPES, bits, brute_co_ranks, kernel_order, random_keys, stab
 from distsort import cli
 from distsort import disksort
 from distsort.cli import ondisk
-from distsort.kway import co_ranks, segment_bounds
+from distsort.kway import segment_bounds
 
 # -------------------------------------------------------------- plans, on integers
 
@@ -30,6 +31,32 @@ def test_plan_covers_the_input_within_memory(n, per, memory, tasks):
     assert 1 <= p.segment <= max(1, piece)
 
 
+@pytest.mark.parametrize("n,per,kept_bytes,memory,tasks", [
+    (0, 12, 4, 100, 3), (1, 12, 4, 1, 3), (1000, 12, 4, 4000, 3), (1000, 12, 4, 40_000, 3),
+    (10**9, 12, 4, 8 << 30, 3), (10**6, 64, 12, 10**7, 3), (7, 8, 8, 10**6, 2),
+    (2**28, 12, 4, 64 << 20, 3), (7_885_291_520, 12, 4, 17 << 30, 3)])
+def test_plan_keeps_what_the_tasks_leave(n, per, kept_bytes, memory, tasks):
+    """Runs kept in memory and the tasks in flight fit the budget together; as many are
+    kept as fit, spread over the input; tasks take about WORK_SHARE of the memory."""
+    p = disksort.plan_disk_sort(n, per, memory, tasks, stride=4096, kept_bytes=kept_bytes)
+    assert sum(p.runs) == n and all(r > 0 for r in p.runs)
+    assert len(p.kept) == len(p.runs)
+    work = tasks * per * max(p.runs, default=0)
+    held = kept_bytes * p.kept_elements
+    if max(p.runs, default=0) > 1:  # one-element runs go ahead whatever the memory
+        assert work + held <= memory
+        # more than WORK_SHARE only to keep the runs few, or none kept at all
+        assert (work <= memory * disksort.WORK_SHARE or len(p.runs) <= disksort.MAX_RUNS
+                or not any(p.kept))
+    if n and not all(p.kept):  # no room for one more run
+        assert work + held + kept_bytes * max(p.runs) > memory
+    gaps = np.diff(np.flatnonzero(p.kept))
+    assert not len(gaps) or gaps.max() - gaps.min() <= 1  # evenly spread
+    # a segment's end reads about two strides of every run: an eighth of a segment
+    assert disksort.MIN_STRIDE <= p.stride <= 4096
+    assert p.stride in (disksort.MIN_STRIDE, 4096) or 16 * len(p.runs) * p.stride <= p.segment
+
+
 def test_disk_choice_and_room():
     assert disksort.needs_disk(10, 29) and not disksort.needs_disk(10, 30)
     assert disksort.disk_room(30, 30, 2, punch=True) == 32
@@ -38,35 +65,57 @@ def test_disk_choice_and_room():
     assert disksort.element_bytes(4, 4, "by-value") > disksort.element_bytes(4, 0, "sort")
 
 
-def _index(runs, stride):
-    """A RunIndex over integer runs held as code arrays (one code per element)."""
+def _splitters(runs, stride, freed=None):
+    """Splitters over integer runs held as code arrays (one code per element); the
+    reads are recorded, and what ``freed`` lists below reads as zeros."""
     arrays = [np.array(r, np.uint64) for r in runs]
-    samples = [(a[::stride],) for a in arrays]
     reads = []
 
     def read(j, lo, hi):
         reads.append((j, lo, hi))
-        return (arrays[j][lo:hi],)
-    return disksort.RunIndex([len(r) for r in runs], samples, stride, read, cached=4), reads
+        part = arrays[j][lo:hi].copy()
+        if freed is not None:
+            part[:max(0, freed[j] - lo)] = 0
+        return (part,)
+    split = disksort.Splitters([len(r) for r in runs], [(a[::stride],) for a in arrays],
+                               stride, read)
+    return split, reads
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("stride", [1, 3, 8])
 def test_co_ranks_from_samples_match_brute_force(seed, stride):
+    """Every rank, from the start and from the previous rank's co-ranks (nothing below
+    those is read), on runs with duplicates and empty runs."""
     rng = np.random.default_rng(seed)
     runs = [sorted(rng.integers(0, 12, int(rng.integers(0, 30))).tolist()) for _ in range(5)]
     n = sum(map(len, runs))
-    index, reads = _index(runs, stride)
+    split, reads = _splitters(runs, stride)
     previous = (0,) * len(runs)
     for rank in range(n + 1):
-        got = co_ranks([len(r) for r in runs], rank, index)
+        got = split(rank)
         assert got == brute_co_ranks(runs, rank)
-        # from the previous rank's co-ranks: nothing below them is read
         reads.clear()
-        assert co_ranks([len(r) for r in runs], rank, index, start=previous) == got
-        assert all(lo >= previous[j] or hi <= lo for j, lo, hi in reads) or all(
-            hi <= runs_len for j, lo, hi in reads for runs_len in [len(runs[j])])
+        assert split(rank, start=previous) == got
+        assert all(lo >= previous[j] for j, lo, hi in reads)
         previous = got
+
+
+@pytest.mark.parametrize("stride", [1, 16, 64, 4096])
+def test_windows_hold_the_co_ranks_and_stay_narrow(stride):
+    """The samples bound each run's co-rank to a window of a few strides, wherever
+    the rank falls (the read of the windows stays small)."""
+    rng = np.random.default_rng(stride)
+    runs = [np.sort(rng.integers(0, 10**6, int(rng.integers(2000, 5000)))) for _ in range(7)]
+    split, reads = _splitters(runs, stride)
+    n = sum(map(len, runs))
+    merged = np.sort(np.concatenate(runs), kind="stable")
+    for rank in [0, 1, n // 3, n // 2, n - 1, n]:
+        want = [int(np.searchsorted(r, merged[rank], "left")) if rank < n else len(r)
+                for r in runs]
+        lo, hi = split.windows(rank)
+        assert all(a <= w <= b for a, w, b in zip(lo, want, hi, strict=True))
+        assert (hi - lo).sum() <= 2 * (len(runs) + 1) * stride  # s * (k + 2) + k * (s - 1)
 
 
 def test_co_ranks_never_read_below_the_window():
@@ -75,19 +124,13 @@ def test_co_ranks_never_read_below_the_window():
     rng = np.random.default_rng(3)
     runs = [sorted(rng.integers(0, 1000, 200).tolist()) for _ in range(4)]
     lengths = [len(r) for r in runs]
-    arrays = [np.array(r, np.uint64) for r in runs]
     freed = [0] * 4
-
-    def read(j, lo, hi):
-        part = arrays[j][lo:hi].copy()
-        part[:max(0, freed[j] - lo)] = 0  # what was freed reads as zeros
-        return (part,)
-    index = disksort.RunIndex(lengths, [(a[::16],) for a in arrays], 16, read, cached=0)
+    split, _ = _splitters(runs, 16, freed)
     c = (0,) * 4
     for rank in segment_bounds((sum(lengths),), 37)[0][1:]:
-        c = co_ranks(lengths, rank, index, start=c)
+        c = split(rank, start=c)
         assert c == brute_co_ranks(runs, rank)
-        freed = list(c)
+        freed[:] = c
 
 
 def test_co_ranks_of_tuple_codes():
@@ -97,10 +140,10 @@ def test_co_ranks_of_tuple_codes():
                        strict=True)) for _ in range(3)]
     arrays = [(np.array([a for a, _ in r], np.uint64), np.array([b for _, b in r], np.uint64))
               for r in runs]
-    index = disksort.RunIndex([20] * 3, [(a[::4], b[::4]) for a, b in arrays], 4,
-                              lambda j, lo, hi: tuple(c[lo:hi] for c in arrays[j]))
+    split = disksort.Splitters([20] * 3, [(a[::4], b[::4]) for a, b in arrays], 4,
+                               lambda j, lo, hi: tuple(c[lo:hi] for c in arrays[j]))
     for rank in range(61):
-        assert co_ranks([20] * 3, rank, index) == brute_co_ranks(runs, rank)
+        assert split(rank) == brute_co_ranks(runs, rank)
 
 
 def test_segments_cover_the_output_in_order():
@@ -162,6 +205,10 @@ def test_reads_past_the_page_cache_and_through_it(tmp_path, monkeypatch, direct)
     for a, b in [(0, 0), (0, 1), (0, len(data)), (len(data) - 1, len(data)),
                  *np.sort(rng.integers(0, len(data), (40, 2)), axis=1).tolist()]:
         assert np.array_equal(r.read(a, b), data[a:b]), (a, b)
+        # Into a buffer laid out as the file is: its whole pages read in place.
+        into = disksort.scratch("in", b - a, np.uint32, r.at(a))
+        into[:] = 7
+        assert r.read(a, b, into) is into and np.array_equal(into, data[a:b]), (a, b)
     assert disksort._DIRECT_OK[key] in ((True, False) if direct else (False,))
     with pytest.raises(EOFError):
         r.read(len(data) - 3, len(data) + 1)
@@ -183,9 +230,24 @@ TINY = ("--device", "cpu", "--no-progress", "--verify")
 
 
 def limit(x, payload=0, order="sort"):
-    """``--host-memory-limit`` for about ten runs of ``x`` (three at once on two cores)."""
+    """``--host-memory-limit`` for about ten runs of ``x`` (three at once on two cores)
+    if the tasks took all of it (they take ``WORK_SHARE``: about 34 runs)."""
     per = disksort.element_bytes(x.dtype.itemsize, payload, order)
     return ("--host-memory-limit", str(3 * per * len(x) // 10))
+
+
+@pytest.fixture(autouse=True)
+def half_kept(monkeypatch):
+    """Every other run kept in memory, the others written to the disk, whatever the
+    budget leaves (the plan's own choice: ``test_plan_keeps_what_the_tasks_leave``,
+    ``test_chosen_by_the_memory_available``): every sort reads runs from both."""
+    import dataclasses
+    real = ondisk.plan_disk_sort
+
+    def plan(*args, **kwargs):
+        p = real(*args, **kwargs)
+        return dataclasses.replace(p, kept=disksort.spread(len(p.runs) // 2, len(p.runs)))
+    monkeypatch.setattr(ondisk, "plan_disk_sort", plan)
 
 
 @pytest.fixture
@@ -195,8 +257,10 @@ def rng():
 
 @pytest.fixture(autouse=True)
 def small_stride(monkeypatch):
-    """Blocks of 64 elements, so that a search reads inside runs of a few thousand."""
+    """Blocks of 64 elements, so that a search reads inside runs of a few thousand, and
+    runs freed behind the merge every 256 bytes, so that a run is freed in pieces."""
     monkeypatch.setattr(disksort, "STRIDE", 64)
+    monkeypatch.setattr(disksort, "FREE_FROM", 256)
 
 
 def _keys(rng, n, dtype):
@@ -243,7 +307,10 @@ def test_sort_through_the_disk_every_dtype(tmp_path, capsys, rng, dtype):
         code, stdout, err = _run(capsys, "sort", tmp_path / "in.npy", out, *TINY, *d,
                                  *limit(x))
         assert code == 0, err
-        assert "larger than memory" in stdout and "sorted runs on the disk" in stdout
+        assert "larger than memory" in stdout
+        kept, written = map(int, re.search(r"(\d+) kept in memory and (\d+) on the disk",
+                                           stdout).groups())
+        assert kept > 1 and written > 1
         got = np.load(out)
         assert got.dtype == x.dtype
         assert np.array_equal(bits(got), bits(_sorted_like_numpy(x, descending)))
@@ -280,18 +347,25 @@ def test_argsort_and_values_through_the_disk(tmp_path, capsys, rng, dtype, desce
                                                           "vo.npy"]
 
 
-def test_chosen_by_the_memory_available(tmp_path, capsys, rng, monkeypatch):
-    """Without --host-memory-limit, the memory psutil reports decides."""
+@pytest.mark.parametrize("available", [100_000, 40_000])
+def test_chosen_by_the_memory_available(tmp_path, capsys, rng, monkeypatch, available):
+    """Without --host-memory-limit, the memory psutil reports decides, and the plan
+    keeps in memory the runs that the tasks leave room for."""
     import psutil
+    monkeypatch.undo()  # the plan's own runs kept, not half_kept's
     x = rng.standard_normal(20_000).astype(np.float32)
     np.save(tmp_path / "in.npy", x)
     real = psutil.virtual_memory()
     monkeypatch.setattr(psutil, "virtual_memory",
-                        lambda: real._replace(available=100_000))
+                        lambda: real._replace(available=available))
     code, stdout, err = _run(capsys, "sort", tmp_path / "in.npy", tmp_path / "o.npy",
                              "--device", "cpu", "--no-progress")
     assert code == 0, err
-    assert "larger than memory" in stdout
+    plan = disksort.plan_disk_sort(len(x), 12, int(available * disksort.MEMORY_SHARE),
+                                   (os.cpu_count() or 1) + 2, kept_bytes=4)
+    kept = sum(plan.kept)
+    assert 0 < kept < len(plan.runs)
+    assert f"{kept} kept in memory and {len(plan.runs) - kept} on the disk" in stdout
     assert np.array_equal(np.load(tmp_path / "o.npy"), np.sort(x))
 
 

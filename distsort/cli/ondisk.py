@@ -64,28 +64,31 @@ def _payload_size(job):
 
 
 def plan_for(job, memory):
-    """The disk plan of ``job`` within ``memory`` bytes (tasks: one per core and one
-    waiting for the disk)."""
+    """The disk plan of ``job`` within ``memory`` bytes (tasks: one sorting per core,
+    one reading and one writing; the runs that the rest of the memory holds kept
+    there)."""
     per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
-    return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 1,
-                          stride=disksort.STRIDE)
+    kept = sortable_dtype(job.src.dtype).itemsize + _payload_size(job)
+    return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 2,
+                          stride=disksort.STRIDE, kept_bytes=kept)
 
 
 def check_room(job, plan):
     """Refuse, before anything is written, a sort whose runs and outputs the disk of
     the outputs cannot hold; returns whether the runs are freed behind the merge."""
     n = job.src.n
+    written = n - plan.kept_elements
     key, payload = job.src.dtype.itemsize, _payload_size(job)
     out_sizes = [8] if job.mode == "argsort" else [key] + ([payload] if job.vals else [])
-    need, punch = {}, True
+    need, runs, punch = {}, {}, True
     for path, size in zip(job.outputs, out_sizes, strict=True):
         d = str(Path(path).resolve().parent)
         punch &= can_free(d)
         need[d] = need.get(d, 0) + n * size
-    runs = dict(need)
+        runs[d] = runs.get(d, 0) + written * size  # the runs not kept in memory
     if job.mode == "argsort":  # the keys' runs: a temporary beside OUTPUT
         d = str(Path(job.outputs[0]).resolve().parent)
-        runs[d] += n * key
+        runs[d] += written * key
     # Segments finish out of order: up to ``tasks`` of them written before the runs
     # they read are freed.
     flight = plan.tasks * plan.segment * (key + payload)
@@ -134,11 +137,13 @@ def sort_on_disk(job, args, memory, facts):
         summarize_in, summarize_out = (summaries(_order(job), job.descending,
                                                  job.mode == "argsort")
                                        if args.verify else (None, None))
+        read_keys, keys_at = _reader(job.src)
         disk_job = DiskJob(job.src.n, dtypes[0] if job.mode != "argsort" else
-                           job.src.dtype.newbyteorder("="), _reader(job.src),
+                           job.src.dtype.newbyteorder("="), read_keys,
                            (lambda a, b: job.vals.reader[a:b]) if job.vals else None,
                            job.mode == "argsort", _order(job), job.descending,
-                           tuple(runs), tuple(merged), summarize_in, summarize_out)
+                           tuple(runs), tuple(merged), summarize_in, summarize_out,
+                           keys_at)
         facts["plan"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         done = disk_sort(disk_job, plan, progress=_Progress(args.progress))
@@ -154,6 +159,7 @@ def sort_on_disk(job, args, memory, facts):
     facts.update(chunks=done["chunks"], rounds=0, disk_path={
         "memory": memory, "runs": done["runs"], "segments": done["segments"],
         "freed": done["freed"] and punch, "run_seconds": done["run_seconds"],
+        "kept_runs": done["kept_runs"], "kept_elements": done["kept_elements"],
         "merge_seconds": done["merge_seconds"],
         "directory": str(Path(job.outputs[0]).resolve().parent)})
     return facts
@@ -182,13 +188,15 @@ def _regions(job, outputs, stack):
 
 
 def _reader(src):
-    """``read_keys`` of a DiskJob: a native .npy file read straight into the buffer
-    given, other inputs through their readers (which convert the byte order)."""
+    """``read_keys`` and ``keys_at`` of a DiskJob: a native .npy file read straight
+    into the buffer given, other inputs through their readers (which convert the byte
+    order)."""
     from .files import NpyFile
     r = src.reader
     if isinstance(r, NpyFile) and r.dtype.isnative:
-        return Region(r.path, r.offset, r.dtype, src.n).read
-    return lambda a, b, out: r[a:b]
+        region = Region(r.path, r.offset, r.dtype, src.n)
+        return region.read, region.at
+    return (lambda a, b, out: r[a:b]), None
 
 
 def _judge(job, done):

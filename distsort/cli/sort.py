@@ -361,15 +361,15 @@ def _sort_and_summarize(job, args):
 def _sort_on_disk(job, args, memory, t0):
     """An input larger than host memory: runs on the disk, one k-way merge
     (:mod:`distsort.cli.ondisk`); the disk measured first, alone."""
-    from .connection import in_process_threads
     from .ondisk import sort_on_disk
     floor = disk_floor(job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     facts = {"start": time.perf_counter() - t0, "disk": floor}
     sort_on_disk(job, args, memory, facts)
     facts["wall"] = time.perf_counter() - t0
-    threads = min(in_process_threads(), (os.cpu_count() or 1) + 1)
-    cluster = Cluster(None, f"{threads} threads of this process on {os.cpu_count()} cores "
-                            "(larger than memory: sorted through the disk)", gpu=False)
+    cores = os.cpu_count() or 1
+    cluster = Cluster(None, f"{cores} sorting threads of this process on {cores} cores, "
+                            "one reading and one writing (larger than memory: sorted "
+                            "through the disk)", gpu=False)
     print("distsort sort: done", flush=True)
     print_summary(job, cluster, facts)
     return OK

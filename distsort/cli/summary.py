@@ -66,9 +66,12 @@ def _out_of_core(job, facts):
     disk = facts.get("disk_path")
     if disk:
         freed = ", freed behind the merge" if disk["freed"] else ""
+        kept = disk.get("kept_runs", 0)
+        where = (f"{kept} kept in memory and {disk['runs'] - kept} on the disk" if kept
+                 else "on the disk")
         return [("memory", f"larger than memory: {fmt_bytes(job.src.n * job.sort_bytes())} "
                            f"sorted within {fmt_bytes(disk['memory'])} of host memory, as "
-                           f"{disk['runs']} sorted runs on the disk in {disk['directory']} "
+                           f"{disk['runs']} sorted runs, {where} in {disk['directory']} "
                            f"({disk['run_seconds']:.2f} s{freed}), merged in one k-way pass "
                            f"of {disk['segments']} segments ({disk['merge_seconds']:.2f} s)")]
     if "out_of_core" not in facts:
