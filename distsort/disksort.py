@@ -23,7 +23,7 @@ merge streamed from them (the engine of ``distsort sort``'s disk path,
 
 The disk moves every byte of the input and the output once, and every byte of the
 runs it holds twice: with a share ``m`` of the data kept in memory, ``2 + 2 * (1 - m)``
-times the data, against a copy's two.  One thread reads, one writes and one per core
+times the data, against a copy's two.  Two threads read, one writes and one per core
 sorts (:class:`Pipeline`), so that the disk and the cores are busy at once.
 
 >>> p = plan_disk_sort(10_000, 12, 60_000, tasks=3)
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backends import Order
-from .backends.cpu.numpy_backend import order_codes, stable_sort
+from .backends.cpu.numpy_backend import first_not, order_codes, stable_sort
 from .backends.cpu.radix import sort_keys
 from .kway import segment_bounds
 from .libc import libc
@@ -600,13 +600,7 @@ class Splitters:
     def _search(self, holds):
         """The last pivot where ``holds`` (true up to some pivot, then false) and the
         first where it does not (None where there is none)."""
-        a, b = 0, len(self._run)  # holds below a; not at b and above
-        while a < b:
-            m = (a + b) // 2
-            if holds(m):
-                a = m + 1
-            else:
-                b = m
+        a = first_not(len(self._run), holds)
         return (a - 1 if a else None), (a if a < len(self._run) else None)
 
     def _bounds(self, g):

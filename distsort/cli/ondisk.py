@@ -64,8 +64,8 @@ def _payload_size(job):
 
 
 def plan_for(job, memory):
-    """The disk plan of ``job`` within ``memory`` bytes (tasks: one sorting per core,
-    one reading and one writing; the runs that the rest of the memory holds kept
+    """The disk plan of ``job`` within ``memory`` bytes (tasks: one sorting per core
+    and two reading or writing; the runs that the rest of the memory holds kept
     there)."""
     per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
     kept = sortable_dtype(job.src.dtype).itemsize + _payload_size(job)

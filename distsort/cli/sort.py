@@ -361,6 +361,7 @@ def _sort_and_summarize(job, args):
 def _sort_on_disk(job, args, memory, t0):
     """An input larger than host memory: runs on the disk, one k-way merge
     (:mod:`distsort.cli.ondisk`); the disk measured first, alone."""
+    from ..disksort import READERS
     from .ondisk import sort_on_disk
     floor = disk_floor(job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     facts = {"start": time.perf_counter() - t0, "disk": floor}
@@ -368,8 +369,8 @@ def _sort_on_disk(job, args, memory, t0):
     facts["wall"] = time.perf_counter() - t0
     cores = os.cpu_count() or 1
     cluster = Cluster(None, f"{cores} sorting threads of this process on {cores} cores, "
-                            "one reading and one writing (larger than memory: sorted "
-                            "through the disk)", gpu=False)
+                            f"{READERS} reading and one writing (larger than memory: "
+                            "sorted through the disk)", gpu=False)
     print("distsort sort: done", flush=True)
     print_summary(job, cluster, facts)
     return OK
