@@ -22,6 +22,8 @@ imported only when a GPU cluster is asked for.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import os
 import sys
@@ -186,9 +188,28 @@ def _owning_client_class() -> type[Client]:
             finally:
                 cluster, self._distsort_cluster = getattr(self, "_distsort_cluster", None), None
                 if cluster is not None:
-                    cluster.close()
+                    close_within(cluster, CLOSE_SECONDS)
 
     return OwningClient
+
+
+#: Seconds a local cluster may take to close before its worker processes are killed
+#: (a nanny that restarts a worker killed while the cluster closes can wait for ever).
+CLOSE_SECONDS = 60
+
+
+def close_within(cluster: Any, seconds: float) -> bool:
+    """Close a local cluster, or, past ``seconds``, kill this process's children that
+    are still there (its workers); returns whether it closed in time."""
+    try:
+        cluster.close(timeout=seconds)
+        return True
+    except (TimeoutError, asyncio.TimeoutError):
+        import psutil
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        return False
 
 
 def connect(scheduler_address: str | None = None,

@@ -296,3 +296,29 @@ def test_module_imports_no_gpu_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=root).stdout
     assert out.strip() == "[]"
+
+
+def test_a_cluster_that_does_not_close_in_time_has_its_workers_killed():
+    """``close_within``: a local cluster whose close outlasts the time given (a nanny
+    restarting a worker killed as the cluster closes) has this process's children
+    killed, so that the command ends instead of waiting for ever."""
+    import subprocess
+    import sys
+
+    from distsort.cluster import close_within
+
+    class Stuck:
+        def close(self, timeout=None):
+            raise TimeoutError(f"not closed in {timeout} s")
+
+    class Closes:
+        def close(self, timeout=None):
+            pass
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert close_within(Closes(), 1) and child.poll() is None
+        assert not close_within(Stuck(), 1)
+        assert child.wait(timeout=10) != 0  # killed
+    finally:
+        child.kill()

@@ -159,7 +159,9 @@ class _Deaths:
         self.removed = []
 
     def count(self):
-        self.removed = _unexpected_removals(self.client.get_events("all"), self.since)
+        # No reply this time: the processes still count.
+        with contextlib.suppress(Exception):
+            self.removed = _unexpected_removals(self.client.get_events("all"), self.since)
         self.pids |= _worker_pids(self.local)
         return max(len(self.removed), len(self.pids) - self.first)
 
@@ -179,11 +181,16 @@ def end_on_worker_deaths(client, allowed=None, poll=0.5):
     deaths, stop, lost = _Deaths(client), threading.Event(), []
 
     def watch():
+        # Until the sort ends or the client closes: a watch that ended on one failed
+        # poll would leave workers that die between tasks (no task of theirs counts as
+        # failed) to be restarted for ever.
         while not stop.wait(poll):
+            if getattr(client, "status", None) in ("closing", "closed"):
+                return
             try:
                 count = deaths.count()
-            except Exception:  # noqa: BLE001  (the client is closing: nothing to watch)
-                return
+            except Exception:  # noqa: BLE001  (polled again)
+                continue
             if count > allowed:
                 lost[:] = [count, (deaths.removed or [None])[-1]]
                 client.close()
