@@ -69,16 +69,17 @@ MIN_STRIDE = 1 << 8
 FREE_FROM = 1 << 20
 #: Share of the memory available that the disk path takes: others' processes keep the
 #: rest, and the page cache, which large reads and writes bypass (``O_DIRECT``) and the
-#: small ones (the co-ranks' blocks, partial pages) need little of.
+#: small ones (the splitters' windows, partial pages) need little of.
 MEMORY_SHARE = 0.75
 #: Share of the disk path's memory that its tasks in flight take (each one run or
 #: segment, :func:`element_bytes` per element); the runs that the rest holds stay in
-#: memory.  Runs of a third of the budget each already pass the disk in large
-#: sequential transfers; every byte kept saves two trips through the disk.
+#: memory.  Runs cut to fit this share still pass the disk in large sequential
+#: transfers, and every byte kept in memory saves two trips through the disk.
 WORK_SHARE = 0.3
-#: Runs at most that a smaller share for the tasks may make: each segment's co-ranks
-#: search every run (a merge of 504 runs of 2 MiB took 14x as long as of 168 of 6 MiB),
-#: so the tasks take more of the memory rather than cut more runs.
+#: Runs at most that a smaller share for the tasks may make: each merge segment reads a
+#: slice of every run and searches every run for its co-ranks (1 GiB within 61 MiB:
+#: the merge of 504 runs of 2 MiB took 35.8 s, of 151 runs of 6.8 MiB 6.9 s), so the
+#: tasks take more of the memory rather than cut more runs.
 MAX_RUNS = 64
 #: A sort in memory holds its data about this many times over (chunks, sorted
 #: copies, outputs waiting for the disk): past it, the command takes the disk path.
@@ -589,7 +590,7 @@ class Splitters:
         surely do not."""
         lo = np.zeros_like(self.lengths) if start is None else np.array(start, np.int64)
         hi = self.lengths.copy()
-        first, last = self._search(lambda g: self._bounds(g)[1].sum() <= rank)
+        first, _ = self._search(lambda g: self._bounds(g)[1].sum() <= rank)
         if first is not None:
             lo = np.maximum(lo, self._bounds(first)[0])
         _, after = self._search(lambda g: self._bounds(g)[0].sum() < rank)
