@@ -153,16 +153,15 @@ def _turn(src, copy, out, row, args):
     row["checked"] = "sorted within and across blocks, count, order-free checksum"
     row["ratio_to_dd"] = row["sort_s"] / row["dd_s"]
     # the design: input read, the runs not kept in memory written and read, output written
-    found = re.search(r"(\d+) sorted runs, (\d+) kept in memory", " ".join(row["summary"]))
-    row["kept_share"] = int(found.group(2)) / int(found.group(1)) if found else 0.0
+    found = re.search(r"(\d+) sorted runs(?:, (\d+) kept in memory)?", " ".join(row["summary"]))
+    row["runs"] = int(found.group(1)) if found else None
+    row["kept_share"] = int(found.group(2)) / row["runs"] if found and found.group(2) else 0.0
     passes = 2 - row["kept_share"]
     row["floor_s"] = passes * size / row["read_Bps"] + passes * size / row["write_Bps"]
     row["ratio_to_floor"] = row["sort_s"] / row["floor_s"]
     row["copy_floor_s"] = size / row["read_Bps"] + size / row["write_Bps"]
     # CPU seconds over the cores: the floor where the disk keeps up
     row["cpu_floor_s"] = row["sort_cpu_s"] / (os.cpu_count() or 1)
-    found = re.search(r"(\d+) sorted runs", " ".join(row["summary"]))
-    row["runs"] = int(found.group(1)) if found else None
     return row
 
 

@@ -198,17 +198,32 @@ def _owning_client_class() -> type[Client]:
 CLOSE_SECONDS = 60
 
 
+def worker_pids(cluster: Any) -> set[int]:
+    """The process ids of a local cluster's workers now (its nannies' children)."""
+    try:
+        nannies = list(getattr(cluster, "workers", {}).values())
+    except RuntimeError:  # changed while read: empty, read again by the caller
+        return set()
+    procs = (getattr(getattr(n, "process", None), "process", None) for n in nannies)
+    return {p.pid for p in procs if p is not None and p.pid is not None}
+
+
 def close_within(cluster: Any, seconds: float) -> bool:
-    """Close a local cluster, or, past ``seconds``, kill this process's children that
-    are still there (its workers); returns whether it closed in time."""
+    """Close a local cluster, or, past ``seconds``, kill its worker processes that are
+    still there (and what they started), none of the caller's other processes;
+    returns whether it closed in time."""
+    pids = worker_pids(cluster)  # before the close, which lets the nannies go
     try:
         cluster.close(timeout=seconds)
         return True
     except (TimeoutError, asyncio.TimeoutError):
         import psutil
-        for child in psutil.Process().children(recursive=True):
+        for pid in pids | worker_pids(cluster):
             with contextlib.suppress(psutil.Error):
-                child.kill()
+                worker = psutil.Process(pid)
+                for proc in (*worker.children(recursive=True), worker):
+                    with contextlib.suppress(psutil.Error):
+                        proc.kill()
         return False
 
 

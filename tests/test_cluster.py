@@ -300,25 +300,38 @@ def test_module_imports_no_gpu_library():
 
 def test_a_cluster_that_does_not_close_in_time_has_its_workers_killed():
     """``close_within``: a local cluster whose close outlasts the time given (a nanny
-    restarting a worker killed as the cluster closes) has this process's children
-    killed, so that the command ends instead of waiting for ever."""
+    restarting a worker killed as the cluster closes) has its worker processes killed,
+    so that the command ends instead of waiting for ever; the caller's other processes
+    live on."""
     import subprocess
     import sys
+    from types import SimpleNamespace
 
     from distsort.cluster import close_within
 
+    def sleeper():
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    def nanny(proc):  # a Nanny as far as the cluster's worker processes go
+        return SimpleNamespace(process=SimpleNamespace(process=proc))
+
     class Stuck:
+        def __init__(self, worker):
+            self.workers = {"w": nanny(worker)}
+
         def close(self, timeout=None):
             raise TimeoutError(f"not closed in {timeout} s")
 
-    class Closes:
+    class Closes(Stuck):
         def close(self, timeout=None):
             pass
 
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    worker, other = sleeper(), sleeper()
     try:
-        assert close_within(Closes(), 1) and child.poll() is None
-        assert not close_within(Stuck(), 1)
-        assert child.wait(timeout=10) != 0  # killed
+        assert close_within(Closes(worker), 1) and worker.poll() is None
+        assert not close_within(Stuck(worker), 1)
+        assert worker.wait(timeout=10) != 0  # killed
+        assert other.poll() is None  # not the cluster's
     finally:
-        child.kill()
+        worker.kill()
+        other.kill()

@@ -230,8 +230,8 @@ TINY = ("--device", "cpu", "--no-progress", "--verify")
 
 
 def limit(x, payload=0, order="sort"):
-    """``--host-memory-limit`` for about ten runs of ``x`` (three at once on two cores)
-    if the tasks took all of it (they take ``WORK_SHARE``: about 34 runs)."""
+    """``--host-memory-limit`` for about ten runs of ``x`` if three tasks took all of it
+    (the plan's tasks take ``WORK_SHARE`` of it: some tens of runs)."""
     per = disksort.element_bytes(x.dtype.itemsize, payload, order)
     return ("--host-memory-limit", str(3 * per * len(x) // 10))
 

@@ -15,6 +15,7 @@ import math
 import threading
 import time
 
+from ..cluster import worker_pids
 from .errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
 from .sizes import chunk_elements, fmt_bytes
 
@@ -136,16 +137,6 @@ def deaths_allowed():
     return int(dask.config.get("distributed.scheduler.allowed-failures", 3))
 
 
-def _worker_pids(cluster):
-    """The process ids of a local cluster's workers now (its nannies' children)."""
-    try:
-        nannies = list(getattr(cluster, "workers", {}).values())
-    except RuntimeError:  # changed while read: read again at the next poll
-        return set()
-    procs = (getattr(getattr(n, "process", None), "process", None) for n in nannies)
-    return {p.pid for p in procs if p is not None and p.pid is not None}
-
-
 class _Deaths:
     """Worker deaths since it was made: the scheduler's unexpected removals and, for a
     local cluster started by the command, new worker processes (a worker that dies
@@ -154,7 +145,7 @@ class _Deaths:
     def __init__(self, client):
         self.client, self.since = client, time.time()
         self.local = getattr(client, "_distsort_cluster", None)
-        self.pids = _worker_pids(self.local)
+        self.pids = worker_pids(self.local)
         self.first = len(self.pids)
         self.removed = []
 
@@ -162,7 +153,7 @@ class _Deaths:
         # No reply this time: the processes still count.
         with contextlib.suppress(Exception):
             self.removed = _unexpected_removals(self.client.get_events("all"), self.since)
-        self.pids |= _worker_pids(self.local)
+        self.pids |= worker_pids(self.local)
         return max(len(self.removed), len(self.pids) - self.first)
 
 
