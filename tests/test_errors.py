@@ -213,3 +213,27 @@ def test_times_are_not_modified(dtype):
     np.testing.assert_array_equal(out[0].compute().view(np.int64),
                                   np.sort(x).view(np.int64))
     np.testing.assert_array_equal(x.view(np.int64), before.view(np.int64))
+
+
+def test_an_interrupt_wrapped_by_an_import_exits_130(monkeypatch, capsys):
+    """A SIGINT that lands while an import makes a class is raised as Python's
+    RuntimeError ("Error calling __set_name__") caused by the KeyboardInterrupt: the
+    command still says it was interrupted and exits 130, not 3."""
+    from distsort.cli import command, errors
+
+    def interrupted_import(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error calling __set_name__ on 'cached_property'") from e
+
+    def failing(args):
+        raise RuntimeError("a worker failed")
+
+    from distsort.cli import args as cli_args
+    monkeypatch.setattr(cli_args, "cmd_demo", interrupted_import)
+    assert command.main(["demo"]) == errors.INTERRUPTED
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.setattr(cli_args, "cmd_demo", failing)
+    assert command.main(["demo"]) == errors.RUNTIME_FAILURE
+    assert "failed: RuntimeError: a worker failed" in capsys.readouterr().err

@@ -100,6 +100,25 @@ def import_dask_array_lean():
                 del sys.modules[m]
 
 
+def _interrupted(error: BaseException) -> bool:
+    """Whether ``error`` comes of an interrupt: Python wraps one that lands inside a
+    class body being made (an import's ``__set_name__``) in a RuntimeError.
+
+    >>> try:
+    ...     raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
+    ... except RuntimeError as e:
+    ...     _interrupted(e), _interrupted(ValueError())
+    (True, False)
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, (KeyboardInterrupt, Interrupted)):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
     """Run the ``distsort`` command; returns the exit status.
 
@@ -127,20 +146,28 @@ def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 import_dask_array_lean()
             return args.func(args)
-    except CLIError as e:
-        print_error(str(e))
-        return e.code
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, Interrupted, Exception) as e:
+        return _failed(e)
+
+
+def _failed(error: BaseException) -> int:
+    """The exit status of the command ended by ``error``, said in one line (no
+    traceback unless ``DISTSORT_DEBUG`` is set, for errors of no known kind)."""
+    if isinstance(error, CLIError):
+        print_error(str(error))
+        return error.code
+    if _interrupted(error):
         print_error("interrupted; no output written")
         return INTERRUPTED
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
-            print_error(f"no space left on device ({e.filename or 'output'}); no output written")
+    if isinstance(error, OSError):
+        if error.errno == errno.ENOSPC:
+            print_error(f"no space left on device ({error.filename or 'output'}); "
+                        "no output written")
         else:
-            print_error(f"I/O error: {e}")
+            print_error(f"I/O error: {error}")
         return RUNTIME_FAILURE
-    except Exception as e:  # a worker's error, a lost cluster, ...: one line, not a traceback
-        print_error(f"failed: {type(e).__name__}: {e}")
-        if os.environ.get("DISTSORT_DEBUG"):
-            raise
-        return RUNTIME_FAILURE
+    # a worker's error, a lost cluster, ...: one line, not a traceback
+    print_error(f"failed: {type(error).__name__}: {error}")
+    if os.environ.get("DISTSORT_DEBUG"):
+        raise error
+    return RUNTIME_FAILURE
