@@ -5,11 +5,12 @@
 
 Parts (each adds its rows to ``--out``, replacing that part's earlier rows):
 
-* ``array``: ``distsort.sort/argsort/sort_by_key(x).compute()`` of a CuPy array, no
-  cluster, against ``cupy.sort`` / ``cupy.argsort(kind="stable")`` / argsort + take,
-  and beside Dask's floor: the naive way through Dask's own ``compute`` of a one-chunk
-  array (``da.from_array(x, chunks=-1, asarray=False, name=False).map_blocks(...)``);
-  all three results compared element for element.
+* ``array``: ``distsort.sort/argsort/sort_by_key(x)`` of a CuPy array (a CuPy result,
+  computed at once: ``distsort.eager``), no cluster, against ``cupy.sort`` /
+  ``cupy.argsort(kind="stable")`` / argsort + take, and beside Dask's floor: the naive
+  way through Dask's own ``compute`` of a one-chunk array
+  (``da.from_array(x, chunks=-1, asarray=False, name=False).map_blocks(...)``); all three
+  results compared element for element.
 * ``dask``: a persisted Dask array of CuPy chunks on one dask-cuda worker, from
   ``persist()`` to every chunk sorted, against ``x.rechunk(-1).map_blocks(cupy.sort)``.
   distsort runs first and its result is checked on the GPU (``CHEAP_CHECK``); the
@@ -102,9 +103,8 @@ def _take(a, order):
 def with_distsort(call, x, v):
     import distsort
     if call == "sort_by_key":
-        import dask
-        return dask.compute(*distsort.sort_by_key(x, v, stable=True))  # argsort + take's order
-    return getattr(distsort, call)(x).compute()
+        return distsort.sort_by_key(x, v, stable=True)  # argsort + take's order
+    return getattr(distsort, call)(x)
 
 
 def same(a, b):
@@ -128,19 +128,7 @@ def array_row(case, args):
     return dict(part="array", case=f"{call} {dtype} 2^{k}", call=call, dtype=dtype, n=n,
                 seconds=t_ds, naive_s=t_naive, ratio=t_ds / t_naive, target=1.3,
                 dask_floor_s=t_floor, beyond_floor_s=t_ds - t_floor,
-                graph_s=graph_seconds(call, x, v, args), checked="element for element",
-                correct=ok)
-
-
-def graph_seconds(call, x, v, args):
-    """Median seconds of the call alone, nothing computed: naming, chunking, graph."""
-    import distsort
-
-    def build():
-        if call == "sort_by_key":
-            return distsort.sort_by_key(x, v, stable=True)
-        return getattr(distsort, call)(x)
-    return median_time(build, args.runs, 1)[0]
+                beyond_naive_s=t_ds - t_naive, checked="element for element", correct=ok)
 
 
 def array_rows(args):

@@ -25,6 +25,7 @@ from dask.base import tokenize
 from . import api
 from .backends import Order, array_module_name
 from .gather import gather
+from .eager import like_input
 from .inputs import numpy_keywords
 from .order import TIME_KINDS, encode, time_codes
 from .xp import namespace as _namespace
@@ -161,6 +162,7 @@ def _validated(arrays, what, shape=None, chunks=None):
 
 
 @numpy_keywords
+@like_input("keys")
 def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") -> da.Array:
     """Indices that sort 1-D arrays lexicographically, as int64: ``numpy.lexsort``.
 
@@ -244,6 +246,7 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
 
 
 @numpy_keywords
+@like_input("keys", "values")
 def sort_by_key(keys: Any, values: Any, *, descending: bool = False,
                 stable: bool | None = None, verify: bool = False,
                 local: str = "auto") -> tuple[Any, Any]:

@@ -135,11 +135,17 @@ def test_output_chunking_is_regular_and_lazy():
     np.testing.assert_array_equal(s.compute(), np.arange(100.0))
 
 
-def test_numpy_and_list_inputs_are_wrapped():
+def test_numpy_and_list_inputs_give_numpy_arrays_at_once():
     rng = np.random.default_rng(3)
     x = rng.integers(-50, 50, size=1000).astype(np.int32)
-    assert_sorted_like_numpy(distsort.sort(x).compute(), x)
-    np.testing.assert_array_equal(distsort.sort([3, 1, 2]).compute(), [1, 2, 3])
+    s = distsort.sort(x)
+    assert type(s) is np.ndarray  # as numpy.sort: computed, not lazy
+    assert_sorted_like_numpy(s, x)
+    assert type(distsort.argsort(x)) is np.ndarray
+    np.testing.assert_array_equal(distsort.sort([3, 1, 2]), [1, 2, 3])
+    assert isinstance(distsort.sort(da.from_array(x, chunks=300)), da.Array)
+    k, v = distsort.sort_by_key(x, da.from_array(x, chunks=1000))  # any Dask input: lazy
+    assert isinstance(k, da.Array) and isinstance(v, da.Array)
 
 
 def test_input_is_not_modified():
@@ -344,8 +350,8 @@ def test_sort_by_key_orders_differ_only_among_equal_keys():
     values = np.array([5, 9, 3, 7, 4, 1], dtype=np.int32)
     for vdtype in ("int32", "int64"):  # packed with positions / gathered after an argsort
         v = values.astype(vdtype)
-        by_value = distsort.sort_by_key(keys, v)[1].compute()
-        by_position = distsort.sort_by_key(keys, v, stable=True)[1].compute()
+        by_value = distsort.sort_by_key(keys, v)[1]
+        by_position = distsort.sort_by_key(keys, v, stable=True)[1]
         np.testing.assert_array_equal(by_value, [1, 7, 9, 3, 4, 5])
         np.testing.assert_array_equal(by_position, [1, 9, 7, 5, 3, 4])
         np.testing.assert_array_equal(by_position, v[np.argsort(keys, kind="stable")])

@@ -17,6 +17,7 @@ import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
 import distsort  # noqa: E402
+from distsort.api import wrap_plain  # noqa: E402
 from distsort.backends import Order  # noqa: E402
 from distsort.backends.cpu import numpy_backend as npb  # noqa: E402
 
@@ -105,16 +106,17 @@ def _plain_arrays_one_task(rng, dtype):
             x, v = cupy.asarray(keys), cupy.asarray(values)
             for descending in (False, True):
                 s = distsort.sort(x, descending=descending)
-                assert [k for k in s.dask.layers if k.startswith("distsort-")] == [s.name]
-                got = cupy.asnumpy(s.compute())
+                assert type(s) is cupy.ndarray  # plain in, plain out
+                lazy = distsort.sort(wrap_plain(x), descending=descending)
+                assert [k for k in lazy.dask.layers if k.startswith("distsort-")] == [lazy.name]
+                got = cupy.asnumpy(s)
                 assert_sorted_like_numpy(got, keys, descending)
                 # bit for bit in distsort's order (-0.0 before +0.0, NaNs by their bits)
                 np.testing.assert_array_equal(encode(got, descending=descending),
                                               np.sort(encode(keys, descending=descending)))
                 perm = stable_argsort(keys, descending)
-                a = distsort.argsort(x, descending=descending).compute()
+                a = distsort.argsort(x, descending=descending)
                 np.testing.assert_array_equal(cupy.asnumpy(a), perm)
-                sk, sv = dask.compute(*distsort.sort_by_key(x, v, descending=descending,
-                                                            stable=True))
+                sk, sv = distsort.sort_by_key(x, v, descending=descending, stable=True)
                 np.testing.assert_array_equal(_bits(sk), _bits(keys[perm]))
                 np.testing.assert_array_equal(cupy.asnumpy(sv), values[perm])

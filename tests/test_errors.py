@@ -61,7 +61,7 @@ def test_zero_dimensional_arrays_follow_numpy():
         np.sort(x)
     with pytest.raises(np.exceptions.AxisError):
         distsort.sort(x)
-    np.testing.assert_array_equal(distsort.sort(x, axis=None).compute(), np.sort(x, axis=None))
+    np.testing.assert_array_equal(distsort.sort(x, axis=None), np.sort(x, axis=None))
 
 
 def test_masked_chunks_are_refused():
@@ -147,7 +147,7 @@ def test_zero_dimensional_input_with_an_axis_is_an_axis_error(verify):
             func(x, axis=-1, verify=verify)
         with pytest.raises(np.exceptions.AxisError):
             func(da.from_array(x), axis=0, verify=verify)
-    np.testing.assert_array_equal(distsort.argsort(x, axis=None, verify=verify).compute(),
+    np.testing.assert_array_equal(distsort.argsort(x, axis=None, verify=verify),
                                   np.argsort(x, axis=None))
     assert x.view(np.uint64) == before.view(np.uint64)
 

@@ -1,6 +1,8 @@
 """The "one-device" strategy (``distsort.sortplan``) on Dask's local schedulers: all the
 chunks gathered, sorted once and split, bit for bit what the network gives and what
 NumPy gives; plain arrays wrapped without hashing or copying."""
+from unittest import mock
+
 import dask
 import dask.array as da
 import numpy as np
@@ -8,7 +10,7 @@ import pytest
 
 import distsort
 from arrays import assert_sorted_like_numpy, bits, random_chunks, random_keys, stable_argsort
-from distsort.api import wrap_plain
+from distsort.api import planning, wrap_plain
 from test_api import sort_by_key_reference
 
 #: Run the default plan (``tests/conftest.py``: other modules force the network).
@@ -74,11 +76,15 @@ def test_datetimes_and_plain_arrays():
     rng = np.random.default_rng(5)
     t = rng.integers(-10**6, 10**6, size=1001).astype("datetime64[s]")
     t[::97] = np.datetime64("NaT")
-    out = distsort.sort(t)
-    assert out.chunks == ((1001,),) and one_device(out)
-    np.testing.assert_array_equal(out.compute(), np.sort(t))
-    np.testing.assert_array_equal(distsort.argsort(t, descending=True).compute(),
+    with planning() as plans:
+        out = distsort.sort(t)
+    assert plans[0].strategy == "one-device" and plans[0].chunks == (1001,)
+    assert type(out) is np.ndarray and out.dtype == t.dtype
+    np.testing.assert_array_equal(out, np.sort(t))
+    np.testing.assert_array_equal(distsort.argsort(t, descending=True),
                                   stable_argsort(t, descending=True))
+    lazy = distsort.sort(da.from_array(t, chunks=-1))
+    assert lazy.chunks == ((1001,),) and one_device(lazy)
 
 
 def test_plain_arrays_are_wrapped_without_hashing_or_copying():
@@ -87,9 +93,10 @@ def test_plain_arrays_are_wrapped_without_hashing_or_copying():
     (chunk,) = w.dask.values()
     assert chunk is x and w.chunks == ((1000,),)
     assert wrap_plain(x).name != w.name  # unique per wrap, never a hash of the data
-    a, b = distsort.sort(x), distsort.sort(x)
-    assert a.name != b.name
-    np.testing.assert_array_equal(a.compute(), np.sort(x))
+    with mock.patch("dask.base.tokenize", side_effect=AssertionError("hashed")):
+        a = distsort.sort(x)  # computed at once, the data never hashed
+    assert type(a) is np.ndarray and a is not x
+    np.testing.assert_array_equal(a, np.sort(x))
 
 
 def test_many_tiny_chunks_are_one_task_and_coalesced_outputs():
