@@ -8,7 +8,8 @@
 #
 # OLD_TREE: a checkout of distsort (its distsort/ is imported; it must have
 # distsort.backends.gpu.cupy_backend.sort_inplace).  Writes OUT_DIR/local_sort_ab_<device>_<date>.json
-# (default benchmarks/results).  Takes about 3 minutes on an H200.
+# (default benchmarks/results).  Takes about 3 minutes on an H200; TESTS=0 skips the
+# tests (run elsewhere in parallel: alone, one process, they take over 4 minutes).
 set -euo pipefail
 NEW=$(cd "$(dirname "$0")/.." && pwd)
 OLD=$(cd "${1:?usage: local_sort_ab.sh OLD_TREE [OUT_DIR]}" && pwd)
@@ -19,7 +20,9 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 cd "$NEW"
-PYTHONPATH=$NEW${PYTHONPATH:+:$PYTHONPATH} $PY -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py
+if [ "${TESTS:-1}" != 0 ]; then
+    PYTHONPATH=$NEW${PYTHONPATH:+:$PYTHONPATH} $PY -m pytest -q -p no:cacheprovider tests/test_cupy_backend.py
+fi
 for round in 1 2; do
     for side in new old; do
         tree=$NEW; [ $side = old ] && tree=$OLD

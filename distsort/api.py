@@ -238,8 +238,11 @@ def _plan_1d(keys, values, positions, local, value_bytes=None, descending=False)
                               local, descending)
 
 
-def _plan_chunks(chunks, dtype, view, gpu, value_bytes, positions, local, descending):
-    """The plan of a 1-D sort of keys of ``dtype`` in ``chunks`` on ``view``."""
+def _plan_chunks(chunks, dtype, view, gpu, value_bytes, positions, local,  # noqa: PLR0913, PLR0917
+                 descending):
+    """The plan of a 1-D sort of keys of ``dtype`` in ``chunks`` on ``view`` (the other
+    arguments: the fields of its options, as :func:`_plan_1d` and the sorts at once
+    have them)."""
     from .backends.gpu.local_sort import sorts_in_place
     in_place = gpu and not value_bytes and sorts_in_place(dtype, descending)
     return plan_sort(chunks, dtype.itemsize, view,
@@ -491,9 +494,8 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
         Keys: bool, (u)int8..64, float16/32/64, datetime64 or timedelta64.  NumPy
-        and CuPy arrays are wrapped as one chunk, neither hashed nor copied (read when
-        the result is computed); lists and tuples are converted with
-        ``numpy.asarray``.  DataFrames, Series
+        and CuPy arrays are wrapped as one chunk, neither hashed nor copied, and
+        sorted at once; lists and tuples are converted with ``numpy.asarray``.  DataFrames, Series
         and xarray objects are refused with the conversion to use (TypeError).
     axis : int or None, optional
         Axis to sort along (default: the last).  A 1-D array is sorted globally,
@@ -524,10 +526,13 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 
     Returns
     -------
-    dask.array.Array
-        Lazy, with the same dtype (in native byte order) and length and chunks
-        of the same backend.  A 1-D result has a regular chunking (equal chunks, the last possibly
-        shorter), whatever the input's was.
+    dask.array.Array, numpy.ndarray or cupy.ndarray
+        For a Dask array: lazy, with the same dtype (in native byte order) and
+        length and chunks of the same backend; a 1-D result has a regular chunking
+        (equal chunks, the last possibly shorter), whatever the input's was.  For a
+        NumPy or CuPy array (or a list): an array of its kind, computed at once, as
+        ``numpy.sort`` gives (``distsort.eager``; a ``numpy.memmap`` gives a Dask
+        array, read in chunks).
 
     Notes
     -----
@@ -607,8 +612,9 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 
     Returns
     -------
-    dask.array.Array
-        int64 indices, chunked like :func:`sort`'s result.
+    dask.array.Array, numpy.ndarray or cupy.ndarray
+        int64 indices, chunked like :func:`sort`'s result (computed at once for a
+        NumPy or CuPy array, as for :func:`sort`).
 
     Examples
     --------
@@ -874,7 +880,9 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     Returns
     -------
     (dask.array.Array, dask.array.Array)
-        The sorted keys and the values moved with them (tuples and dicts as given).
+        The sorted keys and the values moved with them (tuples and dicts as given);
+        lazy where any input is a Dask array, else arrays of the inputs' kind, computed
+        at once (as for :func:`sort`).
 
     Examples
     --------

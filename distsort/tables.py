@@ -179,9 +179,10 @@ def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") ->
 
     Returns
     -------
-    dask.array.Array
+    dask.array.Array, numpy.ndarray or cupy.ndarray
         int64 indices: ``numpy.lexsort(keys)`` element for element (equal keys in
-        input order, ``-0.0`` equal to ``+0.0``, NaNs and NaTs last).
+        input order, ``-0.0`` equal to ``+0.0``, NaNs and NaTs last); computed at
+        once where no key is a Dask array (as for :func:`distsort.sort`).
 
     Notes
     -----
