@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover
 from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
 from .graph import (Inline, SortGraph, chunk_output_layer, finish_layer, graph_over,
-                    one_chunk, plan_layers, run_output_layer, sort_chunk)
+                    group_prepare, one_chunk, plan_layers, run_output_layer, sort_chunk)
 from .eager import like_input, runs_here
 from .inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
                      numpy_keywords)
@@ -740,9 +740,9 @@ def _unpack(packed, dtype):
 
 def _stable_at_once(keys, values, order, local):
     """``sort_by_key(keys, values, stable=True)`` of plain 1-D arrays of one length, where
-    their plan sorts them as one chunk in this process: the one-device task's steps
-    (``distsort.graph``'s group sort of one chunk, then the outputs' finish) called
-    here, with no graph built.  None elsewhere (:func:`_stable_by_key`)."""
+    their plan sorts them as one chunk in this process: the one-device tasks' functions
+    (``distsort.graph.group_prepare`` of the one chunk, then the outputs' finish)
+    called here, with no graph built.  None elsewhere (:func:`_stable_by_key`)."""
     if (local == "bitonic" or not _plain_here(keys, values)
             or keys.shape != values.shape):
         return None
@@ -762,9 +762,9 @@ def _stable_at_once(keys, values, order, local):
     if _PLANNING.get() is not None:
         _PLANNING.get()[1].append(plan)
     backend = get_backend(keys)
-    if "fits" in capabilities(backend):
-        backend.check_fits(chunks[0], keys.dtype.itemsize + values.dtype.itemsize)
-    run = backend.stable_sort(keys, values, order)
+    (run,) = group_prepare(backend, plan.local, order, np.zeros(1, np.int64),
+                           np.array([(0, chunks[0])]), chunks, [keys], [values],
+                           separate=False)
     dtypes = (order, keys.dtype, values.dtype)
     return backend.finish_keys(run, *dtypes), backend.finish_values(run, *dtypes)
 

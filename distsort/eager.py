@@ -82,35 +82,9 @@ def _compute(arrays):
         graph = {}
         for a in arrays:
             graph.update(a.__dask_graph__())
-        keys = [a.__dask_keys__() for a in arrays]
-        if len(graph) == 1 and len(arrays) == 1:
-            key = keys[0]
-            while isinstance(key, list):  # nested once per dimension
-                (key,) = key
-            task = graph[key]
-            if _self_contained(task):  # the one-chunk sort: its task, called
-                return [task[0](*task[1:])]
-        chunks = dask.core.get(graph, keys)
+        chunks = dask.core.get(graph, [a.__dask_keys__() for a in arrays])
         return [_one_chunk(c) for c in chunks]
     return list(dask.compute(*arrays))
-
-
-def _self_contained(task):
-    """Whether ``task``, the only one of its graph (so it reads no other task: a
-    one-chunk sort reads its chunk inline, ``distsort.graph.Inline``), is a task tuple
-    of distsort's graph builders, ``(function, *arguments)``, with no task nested in
-    its arguments.  Calling it saves ``dask.core.get``'s ordering of the graph, about
-    0.1 ms.
-
-    >>> _self_contained((sorted, [3, 1])), _self_contained((sorted, (len, "ab")))
-    (False, False)
-    >>> _self_contained((sorted, (3, 1)))
-    True
-    """
-    def nested(a):
-        return type(a) is list or (type(a) is tuple and any(map(nested, a))) or (
-            type(a) is tuple and a and callable(a[0]))
-    return type(task) is tuple and callable(task[0]) and not any(map(nested, task[1:]))
 
 
 def _one_chunk(nested):
