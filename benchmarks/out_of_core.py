@@ -16,10 +16,12 @@ order-free 64-bit checksums of the keys and pairs).
     python benchmarks/out_of_core.py --gpus 1 --size 16GiB --chunks 16 --budget 4GB
     python benchmarks/out_of_core.py --gpus 2 --size 32GiB --chunks 32 --budget 4GB
     python benchmarks/out_of_core.py --dtypes uint64 uint32+uint32 --host-input
+    python benchmarks/out_of_core.py --shared-workers 2    # two workers on GPU 0
     python benchmarks/out_of_core.py --plot RESULT.json    # the PNG of a saved run
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -244,11 +246,30 @@ def one_case(client, args, dtype, seed, budget, workers):
     return row
 
 
-def add_floor(row, bw):
+@contextlib.contextmanager
+def _cluster(args, budget):
+    """One dask-cuda worker per GPU under ``budget``; or ``--shared-workers`` plain
+    workers sharing GPU 0, the budget given as ``distsort.device-memory-limit`` (read
+    where the sort is planned, here)."""
+    import dask
+    if not args.shared_workers:
+        from distsort.cluster import local_cuda_cluster
+        with local_cuda_cluster(n_workers=args.gpus, device_memory_limit=budget) as cluster:
+            yield cluster
+        return
+    from distsort.shared_gpu import shared_gpu_cluster
+    with (dask.config.set({"distsort.device-memory-limit": budget}),
+          shared_gpu_cluster(args.shared_workers,
+                             pool_fraction=0.8 / args.shared_workers) as cluster):
+        yield cluster
+
+
+def add_floor(row, bw, gpus=None):
     """The plan's copies at the bandwidth measured on the workers (the two directions
-    overlap, each at its rate while both run); each GPU moves its share."""
+    overlap, each at its rate while both run); each GPU moves its share (``gpus``:
+    the devices, where workers share one)."""
     each = bw["duplex_each"]
-    g = row["gpus"]
+    g = gpus or row["gpus"]
     row["floor_s"] = max(row["h2d_bytes"], row["d2h_bytes"]) / g / each
     row["time_over_floor"] = row["seconds"] / row["floor_s"]
     return row
@@ -296,6 +317,9 @@ def main():
                    help="key dtypes; KEY+VALUE for key-value sorts")
     p.add_argument("--host-input", action="store_true",
                    help="NumPy chunks in host memory (sorted on the GPUs)")
+    p.add_argument("--shared-workers", type=int, default=0,
+                   help="N workers sharing GPU 0 (distsort.shared_gpu), each with the "
+                        "budget as distsort.device-memory-limit, instead of dask-cuda's")
     p.add_argument("--plot", help="only draw the PNG of this JSON")
     args = p.parse_args()
     if args.plot:
@@ -304,11 +328,9 @@ def main():
     from dask.utils import parse_bytes
     from distributed import Client
 
-    from distsort.cluster import local_cuda_cluster
     args.size = parse_bytes(args.size)
     budget = parse_bytes(args.budget)
-    with local_cuda_cluster(n_workers=args.gpus, device_memory_limit=budget) as cluster, \
-            Client(cluster) as client:
+    with _cluster(args, budget) as cluster, Client(cluster) as client:
         bw = next(iter(client.run(_pinned_bandwidth).values()))
         print(f"pinned H2D {bw['h2d'] / 1e9:.1f} GB/s, D2H {bw['d2h'] / 1e9:.1f} GB/s, "
               f"both at once {bw['duplex_each'] / 1e9:.1f} GB/s each", flush=True)
@@ -317,16 +339,21 @@ def main():
         for dtype in args.dtypes:
             for run in range(args.warmup + args.runs):
                 row = add_floor(one_case(client, args, dtype, 1000 + run, budget,
-                                         args.gpus), bw)
+                                         args.shared_workers or args.gpus), bw,
+                                gpus=1 if args.shared_workers else args.gpus)
+                row["workers"] = args.shared_workers or args.gpus
+                row["gpus"] = 1 if args.shared_workers else args.gpus
                 row["warmup"] = run < args.warmup
                 row["first_in_worker"] = not rows
                 row["first_of_dtype"] = run == 0
                 row["host_rss_over_data"] = max(row["peak_host_rss"]) / row["bytes"]
                 row["pinned"] = next(iter(client.run(_pinned_stats).values()))
                 rows.append(row)
-                path = driver.save_rows(rows, f"out_of_core_{args.gpus}gpu",
-                                        f"{args.gpus}x{device}", args.out, bandwidth=bw,
-                                        argv=sys.argv[1:])  # after every case: kept on a timeout
+                scenario = (f"out_of_core_{args.shared_workers}workers_1gpu"
+                            if args.shared_workers else f"out_of_core_{args.gpus}gpu")
+                # saved after every case: kept on a timeout
+                path = driver.save_rows(rows, scenario, f"{args.gpus}x{device}", args.out,
+                                        bandwidth=bw, argv=sys.argv[1:])
                 print({k: row[k] for k in ("dtype", "input", "bytes", "seconds", "floor_s",
                                            "time_over_floor", "checked", "peak_device",
                                            "peak_host_rss", "host_rss_over_data", "stages",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import uuid
 from collections.abc import Iterator
@@ -17,15 +18,17 @@ try:  # NumPy >= 2
 except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
+from . import config
 from .backends.gpu.local_sort import LOCAL_SORTS
 from .backends import Order, array_module_name, capabilities, get_backend
 from .graph import (Inline, SortGraph, chunk_output_layer, finish_layer, graph_over,
                     group_prepare, one_chunk, plan_layers, run_output_layer, sort_chunk)
-from .eager import like_input, runs_here
+from .eager import like_input, plain_runs_here
 from .inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
                      numpy_keywords)
 from .order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode, time_codes,
                     time_from_codes)
+from .clusterview import ClusterView
 from .sortplan import SortOptions, SortPlan, plan_sort
 from .taskkeys import HeldChunks
 from .xp import namespace
@@ -202,7 +205,6 @@ def _options(gpu, value_bytes, positions, local, in_place=False):
     Dask config values ``distsort.*`` read once here (or a :func:`planning` block's)."""
     from dask.utils import parse_bytes
 
-    from . import config
     from .locality import EXCHANGES, PLACEMENTS
     limit = config.get("device-memory-limit")
     limit = None if limit in (None, 0, "0") else (
@@ -251,7 +253,7 @@ def _plan_chunks(chunks, dtype, view, gpu, value_bytes, positions, local,  # noq
 
 def _plain_here(*arrays):
     """Whether ``arrays`` are plain 1-D NumPy (or all CuPy) arrays of native byte order
-    and no datetime dtype, whose sort no ``distributed`` client runs: what
+    and no datetime dtype, sorted in this process (``eager.plain_runs_here``): what
     :func:`_sorted_at_once` and :func:`_stable_at_once` sort with no graph."""
     kinds = {type(a) for a in arrays}
     if len(kinds) != 1:
@@ -260,13 +262,39 @@ def _plain_here(*arrays):
     if not (kind is np.ndarray or kind.__module__ == "cupy" and kind.__name__ == "ndarray"):
         return False
     return (all(a.ndim == 1 and a.dtype.isnative and a.dtype.kind not in TIME_KINDS
-                for a in arrays) and runs_here())
+                for a in arrays) and plain_runs_here())
+
+
+def _plan_here(chunks, dtype, gpu, value_bytes, positions, local, descending):  # noqa: PLR0913, PLR0917
+    """The plan of a sort at once in this process (arguments as :func:`_plan_chunks`'s):
+    memoized by its arguments, this process's facts (``distsort.view.local_facts``) and
+    the ``distsort.*`` config, since a plan is arithmetic on them alone and a call at
+    once must cost little more than ``cupy.sort`` of 2^24 elements (0.56 ms on an H200).
+    A :func:`planning` block's plans are made afresh, and recorded."""
+    from .view import local_facts
+    args = (chunks, dtype, gpu, value_bytes, positions, local, descending, local_facts(gpu))
+    if _PLANNING.get() is not None:
+        plan = _plan_local.__wrapped__(*args, None)
+        _PLANNING.get()[1].append(plan)
+        return plan
+    settings = config.settings()
+    if settings is None:  # a value that cannot be a key: planned afresh
+        return _plan_local.__wrapped__(*args, None)
+    return _plan_local(*args, settings)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_local(chunks, dtype, gpu, value_bytes, positions, local, descending, facts,  # noqa: PLR0913, PLR0917
+                settings):
+    """:func:`_plan_here`'s plan (``settings``: the config it is read under)."""
+    return _plan_chunks(chunks, dtype, ClusterView.local(*facts, 1), gpu, value_bytes,
+                        positions, local, descending)
 
 
 def _sorted_at_once(x, axis, order, local):
     """What :func:`sort` (``order.keyed`` False: the keys) or :func:`argsort` (True: the
     positions) of ``x`` gives, where ``x`` is a plain 1-D NumPy or CuPy array whose plan
-    sorts it as one chunk in this process (no ``distributed`` client is the scheduler):
+    sorts it as one chunk in this process (``distsort.eager.plain_runs_here``):
     the one-chunk task's function (``distsort.graph.sort_chunk``) called here, with no
     graph built.  None elsewhere: the graph runs the sort (``distsort.eager``).
 
@@ -274,16 +302,13 @@ def _sorted_at_once(x, axis, order, local):
     two thirds of ``cupy.sort`` of 2^24 float32."""
     if axis not in (None, 0, -1) or not _plain_here(x):
         return None
-    from .view import read_view
     check_key_dtype(x.dtype, "x")
     gpu = type(x) is not np.ndarray
     chunks = (x.shape[0],)
-    plan = _plan_chunks(chunks, x.dtype, read_view([None], None, gpu), gpu,
-                        8 if order.keyed else 0, order.keyed, local, order.descending)
+    plan = _plan_here(chunks, x.dtype, gpu, 8 if order.keyed else 0, order.keyed, local,
+                      order.descending)
     if not one_chunk(plan, chunks, plan.local):
         return None
-    if _PLANNING.get() is not None:
-        _PLANNING.get()[1].append(plan)
     return sort_chunk(get_backend(x, plan.share), plan.local, order, int(order.keyed), x,
                       (order, x.dtype))
 
@@ -746,21 +771,17 @@ def _stable_at_once(keys, values, order, local):
     if (local == "bitonic" or not _plain_here(keys, values)
             or keys.shape != values.shape):
         return None
-    from .view import read_view
     check_key_dtype(keys.dtype, "keys")
     check_key_dtype(values.dtype, "values")
     gpu = type(keys) is not np.ndarray
     chunks = (keys.shape[0],)
     try:
-        plan = _plan_chunks(chunks, keys.dtype, read_view([None], None, gpu), gpu,
-                            values.dtype.itemsize + _POSITION_BYTES, False, local,
-                            order.descending)
+        plan = _plan_here(chunks, keys.dtype, gpu, values.dtype.itemsize + _POSITION_BYTES,
+                          False, local, order.descending)
     except MemoryError:  # the argsort's own plan decides (_stable_by_key)
         return None
     if plan.strategy != "one-device" or len(plan.chunks) != 1:
         return None
-    if _PLANNING.get() is not None:
-        _PLANNING.get()[1].append(plan)
     backend = get_backend(keys)
     (run,) = group_prepare(backend, plan.local, order, np.zeros(1, np.int64),
                            np.array([(0, chunks[0])]), chunks, [keys], [values],
@@ -820,8 +841,9 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
             and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
         return _stable_packed(keys, values, order.descending, verify, local)
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
+    from .eager import one_place
     from .gather import gather
-    return out_keys, gather((values,), perm)[0]
+    return out_keys, gather((values,), perm, together=one_place([values, perm]))[0]
 
 
 @numpy_keywords

@@ -45,3 +45,20 @@ def get(key: str) -> Any:
     # The default again where the key is gone: a ``dask.config.set`` of a distsort key
     # entered before this module was imported removes every distsort key on exit.
     return dask.config.get(f"distsort.{key}", default=DEFAULTS["distsort"][key])
+
+
+def settings() -> tuple | None:
+    """The ``distsort.*`` values in effect as a hashable key (sorted pairs), for caches
+    of what is computed from them alone; None where a value is not hashable.
+
+    >>> with dask.config.set({"distsort.group": 1}):
+    ...     ("group", 1) in settings()
+    True
+    """
+    values = dask.config.get("distsort", default={})
+    try:
+        key = tuple(sorted(values.items()))
+        hash(key)
+    except (TypeError, AttributeError):
+        return None
+    return key

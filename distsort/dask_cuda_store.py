@@ -12,11 +12,15 @@ then the store is treated as a plain mapping with no device limit.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
 def current() -> Any | None:
-    """The store (``Worker.data``) of the worker this task runs in; None outside one."""
+    """The store (``Worker.data``) of the worker this task runs in; None outside one
+    (and at once where ``distributed`` was never imported: no worker runs here)."""
+    if "distributed" not in sys.modules:
+        return None
     try:
         from distributed import get_worker
         return get_worker().data

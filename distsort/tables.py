@@ -25,7 +25,7 @@ from dask.base import tokenize
 from . import api
 from .backends import Order, array_module_name
 from .gather import gather
-from .eager import like_input
+from .eager import like_input, one_place
 from .inputs import numpy_keywords
 from .order import TIME_KINDS, encode, time_codes
 from .xp import namespace as _namespace
@@ -118,11 +118,12 @@ def _lexsort_perm(keys, descending=False, verify=False, local="auto"):
     for group in groups[::-1]:  # least significant first: each pass is stable
         codes = composite_codes([keys[i] for i in group])
         if perm is not None:
-            (codes,) = gather((codes,), perm)
+            (codes,) = gather((codes,), perm, together=one_place([codes, perm]))
         order = Order(descending=bool(descending), keyed=True)
         step = api._sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
                         local=local)[1]
-        perm = step if perm is None else gather((perm,), step)[0]
+        perm = step if perm is None else gather((perm,), step,
+                                                together=one_place([perm, step]))[0]
     return perm
 
 
@@ -233,14 +234,16 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
     columns, _ = _validated(columns, "values", shape, key_list[0].chunks)
     if several:
         perm = _lexsort_perm(key_list, descending, verify, local)
-        moved = gather((*key_list, *columns), perm)
+        moved = gather((*key_list, *columns), perm,
+                       together=one_place([*key_list, *columns, perm]))
         out_keys, out_values = moved[:len(key_list)], moved[len(key_list):]
     else:
         (key,) = key_list
         sorted_codes, perm = api.argsort_by_positions(api._as_codes(key), descending, verify, local,
                                       "sort_by_key")
         out_keys = api._from_codes(sorted_codes, key.dtype)
-        out_values = gather(columns, perm) if columns else ()
+        out_values = (gather(columns, perm, together=one_place([*columns, perm]))
+                      if columns else ())
     if not isinstance(values, (tuple, dict)):
         return out_keys, out_values[0]
     return out_keys, _columns_like(names, out_values)

@@ -10,6 +10,7 @@ itself is ``distsort.clusterview``'s, beside the plan).
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 
@@ -18,11 +19,24 @@ from .clusterview import ClusterView
 __all__ = ["ClusterView", "read_view"]
 
 
+@functools.cache
 def _local_memory():
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not POSIX
         return None
+
+
+@functools.cache
+def cores():
+    """This host's cores (a constant, read once: ``os.cpu_count`` reads ``/sys``)."""
+    return os.cpu_count() or 1
+
+
+def local_facts(gpu):
+    """``(cores, memory, device limit or None)`` of this process: what
+    :meth:`ClusterView.local` takes besides the chunk count."""
+    return cores(), _local_memory(), _local_device() if gpu else None
 
 
 def _local_device():
@@ -72,9 +86,8 @@ def read_view(keys: Iterable = (), value_keys: Iterable | None = None, gpu: bool
     keys = list(keys)
     client = _current_client()
     if client is None:
-        return ClusterView.local(os.cpu_count() or 1, _local_memory(),
-                                 _local_device() if gpu else None, len(keys))
-    unknown = ClusterView(hosts=(None,), owners=(None,) * len(keys), cores=os.cpu_count() or 1)
+        return ClusterView.local(*local_facts(gpu), len(keys))
+    unknown = ClusterView(hosts=(None,), owners=(None,) * len(keys), cores=cores())
     if client.asynchronous:
         return unknown
     try:
@@ -97,4 +110,4 @@ def read_view(keys: Iterable = (), value_keys: Iterable | None = None, gpu: bool
         threads=tuple(w[2] for w in workers), memory_limits=tuple(w[3] for w in workers),
         device_budgets=tuple(d[0] for d in device), device_limits=tuple(d[1] for d in device),
         owners=tuple(owners), value_owners=None if vowners is None else tuple(vowners),
-        placed=placed, cores=os.cpu_count() or 1)
+        placed=placed, cores=cores())

@@ -335,3 +335,40 @@ def test_a_cluster_that_does_not_close_in_time_has_its_workers_killed():
     finally:
         worker.kill()
         other.kill()
+
+
+def _sorts_in_a_task(n, seed):
+    """On a worker: sorts of plain NumPy arrays, one that its plan sorts at once and a
+    keyed one that builds a graph, with the task stream's keys seen meanwhile."""
+    import distributed
+    rng = np.random.default_rng(seed)
+    k, v = rng.standard_normal(n), rng.integers(0, 9, n)
+    s = distsort.sort(k)
+    sk, sv = distsort.sort_by_key(k, v)
+    order = np.lexsort((v, k))
+    ok = (np.array_equal(s, np.sort(k)) and np.array_equal(sk, k[order])
+          and np.array_equal(sv, v[order]))
+    return ok, type(sk).__name__, distributed.get_worker().address
+
+
+def test_plain_arrays_in_a_task_are_sorted_there(cluster_client):
+    """distsort called on plain arrays inside a task sorts them in the task, as
+    ``numpy.sort`` would: the worker's client would send the arrays to the scheduler
+    inside a graph and run it on the cluster."""
+    before = cluster_client.run_on_scheduler(
+        lambda dask_scheduler: len(dask_scheduler.transition_log))
+    ok, kind, _ = cluster_client.submit(_sorts_in_a_task, 50_000, 3, pure=False).result()
+    assert ok and kind == "ndarray"
+    keys = cluster_client.run_on_scheduler(
+        lambda dask_scheduler: [str(t[0]) for t in list(dask_scheduler.transition_log)])
+    assert not [k for k in keys[before:] if "distsort" in k], keys[before:][:5]
+
+
+def test_one_place_is_one_process_or_one_worker(cluster_client):
+    """Where the gathers of stable sorts take each output chunk in one task: Dask's
+    local schedulers, not a cluster of two workers."""
+    from distsort.eager import one_place
+    x = da.arange(4, chunks=2)
+    assert one_place([x])
+    with cluster_client.as_current():
+        assert not one_place([x])

@@ -153,16 +153,21 @@ def test_composite_codes_take_the_narrowest_width():
         dtype_of("float32", "int64")
 
 
+@pytest.mark.parametrize("together", [False, True])
 @pytest.mark.parametrize("chunks", [((3, 3, 3, 1), (4, 6)), ((1, 9), (10,)),
                                     ((5, 0, 5), (2, 0, 8))])
-def test_gather_moves_every_column_by_one_permutation(chunks):
+def test_gather_moves_every_column_by_one_permutation(chunks, together):
+    """In pieces (chunks that may be apart) and in one task per output chunk (chunks
+    together in one process), the same result."""
     rng = np.random.default_rng(1)
     perm = rng.permutation(10)
     a, b = rng.integers(0, 100, 10), rng.standard_normal(10).astype(np.float32)
     cols = (da.from_array(a, chunks=(chunks[0],)), da.from_array(b, chunks=(chunks[0],)))
-    out = gather(cols, da.from_array(perm, chunks=(chunks[1],)))
+    out = gather(cols, da.from_array(perm, chunks=(chunks[1],)), together=together)
     np.testing.assert_array_equal(out[0].compute(), a[perm])
     same(out[1].compute(), b[perm])
+    pieces = [k for k in out[0].dask if "gather-take" in str(k)]
+    assert (not pieces) == together, pieces
 
 
 def test_stable_sort_by_key_on_the_cpu_packs_uint32_positions_with_4_byte_keys():

@@ -288,7 +288,7 @@ def stable_perm(keys, descending=False):
     perm = cupy.argsort(keys)  # CUB: -0.0 == +0.0, NaNs first (negative) and last (by payload)
     if keys.dtype.kind != "f" or not perm.size:
         return perm
-    ends = keys[perm[cupy.array([0, -1])]].get()
+    ends = keys.take(perm[::max(1, perm.size - 1)]).get()  # the first and the last
     if not np.isnan(ends).any():
         return perm
     nan = cupy.isnan(keys)
