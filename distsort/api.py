@@ -273,14 +273,14 @@ def _plan_here(chunks, dtype, gpu, value_bytes, positions, local, descending):  
     A :func:`planning` block's plans are made afresh, and recorded."""
     from .view import local_facts
     args = (chunks, dtype, gpu, value_bytes, positions, local, descending, local_facts(gpu))
-    if _PLANNING.get() is not None:
-        plan = _plan_local.__wrapped__(*args, None)
-        _PLANNING.get()[1].append(plan)
-        return plan
-    settings = config.settings()
-    if settings is None:  # a value that cannot be a key: planned afresh
-        return _plan_local.__wrapped__(*args, None)
-    return _plan_local(*args, settings)
+    planning = _PLANNING.get()
+    settings = config.settings() if planning is None else None
+    if settings is not None:
+        return _plan_local(*args, settings)
+    plan = _plan_local.__wrapped__(*args, None)  # or a config value that cannot be a key
+    if planning is not None:
+        planning[1].append(plan)
+    return plan
 
 
 @functools.lru_cache(maxsize=256)

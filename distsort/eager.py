@@ -11,8 +11,7 @@ The sort is planned the same way either way (``distsort.sortplan``).  Where no
 ``distributed`` client is the scheduler, or inside a worker's task (whose arrays are
 here: its client would send them to the scheduler in the graph): a plain 1-D array
 that the plan sorts as one chunk is sorted by the function of that one task, called at
-once
-(``distsort.api._sorted_at_once``, no graph built); other plans whose outputs are one
+once (``distsort.api._sorted_at_once``, no graph built); other plans whose outputs are one
 chunk each, in a graph of a few tasks, run here, in order, through ``dask.core.get``.
 A call of Dask's scheduler costs about 3 ms, five times ``cupy.sort`` of 2^24 float32 on
 an H200.  Other graphs (many chunks sorted in place, a cluster) run on the scheduler in
@@ -96,8 +95,9 @@ def plain_runs_here():
 
 
 def _runs_here(arrays):
-    """Whether ``arrays`` are computed in this thread, without Dask's scheduler: one
-    chunk each, a few tasks, and a local scheduler in effect (never a client's)."""
+    """Whether ``arrays`` (of plain inputs) are computed in this thread, without Dask's
+    scheduler: one chunk each, a few tasks, and plain arrays sorted in this process
+    (:func:`plain_runs_here`)."""
     if not plain_runs_here():
         return False
     if any(a.npartitions != 1 for a in arrays):
@@ -160,13 +160,10 @@ def like_input(*names):
     return decorate
 
 
-def _workers(dask_scheduler=None):
-    return len(dask_scheduler.workers)
-
-
 def one_place(arrays):
     """Whether all chunks of ``arrays`` are computed in one process: Dask's local
-    schedulers, or a ``distributed`` cluster of one worker (asked once).
+    schedulers, or a ``distributed`` cluster of one worker (one query of the
+    scheduler, ``locality.worker_hosts``; no answer counts as several workers).
 
     >>> import dask.array as da
     >>> one_place([da.arange(4, chunks=2)])
@@ -174,11 +171,6 @@ def one_place(arrays):
     """
     if runs_here(arrays):
         return True
-    from .locality import _current_client
-    client = _current_client()
-    if client is None or client.asynchronous:
-        return False
-    try:
-        return client.run_on_scheduler(_workers) == 1
-    except Exception:  # noqa: BLE001  (no answer: pieces, as for many workers)
-        return False
+    from .locality import worker_hosts
+    hosts = worker_hosts()
+    return hosts is not None and len(hosts) == 1 and hosts[0] is not None

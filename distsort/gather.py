@@ -70,12 +70,7 @@ def _assemble(split, column, *taken):
 def _take_here(split, *chunks):
     """One output chunk of one column, taken from every input chunk of it in this task
     (:func:`_split_by_source`'s ``split`` of the output's indices)."""
-    where, offsets, local = split
-    out = _namespace(chunks[0]).empty(len(where), dtype=chunks[0].dtype)
-    for i, chunk in enumerate(chunks):
-        a, b = offsets[i], offsets[i + 1]
-        out[where[a:b]] = chunk[local[a:b]]
-    return out
+    return _assemble(split, 0, *((chunk[_part(split, i)],) for i, chunk in enumerate(chunks)))
 
 
 def gather(columns, perm, together=False):

@@ -109,21 +109,23 @@ def composite_codes(keys):
                          meta=xp.empty((0,), dtype=width))
 
 
-def _lexsort_perm(keys, descending=False, verify=False, local="auto"):
+def _lexsort_perm(keys, descending=False, verify=False, local="auto", together=None):  # noqa: PLR0913, PLR0917
     """The permutation that sorts 1-D ``keys`` (Dask arrays chunked alike, the LAST
-    primary) lexicographically, ties in input order."""
+    primary) lexicographically, ties in input order.  ``together``: the gathers' (the
+    caller's :func:`~distsort.eager.one_place`, else asked here)."""
+    if together is None:
+        together = one_place(keys)
     bits = [_code_bits(k.dtype) for k in keys[::-1]]  # primary first
     groups = [tuple(len(keys) - 1 - i for i in g) for g in code_groups(bits)]
     perm = None
     for group in groups[::-1]:  # least significant first: each pass is stable
         codes = composite_codes([keys[i] for i in group])
         if perm is not None:
-            (codes,) = gather((codes,), perm, together=one_place([codes, perm]))
+            (codes,) = gather((codes,), perm, together=together)
         order = Order(descending=bool(descending), keyed=True)
         step = api._sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
                         local=local)[1]
-        perm = step if perm is None else gather((perm,), step,
-                                                together=one_place([perm, step]))[0]
+        perm = step if perm is None else gather((perm,), step, together=together)[0]
     return perm
 
 
@@ -232,18 +234,18 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
         raise ValueError("sort_by_key needs at least one key array")
     key_list, shape = _validated(keys if several else (keys,), "keys")
     columns, _ = _validated(columns, "values", shape, key_list[0].chunks)
+    # every gather's, asked once (none where there is nothing to gather)
+    together = bool(several or columns) and one_place([*key_list, *columns])
     if several:
-        perm = _lexsort_perm(key_list, descending, verify, local)
-        moved = gather((*key_list, *columns), perm,
-                       together=one_place([*key_list, *columns, perm]))
+        perm = _lexsort_perm(key_list, descending, verify, local, together)
+        moved = gather((*key_list, *columns), perm, together=together)
         out_keys, out_values = moved[:len(key_list)], moved[len(key_list):]
     else:
         (key,) = key_list
         sorted_codes, perm = api.argsort_by_positions(api._as_codes(key), descending, verify, local,
                                       "sort_by_key")
         out_keys = api._from_codes(sorted_codes, key.dtype)
-        out_values = (gather(columns, perm, together=one_place([*columns, perm]))
-                      if columns else ())
+        out_values = gather(columns, perm, together=together) if columns else ()
     if not isinstance(values, (tuple, dict)):
         return out_keys, out_values[0]
     return out_keys, _columns_like(names, out_values)
