@@ -218,7 +218,32 @@ def measure(size, workdir, args, indir=None):
         row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]
     if "distsort_verify_s" in row and "distsort_s" in row:
         row["verify_overhead"] = row["distsort_verify_s"] / row["distsort_s"] - 1
+    row.update(floor_ratios(row.get("distsort_summary", []), row.get("distsort_s")))
     return row
+
+
+def floor_ratios(summary, seconds):
+    """The command's own wall time and disk floor (from its summary's last run) and
+    their ratios: ``command_wall_over_disk_floor``, and ``distsort_over_disk_floor``
+    for ``seconds`` (the process as this benchmark timed it).
+
+    >>> r = floor_ratios(["wall time  15.68 s in all; start 2.45 s",
+    ...                   "disk floor 16.89 s to read and write it once"], 16.36)
+    >>> r["command_wall_over_disk_floor"], r["distsort_over_disk_floor"]
+    (0.928, 0.969)
+    """
+    found = {}
+    for line, key in (("wall time", "command_wall_s"), ("disk floor", "command_disk_floor_s")):
+        for s in summary:
+            if s.startswith(line):
+                found[key] = float(s[len(line):].split()[0])
+    if len(found) < 2:
+        return {}
+    floor = found["command_disk_floor_s"]
+    found["command_wall_over_disk_floor"] = round(found["command_wall_s"] / floor, 3)
+    if seconds:
+        found["distsort_over_disk_floor"] = round(seconds / floor, 3)
+    return found
 
 
 def table(rows):

@@ -153,6 +153,14 @@ def stage_spans(events):
             for k, (a, b, c) in sorted(spans.items(), key=lambda kv: kv[1][0])}
 
 
+def timeline(events, since):
+    """``[key, start, stop]`` of every task's compute, in seconds after ``since`` (where
+    a first sort waits)."""
+    out = [[str(e["key"]), round(s["start"] - since, 3), round(s["stop"] - since, 3)]
+           for e in events for s in e["startstops"] if s["action"] == "compute"]
+    return sorted(out, key=lambda t: t[1])
+
+
 def _stage(key):
     """``distsort-run``, ``distsort-rounds``, ``sort``, ... of a task key (a tuple, or a
     list once it went through the task stream's messages)."""
@@ -190,14 +198,15 @@ def check(client, x, v, out, order_what):
     return verify.check(ins, outs, outk.chunks[0], order_what)
 
 
-def one_case(client, args, dtype, seed, budget, workers):
+def one_case(client, args, dtype, seed, budget, workers, first=False):
     import dask
     import numpy as np
     from distributed import wait
 
     import distsort
-    from distsort.kway import choose_merge, kway_bytes_moved
-    from distsort.outofcore import bytes_moved, plan_out_of_core, run_lengths
+    from distsort.api import planning
+    from distsort.kway import kway_bytes_moved
+    from distsort.outofcore import bytes_moved, run_lengths
     keyed = "+" in dtype
     kdt, vdt = (dtype.split("+") if keyed else (dtype, None))
     per = np.dtype(kdt).itemsize + (np.dtype(vdt).itemsize if keyed else 0)
@@ -208,7 +217,9 @@ def one_case(client, args, dtype, seed, budget, workers):
     x, v = (x.persist(), v.persist() if keyed else None)
     wait([x] + ([v] if keyed else []))
     # NumPy chunks on dask-cuda workers are sorted on their GPUs: no option needed
-    out = distsort.sort_by_key(x, v) if keyed else distsort.sort(x)
+    with planning() as plans:
+        out = distsort.sort_by_key(x, v) if keyed else distsort.sort(x)
+    ooc = plans[-1].out_of_core
     before = client.run(_stats_push)
     client.run(_phase_seconds)  # reset
     since = time.time()
@@ -223,10 +234,10 @@ def one_case(client, args, dtype, seed, budget, workers):
     phases = client.run(_phase_seconds)
     ok = check(client, x, v, out, "sort_by_key" if keyed else "sort")
     chunks = x.chunks[0]
-    plan = plan_out_of_core(chunks, per, budget)
+    plan = ooc.plan
     lengths = run_lengths(chunks, plan.run_chunks)
     network = bytes_moved(plan, lengths, per)
-    merge = choose_merge(lengths, per, budget, network, workers)
+    merge = ooc.merge  # the plan's choice (``kway.choose_merge``)
     stage_in = n * per if gpu else 0  # CuPy input taken off the GPU
     if merge == "kway":  # the merged chunks stay on the device for CuPy output
         h2d, d2h = kway_bytes_moved(n * per), kway_bytes_moved(n * per) + stage_in
@@ -238,6 +249,7 @@ def one_case(client, args, dtype, seed, budget, workers):
            "rounds": len(plan.rounds) if merge == "network" else 0,
            "h2d_bytes": h2d, "d2h_bytes": d2h, "checked": bool(ok),
            "stages": stage_spans(events),
+           "tasks": timeline(events, since) if first else None,
            "peak_device": [s[0] for s in stats.values()],
            "device_before": list(before.values()),
            "peak_host_rss": [s[1] for s in stats.values()],
@@ -335,11 +347,12 @@ def main():
         print(f"pinned H2D {bw['h2d'] / 1e9:.1f} GB/s, D2H {bw['d2h'] / 1e9:.1f} GB/s, "
               f"both at once {bw['duplex_each'] / 1e9:.1f} GB/s each", flush=True)
         device = next(iter(client.run(_device_name).values()))
+        client.get_task_stream(start=time.time())  # starts the stream: the first case's stages
         rows = []
         for dtype in args.dtypes:
             for run in range(args.warmup + args.runs):
                 row = add_floor(one_case(client, args, dtype, 1000 + run, budget,
-                                         args.shared_workers or args.gpus), bw,
+                                         args.shared_workers or args.gpus, not rows), bw,
                                 gpus=1 if args.shared_workers else args.gpus)
                 row["workers"] = args.shared_workers or args.gpus
                 row["gpus"] = 1 if args.shared_workers else args.gpus

@@ -49,7 +49,6 @@ import numpy as np
 
 from .backends import Order
 from .backends.cpu.numpy_backend import first_not, order_codes, stable_sort
-from .backends.cpu.radix import sort_keys
 from .kway import segment_bounds
 from .libc import libc
 from .order import TIME_KINDS, as_sortable, encode, from_sortable
@@ -502,6 +501,9 @@ def sort_piece(keys, payload, order, descending, out=None):
     a segment made of the runs' slices in run order merges them stably).  Keys alone
     are sorted into ``out`` where given (through this thread's scratch)."""
     if payload is None:
+        # Imported here: it compiles with numba, which the command would otherwise
+        # import at its start (a quarter second) for sorts that never come here.
+        from .backends.cpu.radix import sort_keys
         tmp = scratch("tmp", len(keys), keys.dtype) if out is not None else None
         return sort_keys(keys, descending, out=out, tmp=tmp), None
     if order == "by-value":

@@ -31,8 +31,7 @@ from __future__ import annotations
 import bisect
 
 __all__ = ["co_ranks", "searcher", "segment_bounds", "kway_segment", "kway_bytes_moved",
-           "choose_merge", "KWAY_FRACTION", "COPY_SECONDS", "LINK_BYTES_PER_S",
-           "PAGEABLE_BYTES_PER_S"]
+           "choose_merge", "KWAY_FRACTION", "COPY_SECONDS", "LINK_BYTES_PER_S"]
 
 #: Part of the budget a k-way segment takes: two segments in flight, each its slices
 #: and the radix sort's buffers (``4 * segment`` key-sized arrays, see
@@ -41,8 +40,6 @@ KWAY_FRACTION = 0.8
 #: Seconds a copy costs beyond its bytes (launch, the driver's setup): what makes
 #: thousands of tiny slices dearer than the network's few large ones.
 COPY_SECONDS = 20e-6
-#: Bytes per second of dask-cuda's spilling through pageable memory (an H200 host).
-PAGEABLE_BYTES_PER_S = 3e9
 #: Bytes per second of a pinned host-device copy in the cost model (an H200 host's
 #: link in each direction; only ratios matter for the choice).
 LINK_BYTES_PER_S = 50e9
@@ -166,9 +163,9 @@ def choose_merge(lengths, itemsize, budget, network_bytes, workers=1, picked_byt
     a small budget its slices shrink to a few elements.  Runs held by several workers
     stay with the network (a k-way segment reads every run).  ``picked_bytes``: output
     that tasks of their own take from the merged chunks on the device (the keys and
-    the values of keyed CuPy output): dask-cuda has often spilled a merged chunk by
-    then, copies it back and spills the copy again, each way at ``PAGEABLE_BYTES_PER_S``
-    (measured on an H200 host: 34 such copies of 1 GiB in a 16 GiB sort).
+    the values of keyed CuPy output): dask-cuda may have spilled a merged chunk by
+    then (to its pinned host copy, for free), and each of the two picks may copy it
+    back at the link's speed.
 
     >>> choose_merge((3 * 2**28,) * 5 + (2**28,), 4, 4 * 10**9, 98 * 2**32)
     'kway'
@@ -178,6 +175,9 @@ def choose_merge(lengths, itemsize, budget, network_bytes, workers=1, picked_byt
     'network'
     >>> choose_merge((3 * 2**27,) * 5 + (2**27,), 8, 4 * 10**9, 98 * 2**30,
     ...              picked_bytes=2**34)  # keyed CuPy output: picked on the device
+    'kway'
+    >>> choose_merge((3 * 2**27,) * 5 + (2**27,), 8, 4 * 10**9, 36 * 2**30,
+    ...              picked_bytes=2**34)  # a network of few rounds
     'network'
     """
     if workers > 1 or len(lengths) <= 1:
@@ -186,7 +186,7 @@ def choose_merge(lengths, itemsize, budget, network_bytes, workers=1, picked_byt
     nbytes = total * itemsize
     segments = -(-total // kway_segment(budget, itemsize))
     kway = kway_bytes_moved(nbytes) / LINK_BYTES_PER_S + 2 * segments * (
-        len(lengths) + 1) * COPY_SECONDS + 2 * picked_bytes / PAGEABLE_BYTES_PER_S
+        len(lengths) + 1) * COPY_SECONDS + 2 * picked_bytes / LINK_BYTES_PER_S
     network_segment = max(1, int(budget * KWAY_FRACTION) // (4 * itemsize))
     copies = 3 * -(-network_bytes // (network_segment * itemsize))
     network = network_bytes / LINK_BYTES_PER_S + copies * COPY_SECONDS

@@ -108,3 +108,28 @@ def test_a_plain_contiguous_array_spills_through_the_staging_ring(monkeypatch):
     spilled = Spilled()
     spilled.header, spilled.frames = header, frames
     assert np.array_equal(host_view(spilled), host)
+
+
+def test_read_back_from_pinned_frames_it_spills_for_free_again():
+    """A keyed k-way chunk (keys, values) that dask-cuda spilled and a pick read back:
+    each part is backed by the same pinned pieces, so it spills again without a copy;
+    from pageable frames (disk, another worker) it comes back a plain array."""
+    import cupyx
+
+    from distsort.backends.outofcore.hostbacked import host_copy, host_backed
+    rng = np.random.default_rng(7)
+    parts = []
+    for dtype in (np.float32, np.int64):
+        run = cupyx.empty_pinned(5000, dtype)
+        run[:] = rng.integers(0, 1000, run.size)
+        pieces = [run[:1200], run[3000:4100]]
+        parts.append((pieces, host_backed(pieces, cupy.asarray(np.concatenate(pieces)))))
+    header, frames, back = _dask_roundtrip(tuple(x for _, x in parts))
+    for (pieces, x), y in zip(parts, back, strict=True):
+        assert np.array_equal(y.get(), x.get())
+        again = host_copy(y)
+        assert again is not None and len(again) == 2
+        assert all(np.shares_memory(a, p) for a, p in zip(again, pieces, strict=True))
+    host, plain = _made()  # pageable host copy: read back as CuPy's serializer would
+    _, _, back = _dask_roundtrip(plain)
+    assert host_copy(back) is None and np.array_equal(back.get(), host)

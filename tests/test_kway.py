@@ -71,9 +71,12 @@ def test_segments_of_co_ranks_merge_to_the_sorted_whole(runs, segment):
     assert out == sorted(v for r in runs for v in r)
 
 
-def _sorted_run(rng, n, dtype, order):
+def _sorted_run(rng, n, dtype, order, float_values=False):
     keys = random_keys(rng, n, dtype, duplicates=True)
-    values = rng.integers(0, 3, n).astype(np.int32) if order.keyed else None
+    values = None
+    if order.keyed:  # integer values are searched in place, float ones on their codes
+        values = (random_keys(rng, n, "float32", duplicates=True) if float_values
+                  else rng.integers(0, 3, n).astype(np.int32))
     run = runs.make_run(keys, values)
     perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
     return runs.make_run(keys[perm], None if values is None else values[perm])
@@ -85,9 +88,10 @@ def _sorted_run(rng, n, dtype, order):
        st.integers(0, 2**32 - 1))
 def test_host_run_searcher_equals_the_reference_on_codes(sizes, order, dtype, seed):
     """The host runs' lock-step searches give the co-ranks of the runs' order codes
-    (NaN, -0.0/+0.0, descending and the keyed tie-break included)."""
+    (NaN, -0.0/+0.0, descending and the keyed tie-break by integer or float values
+    included)."""
     rng = np.random.default_rng(seed)
-    runs = [_sorted_run(rng, n, dtype, order) for n in sizes]
+    runs = [_sorted_run(rng, n, dtype, order, float_values=seed % 2) for n in sizes]
     codes = [tuple(hostruns.code(r, i, order) for i in range(hostruns.length(r)))
              for r in runs]
     for rank in range(sum(sizes) + 1):
@@ -111,12 +115,14 @@ def test_cost_model_prefers_one_pass_and_keeps_the_network_for_tiny_budgets():
     assert choice((64,) * 16, 4, 1000) == "network"  # slices of a few elements
     assert choice((2**28,) * 16, 4, 4 * 10**9, workers=2) == "network"
     assert choice((10,) * 4, 4, 10**6) == "network"  # one run: nothing to merge
-    # keyed CuPy output picked from the merged chunks on the device: pageable copies
+    # keyed CuPy output picked from the merged chunks on the device: each pick may copy
+    # its spilled chunk back from pinned memory, at the link's speed
     p = plan_out_of_core((2**27,) * 16, 8, 4 * 10**9)
     lengths = run_lengths((2**27,) * 16, p.run_chunks)
     network = bytes_moved(p, lengths, 8)
-    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=2**34) == "network"
-    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=0) == "kway"
+    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=2**34) == "kway"
+    assert choose_merge(lengths, 8, 4 * 10**9, network, picked_bytes=2**36) == "network"
+    assert choose_merge(lengths, 8, 4 * 10**9, network // 3, picked_bytes=2**34) == "network"
 
 
 # ---------------------------------------------------------------- whole sorts

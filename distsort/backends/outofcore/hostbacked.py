@@ -149,6 +149,36 @@ def join_frames(frames):
     return out
 
 
+def is_pinned(a) -> bool:
+    """Whether the NumPy array ``a`` lies in page-locked memory that CUDA knows."""
+    try:
+        attributes = cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data)
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+    return getattr(attributes, "type", getattr(attributes, "memoryType", 0)) == 1  # host
+
+
+#: The header's mark of a chunk spilled as its host copy (:func:`_read_back`).
+_HOST_BACKED = "distsort-host-backed"
+
+
+def _read_back(header, frames):
+    """A chunk spilled as its host copy, back on the device and backed by the same
+    host copy (the frames), so that it spills for free again: a task that reads an
+    output chunk dask-cuda has spilled (the keys or the values picked from a keyed
+    k-way merge's chunk, a user's later computation) would otherwise hold a plain copy
+    that spills only through pageable memory.  Only page-locked frames (the pinned
+    runs, which live on anyway) are kept: frames read from disk or received from
+    another worker are fresh copies, which the chunk would otherwise hold on to."""
+    dtype = np.dtype(header["typestr"])
+    device = cupy.ndarray(header["shape"], dtype, join_frames(frames).data,
+                          strides=header["strides"])
+    pieces = [np.frombuffer(f, np.uint8).view(dtype) for f in frames]
+    if not device.flags.c_contiguous or not all(is_pinned(p) for p in pieces if p.size):
+        return device
+    return host_backed(pieces, device)
+
+
 def _install():
     """Make distributed's "dask" serialization of CuPy arrays hand over the host copy of
     :func:`host_backed` arrays (one frame per piece, which its deserialization joins on
@@ -159,6 +189,8 @@ def _install():
     cupy_deserialize = dask_deserialize.dispatch(cupy.ndarray)
 
     def deserialize(header, frames):
+        if header.get(_HOST_BACKED):
+            return _read_back(header, frames)
         if len(frames) == 1:
             return cupy_deserialize(header, frames)
         return cupy.ndarray(header["shape"], header["typestr"], join_frames(frames).data,
@@ -167,7 +199,8 @@ def _install():
     def serialize(x):
         began = time.perf_counter()
         host = host_copy(x)
-        if host is not None:
+        backed = host is not None
+        if backed:
             SPILLS["spill_free"] += time.perf_counter() - began
         elif x.flags.c_contiguous and x.nbytes >= STAGED_BYTES:
             host = (staged_copy(x),)
@@ -181,6 +214,7 @@ def _install():
             return out
         header = x.__cuda_array_interface__.copy()  # as CuPy's serializer makes it
         header["strides"] = tuple(x.strides)
+        header[_HOST_BACKED] = backed
         return header, [memoryview(p.reshape(-1).view(np.uint8)) for p in host]
 
     serialize.distsort = True

@@ -108,30 +108,48 @@ def _gather(runs, which, at):
 
 def run_searcher(runs, order):
     """``before`` of ``distsort.kway.co_ranks`` on host runs: ``numpy.searchsorted`` in
-    each run where the keys' own order is their codes' (ascending keys alone, a pivot
-    that is no float zero or NaN), else the binary searches of every run in one step at
-    a time on the codes (one NumPy call per step for all runs).
+    each run where the order is that of the keys themselves (ascending keys, a pivot
+    that is no float zero or NaN), then, where there are values of integers, in the
+    values of the pivot's equal keys; else the binary searches of every run in one step
+    at a time on the codes (one NumPy call per step for all runs).
 
     >>> from distsort.backends import Order
     >>> from distsort.kway import co_ranks
     >>> runs = [np.array([1., 3., 5.]), np.array([-0.0, 0.0, 3.]), np.array([np.nan])]
     >>> co_ranks([3, 3, 1], 4, run_searcher(runs, Order()))
     (2, 2, 0)
+    >>> runs = [(np.array([1, 3, 3]), np.array([0, 2, 9])), (np.array([3, 3]), np.array([1, 5]))]
+    >>> co_ranks([3, 2], 3, run_searcher(runs, Order(keyed=True)))
+    (2, 1)
     """
     generic = _code_searcher(runs, order)
     keys = [parts(r)[0] for r in runs]
-    if (order.descending or order.keyed or parts(runs[0])[1] is not None
-            or keys[0].dtype.kind not in "biuf"):
+    values = [parts(r)[1] for r in runs]
+    if order.descending or keys[0].dtype.kind not in "biuf" or (
+            values[0] is not None and values[0].dtype.kind not in "biu"):
         return generic
 
     def before(i, p, lo, hi):
         v = keys[i][p]
         if keys[i].dtype.kind == "f" and (np.isnan(v) or v == 0):  # -0.0 < +0.0, NaNs
             return generic(i, p, lo, hi)
-        return [p if j == i else a + int(np.searchsorted(k[a:b], v, "right" if j < i
-                                                         else "left"))
-                for j, (k, a, b) in enumerate(zip(keys, lo, hi, strict=True))]
+        # equal elements of a lower run come first, of a higher one after
+        return [p if j == i else a + _count_before(keys[j], values[j], a, b, v,
+                                                   None if values[i] is None
+                                                   else values[i][p],
+                                                   "right" if j < i else "left")
+                for j, (a, b) in enumerate(zip(lo, hi, strict=True))]
     return before
+
+
+def _count_before(keys, values, a, b, key, value, side):
+    """Elements of ``keys[a:b]`` (sorted; ties sorted by ``values``, where given) before
+    the pivot ``(key, value)``, its equals counted where ``side`` is ``"right"``."""
+    if values is None:
+        return int(np.searchsorted(keys[a:b], key, side))
+    first, last = np.searchsorted(keys[a:b], key, "left"), np.searchsorted(keys[a:b], key,
+                                                                           "right")
+    return int(first + np.searchsorted(values[a + first:a + last], value, side))
 
 
 def _code_searcher(runs, order):

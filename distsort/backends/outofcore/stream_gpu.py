@@ -149,15 +149,6 @@ def to_host(chunk):
     return out
 
 
-def is_pinned(a) -> bool:
-    """Whether the NumPy array ``a`` lies in page-locked memory that CUDA knows."""
-    try:
-        attributes = cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data)
-    except cupy.cuda.runtime.CUDARuntimeError:
-        return False
-    return getattr(attributes, "type", getattr(attributes, "memoryType", 0)) == 1  # host
-
-
 def _fill(dst, pieces):
     """Copy ``pieces`` one after the other into ``dst``: pinned host pieces directly,
     pageable ones through the staging ring (``staging``: a single copy from pageable
@@ -168,7 +159,7 @@ def _fill(dst, pieces):
         n, p = piece.size, piece.ravel()
         if not isinstance(p, np.ndarray):
             dst[off:off + n] = p
-        elif is_pinned(p) and p.flags.c_contiguous:
+        elif hostbacked.is_pinned(p) and p.flags.c_contiguous:
             dst[off:off + n].set(p)
         else:
             with _phase("run_h2d_staged"):
