@@ -298,6 +298,18 @@ def test_module_imports_no_gpu_library():
     assert out.strip() == "[]"
 
 
+def test_the_command_imports_numba_only_where_it_sorts_on_disk():
+    """numba takes a quarter second to import: the command's start (its modules, the
+    disk path's plan) does without it; the disk path's sort imports it."""
+    import subprocess
+    code = ("import sys, distsort.cli.command, distsort.cli.sort, distsort.cli.ondisk; "
+            "print('numba' in sys.modules)")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root).stdout
+    assert out.strip() == "False"
+
+
 def test_a_cluster_that_does_not_close_in_time_has_its_workers_killed():
     """``close_within``: a local cluster whose close outlasts the time given (a nanny
     restarting a worker killed as the cluster closes) has its worker processes killed,
