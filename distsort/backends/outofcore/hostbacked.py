@@ -158,22 +158,19 @@ def is_pinned(a) -> bool:
     return getattr(attributes, "type", getattr(attributes, "memoryType", 0)) == 1  # host
 
 
-#: The header's mark of a chunk spilled as its host copy (:func:`_read_back`).
+#: The header's mark of a chunk spilled as its host copy (:func:`_backed_again`).
 _HOST_BACKED = "distsort-host-backed"
 
 
-def _read_back(header, frames):
-    """A chunk spilled as its host copy, back on the device and backed by the same
-    host copy (the frames), so that it spills for free again: a task that reads an
-    output chunk dask-cuda has spilled (the keys or the values picked from a keyed
-    k-way merge's chunk, a user's later computation) would otherwise hold a plain copy
-    that spills only through pageable memory.  Only page-locked frames (the pinned
+def _backed_again(device, frames):
+    """``device``, a chunk spilled as its host copy and read back from ``frames``,
+    backed by that same host copy again, so that it spills for free again: a task that
+    reads an output chunk dask-cuda has spilled (the keys or the values picked from a
+    keyed k-way merge's chunk, a user's later computation) would otherwise hold a plain
+    copy that spills only through pageable memory.  Only page-locked frames (the pinned
     runs, which live on anyway) are kept: frames read from disk or received from
     another worker are fresh copies, which the chunk would otherwise hold on to."""
-    dtype = np.dtype(header["typestr"])
-    device = cupy.ndarray(header["shape"], dtype, join_frames(frames).data,
-                          strides=header["strides"])
-    pieces = [np.frombuffer(f, np.uint8).view(dtype) for f in frames]
+    pieces = [np.frombuffer(f, np.uint8).view(device.dtype) for f in frames]
     if not device.flags.c_contiguous or not all(is_pinned(p) for p in pieces if p.size):
         return device
     return host_backed(pieces, device)
@@ -189,12 +186,12 @@ def _install():
     cupy_deserialize = dask_deserialize.dispatch(cupy.ndarray)
 
     def deserialize(header, frames):
-        if header.get(_HOST_BACKED):
-            return _read_back(header, frames)
-        if len(frames) == 1:
+        backed = header.get(_HOST_BACKED)
+        if len(frames) == 1 and not backed:
             return cupy_deserialize(header, frames)
-        return cupy.ndarray(header["shape"], header["typestr"], join_frames(frames).data,
-                            strides=header["strides"])
+        device = cupy.ndarray(header["shape"], header["typestr"], join_frames(frames).data,
+                              strides=header["strides"])
+        return _backed_again(device, frames) if backed else device
 
     def serialize(x):
         began = time.perf_counter()
