@@ -17,11 +17,13 @@ order-free 64-bit checksums of the keys and pairs).
     python benchmarks/out_of_core.py --gpus 2 --size 32GiB --chunks 32 --budget 4GB
     python benchmarks/out_of_core.py --dtypes uint64 uint32+uint32 --host-input
     python benchmarks/out_of_core.py --shared-workers 2    # two workers on GPU 0
+    python benchmarks/out_of_core.py --shared-workers 2 --merges network kway
     python benchmarks/out_of_core.py --plot RESULT.json    # the PNG of a saved run
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import sys
 import time
@@ -217,7 +219,7 @@ def one_case(client, args, dtype, seed, budget, workers, first=False):
     x, v = (x.persist(), v.persist() if keyed else None)
     wait([x] + ([v] if keyed else []))
     # NumPy chunks on dask-cuda workers are sorted on their GPUs: no option needed
-    with planning() as plans:
+    with planning(merge=args.merge) as plans:
         out = distsort.sort_by_key(x, v) if keyed else distsort.sort(x)
     ooc = plans[-1].out_of_core
     before = client.run(_stats_push)
@@ -239,7 +241,7 @@ def one_case(client, args, dtype, seed, budget, workers, first=False):
     network = bytes_moved(plan, lengths, per)
     merge = ooc.merge  # the plan's choice (``kway.choose_merge``)
     stage_in = n * per if gpu else 0  # CuPy input taken off the GPU
-    if merge == "kway":  # the merged chunks stay on the device for CuPy output
+    if merge in ("kway", "exchange"):  # the merged chunks stay on the device for CuPy output
         h2d, d2h = kway_bytes_moved(n * per), kway_bytes_moved(n * per) + stage_in
     else:  # the network's output chunks are put back on the device
         h2d, d2h = network + stage_in, network + stage_in
@@ -302,8 +304,9 @@ def plot(path):
     import matplotlib.pyplot as plt
     doc = json.loads(Path(path).read_text())
     rows = [r for r in doc["rows"] if "floor_s" in r]
-    labels = [f"{r['dtype']} {r['bytes'] / 2**30:.0f} GiB\n{r['gpus']} GPU, {r['input']} input"
-              f"\n{_when(r)}" for r in rows]
+    labels = [f"{r['dtype']} {r['bytes'] / 2**30:.0f} GiB\n{r['gpus']} GPU, "
+              f"{r.get('workers', r['gpus'])} workers, {r['input']} input"
+              f"\n{r.get('merge', '')}, {_when(r)}" for r in rows]
     fig, ax = plt.subplots(figsize=(1.8 * len(rows) + 2, 4))
     xs = range(len(rows))
     ax.bar([i - 0.2 for i in xs], [r["seconds"] for r in rows], 0.4, label="distsort")
@@ -332,6 +335,10 @@ def main():
     p.add_argument("--shared-workers", type=int, default=0,
                    help="N workers sharing GPU 0 (distsort.shared_gpu), each with the "
                         "budget as distsort.device-memory-limit, instead of dask-cuda's")
+    p.add_argument("--merges", nargs="+", default=["auto"],
+                   choices=["auto", "kway", "network"],
+                   help="distsort.out-of-core-merge of each case, in turn (kway on "
+                        "several workers: one exchange of slices)")
     p.add_argument("--plot", help="only draw the PNG of this JSON")
     args = p.parse_args()
     if args.plot:
@@ -349,11 +356,13 @@ def main():
         device = next(iter(client.run(_device_name).values()))
         client.get_task_stream(start=time.time())  # starts the stream: the first case's stages
         rows = []
-        for dtype in args.dtypes:
+        for dtype, merge in itertools.product(args.dtypes, args.merges):
+            args.merge = merge
             for run in range(args.warmup + args.runs):
                 row = add_floor(one_case(client, args, dtype, 1000 + run, budget,
                                          args.shared_workers or args.gpus, not rows), bw,
                                 gpus=1 if args.shared_workers else args.gpus)
+                row["merge_option"] = merge
                 row["workers"] = args.shared_workers or args.gpus
                 row["gpus"] = 1 if args.shared_workers else args.gpus
                 row["warmup"] = run < args.warmup
@@ -367,7 +376,7 @@ def main():
                 # saved after every case: kept on a timeout
                 path = driver.save_rows(rows, scenario, f"{args.gpus}x{device}", args.out,
                                         bandwidth=bw, argv=sys.argv[1:])
-                print({k: row[k] for k in ("dtype", "input", "bytes", "seconds", "floor_s",
+                print({k: row[k] for k in ("dtype", "merge", "input", "bytes", "seconds", "floor_s",
                                            "time_over_floor", "checked", "peak_device",
                                            "peak_host_rss", "host_rss_over_data", "stages",
                                            "phases", "pinned", "first_in_worker")},

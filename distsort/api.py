@@ -164,7 +164,8 @@ def _module(meta):
 
 #: The fields of :class:`~distsort.sortplan.SortOptions` that the configuration sets,
 #: and a :func:`planning` block may set instead.
-PLAN_OPTIONS = ("strategy", "exchange", "placement", "group", "engine", "device_memory_limit")
+PLAN_OPTIONS = ("strategy", "exchange", "placement", "group", "engine", "device_memory_limit",
+                "merge")
 #: The :func:`planning` block the current thread is in: ``(options, plans)``, or None.
 _PLANNING: contextvars.ContextVar = contextvars.ContextVar("distsort_planning", default=None)
 
@@ -214,7 +215,7 @@ def _options(gpu, value_bytes, positions, local, in_place=False):
         strategy=config.get("strategy"), exchange=config.get("exchange"),
         placement=config.get("placement"), group=config.get("group"),
         engine=config.get("out-of-core-engine"), device_memory_limit=limit,
-        in_place=in_place)
+        in_place=in_place, merge=config.get("out-of-core-merge"))
     if _PLANNING.get() is not None:  # a planning() block's options, in place of the config's
         options = options._replace(**_PLANNING.get()[0])
     for key, value, allowed in (("exchange", options.exchange, EXCHANGES),
@@ -382,12 +383,14 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     reads, sources = _inputs_read(keys, values, plan, view)
     # One whole chunk into one, keys or argsort's positions: one task per output.
     single = values is None and one_chunk(plan, keys.chunks[0], plan.local)
-    if ooc is not None and ooc.merge == "kway":  # keys alone: the merged chunks are the output's
+    kway = ooc is not None and ooc.merge in ("kway", "exchange")
+    if kway:  # keys alone: the merged chunks are the output's
         from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(
             graph, keys.name, vname, plan.chunks, backend, order, positions,
             ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
-            name=None if order.keyed else "distsort-sort-" + graph.token)
+            name=None if order.keyed else "distsort-sort-" + graph.token,
+            perm=ooc.perm if ooc.merge == "exchange" else None)
     elif single:
         sorted_keys = None
     else:
@@ -404,7 +407,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
                                args)
         elif ooc is None:
             finish_layer(out, name, sorted_keys, func, *args)
-        elif ooc.merge == "kway":
+        elif kway:
             if name not in out.layers:  # keys alone: the merge's own layer
                 from .backends.outofcore.hostruns import pick
                 from .outofcore_graph import pick_layer

@@ -11,13 +11,16 @@ its measured figures: ``docs/out_of_core.md``.
    copy), and copied back to pinned host memory: the network's first
    ``L (L + 1) / 2`` rounds (``L = log2 G``) on resident data, for one trip each way.
 2. *One k-way merge between runs* (``distsort.kway``), where its cost model says so
-   (``kway.choose_merge``: one worker, and slices that are not tiny).  Each output chunk
+   (``kway.choose_merge``: slices that are not tiny).  Each output chunk
    is one task: the co-ranks of its segments' ends in the ``R = ceil(C / G)`` runs
    (a k-way binary search in host memory, one task for all chunks before any merge),
    then each segment's ``R`` slices copied to the GPU, sorted there as one by CUB's
    radix sort on the order codes, and copied back (and kept on the device for CuPy
-   output), two segments in flight on two streams.
-3. *Otherwise the network between runs* (tiny budgets, runs on several workers): the
+   output), two segments in flight on two streams.  Runs on several workers (each forms
+   the runs of the chunks it holds) find the co-ranks from samples and windows, small
+   messages, and send each output chunk's slices once to the worker that merges it
+   (``outofcore_graph.exchange_layers``).
+3. *Otherwise the network between runs* (tiny budgets): the
    bitonic network on the runs (``distsort.plan.plan_network``), where a compare-split
    of two host runs is a binary search for the crossing count in host memory and two
    merges that stream through the GPU in segments.

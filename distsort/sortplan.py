@@ -48,7 +48,7 @@ from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, loca
 from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
 from .clusterview import ClusterView
 
-__all__ = ["STRATEGIES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
+__all__ = ["STRATEGIES", "MERGES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
            "one_device_bytes", "resident_bytes", "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR",
            "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks"]
@@ -81,8 +81,9 @@ class SortOptions(NamedTuple):
     positions, 0 for keys alone).  ``in_place``: keys alone whose radix sort takes one
     buffer beside them (``gpu.local_sort.sorts_in_place``).  The rest are the
     Dask config values ``distsort.strategy``, ``distsort.exchange``,
-    ``distsort.placement``, ``distsort.group``, ``distsort.out-of-core-engine`` and
-    ``distsort.device-memory-limit`` (bytes, None: unset).
+    ``distsort.placement``, ``distsort.group``, ``distsort.out-of-core-engine``,
+    ``distsort.out-of-core-merge`` (``merge``) and ``distsort.device-memory-limit``
+    (bytes, None: unset).
     """
 
     gpu: bool = False
@@ -96,6 +97,11 @@ class SortOptions(NamedTuple):
     engine: str = "auto"
     device_memory_limit: int | None = None
     in_place: bool = False
+    merge: str = "auto"
+
+
+#: Values of ``distsort.out-of-core-merge``.
+MERGES = ("auto", "kway", "network")
 
 
 class OutOfCore(NamedTuple):
@@ -103,7 +109,8 @@ class OutOfCore(NamedTuple):
     ``budget``, the runs' ``plan``, ``perm`` (chunks grouped by the worker holding
     them, or None), ``stage`` (CuPy chunks taken off the GPU first by tasks of their
     own), ``held`` (persisted chunks read where they are held: ``distsort.held``) and
-    ``merge`` between the runs: ``"kway"`` (one pass) or ``"network"``
+    ``merge`` between the runs: ``"kway"`` (one pass), ``"exchange"`` (one pass over
+    runs on several workers, which exchange slices once) or ``"network"``
     (``distsort.kway.choose_merge``)."""
 
     engine: str
@@ -155,7 +162,7 @@ class SortPlan(NamedTuple):
         """
         ooc = self.out_of_core
         if ooc is not None:
-            return 0 if ooc.merge == "kway" else len(ooc.plan.rounds)
+            return 0 if ooc.merge in ("kway", "exchange") else len(ooc.plan.rounds)
         if self.strategy == "one-device":
             return 0
         return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))
@@ -413,8 +420,12 @@ def _plan_out_of_core(chunks, itemsize, view, options):
                 and (view.value_owners is None or None not in view.value_owners))
     lengths = run_lengths(regular, plan.run_chunks)
     picked = n * element if gpu and options.value_bytes else 0  # keyed CuPy output
-    merge = choose_merge(lengths, element, budget, bytes_moved(plan, lengths, element),
-                         workers=len(view.hosts or [None]), picked_bytes=picked)
+    merge = options.merge
+    if merge == "auto" or len(lengths) <= 1:
+        merge = choose_merge(lengths, element, budget, bytes_moved(plan, lengths, element),
+                             workers=len(view.hosts or [None]), picked_bytes=picked)
+    elif merge == "kway" and perm is not None:  # runs on several workers
+        merge = "exchange"
     return OutOfCore(engine, budget, plan, perm, gpu, held, merge), regular
 
 
@@ -534,6 +545,9 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
     """
     chunks = tuple(map(int, chunks))
     options = SortOptions() if options is None else options
+    if options.merge not in MERGES:
+        raise ValueError(f"distsort.out-of-core-merge must be one of {MERGES}, "
+                         f"got {options.merge!r}")
     if options.strategy not in ("auto",) + STRATEGIES:
         raise ValueError(f"distsort.strategy must be one of {('auto',) + STRATEGIES}, "
                          f"got {options.strategy!r}")

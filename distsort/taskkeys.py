@@ -49,6 +49,16 @@ READS_HELD = ("distsort-stagek-", "distsort-stagev-", "distsort-group-")
 #: CPU workers: a whole 256 MiB chunk sent in 3 of 3 runs).  The restriction is set
 #: again each time the chunk is computed, so a lost worker's summaries follow the chunk.
 STAYS = ("distsort-verify-summary-", "distsort-verify-input-", "distsort-verify-output-")
+#: Tasks of several chunk positions, which follow no dependency of their own index: a
+#: run (the scheduler places it where most of its staged chunks are).  A run that
+#: followed the stage of its own index had another worker's staged chunks sent to it.
+RUNS = ("distsort-run-",)
+#: Slices of runs, keyed ``(name, output chunk, run)``: each is taken where its run is.
+SLICES = ("distsort-kway-slice-",)
+#: Single tasks that gather small results from every run: their index 0 is no position,
+#: and no dependent follows them (a run's windows that followed the pivots would have had
+#: the whole run sent to the pivots' worker).
+GATHERED = ("distsort-kway-pivots-", "distsort-kway-splitters-", "distsort-kway-cuts-")
 #: Lazy input read by distsort's own tasks (the command's files): chunk ``i`` of ``c``
 #: is read on worker ``i * W // c``, so that the network's neighbours start together.
 LAID_OUT = ("distsort-read-",)
@@ -124,12 +134,25 @@ def keeps(dependent_key, key) -> bool:
     (True, False)
     >>> keeps(("distsort-part-r01-t", 3), ("distsort-regroup-r01-t", 0))
     True
+    >>> keeps(("distsort-run-t", 1), ("distsort-stagek-t", 1))  # ``RUNS``
+    False
+    >>> keeps(("distsort-kway-windows-t", 0), ("distsort-kway-pivots-t", 0))
+    False
+    >>> keeps(("distsort-kway-windows-t", 0), ("distsort-run-t", 0))
+    True
+    >>> keeps(("distsort-kway-slice-t", 4, 1), ("distsort-run-t", 1))  # ``SLICES``
+    True
     """
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False
+    if str(dependent_key[0]).startswith(SLICES):
+        return (len(dependent_key) == KEY_LEN + 1 and len(key) == KEY_LEN
+                and str(key[0]).startswith(RUNS) and key[1] == dependent_key[2])
     if len(dependent_key) != KEY_LEN or len(key) != KEY_LEN:
         return False
     name = str(dependent_key[0])
+    if name.startswith(RUNS) or str(key[0]).startswith(GATHERED):
+        return False
     return name.startswith(READS_INPUT) or (dependent_key[1] == key[1]
                                             and name.startswith("distsort-"))
 

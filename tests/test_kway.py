@@ -1,6 +1,7 @@
 """The k-way merge of out-of-core runs: splitters and segments on integers against
 brute force, the host runs' searches, the cost model, and whole sorts through the
-k-way layers under a tiny budget on every dtype (NumPy engine)."""
+k-way layers under a tiny budget on every dtype (NumPy engine), on one worker and
+with runs on two workers that exchange slices."""
 import itertools
 
 import dask
@@ -10,10 +11,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import distsort
+import distsort.api
 from distsort import sortplan
 from distsort.backends import Order
 from distsort.backends.outofcore import hostruns, runs
-from distsort.kway import choose_merge, co_ranks, searcher, segment_bounds
+from distsort import kway, outofcore_graph
+from distsort.kway import brackets, choose_merge, co_ranks, searcher, segment_bounds
 
 from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, random_keys,
                     stable_argsort)
@@ -38,6 +41,62 @@ def test_co_ranks_clip_out_of_range_ranks():
     assert co_ranks((2, 1), -5, searcher(runs)) == (0, 0)
     assert co_ranks((2, 1), 99, searcher(runs)) == (2, 1)
     assert co_ranks((), 0, searcher([])) == ()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 6), max_size=25).map(sorted).map(tuple),
+                          st.integers(1, 4)), min_size=1, max_size=6))
+def test_brackets_hold_each_rank_between_two_samples_near_it(runs_steps):
+    """The samples ``brackets`` picks for a rank have ranks on either side of it
+    (counted by brute force in the stable merge), within ``2 * sum(steps) + max(steps)``
+    of each other: the windows the exact search of several workers reads."""
+    runs = [r for r, _ in runs_steps]
+    steps = [s for _, s in runs_steps]
+    lengths = [len(r) for r in runs]
+    samples = sorted((r[p], j, p) for j, (r, s) in enumerate(zip(runs, steps, strict=True))
+                     for p in range(s - 1, len(r), s))
+    merged = [j for _, j, _ in samples]
+    total = sum(lengths)
+
+    def rank(handle, missing):
+        if handle is None:
+            return missing
+        j, p = handle
+        return sum(searcher(runs)(j, p, [0] * len(runs), lengths))
+    ranks = list(range(total + 1))
+    for r, (low, high) in zip(ranks, brackets(lengths, steps, merged, ranks), strict=True):
+        assert low is None or (runs[low[0]][low[1]], low[0], low[1]) in samples
+        lo, hi = rank(low, 0), rank(high, total)
+        assert lo <= r <= hi
+        assert hi - lo <= 2 * sum(steps) + max(steps)
+
+
+@pytest.mark.parametrize("order", ORDERS, ids=repr)
+@pytest.mark.parametrize("dtype", ["float32", "int16", "uint8", "float64", "bool"])
+@pytest.mark.parametrize("samples_per_run", [3, 1 << 16])
+def test_splitters_of_several_workers_equal_the_co_ranks_of_one(monkeypatch, order, dtype,
+                                                                samples_per_run):
+    """Samples, pivots, windows, splitters (``outofcore_graph.exchange_*``: what runs on
+    several workers find with small messages) give the co-ranks that one worker's search
+    of all the runs gives, for every output chunk's end."""
+    monkeypatch.setattr(kway, "SAMPLES_PER_RUN", samples_per_run)
+    rng = np.random.default_rng(samples_per_run + len(dtype))
+    engine = hostruns.HostRuns()
+    made = []
+    for n in (37, 0, 50, 50, 11):
+        k = random_keys(rng, n, dtype, duplicates=True)
+        v = rng.integers(-3, 3, n).astype(np.int32) if order.keyed else None
+        made.append(engine.make_run([k], None if v is None else [v], order))
+    lengths = tuple(runs.length(r) for r in made)
+    ends = (0, 1, 17, 60, 61, 120, sum(lengths) - 1)
+    steps = tuple(kway.sample_step(n) for n in lengths)
+    samples = [hostruns.run_sample(r, s) for r, s in zip(made, steps, strict=True)]
+    pivots = outofcore_graph.exchange_pivots(lengths, steps, ends, order, samples)
+    windows = [outofcore_graph.run_windows(r, j, order, pivots) for j, r in enumerate(made)]
+    cuts = outofcore_graph.exchange_splitters(lengths, ends, order, windows)
+    before = hostruns.run_searcher(made, order)
+    want = [co_ranks(lengths, e, before) for e in ends]
+    assert cuts == [(0,) * len(made), *want, lengths]
 
 
 @settings(max_examples=80, deadline=None)
@@ -101,6 +160,8 @@ def test_host_run_searcher_equals_the_reference_on_codes(sizes, order, dtype, se
 
 # ---------------------------------------------------------------- the cost model
 def test_cost_model_prefers_one_pass_and_keeps_the_network_for_tiny_budgets():
+    """One k-way pass (an exchange of slices where the runs are on several workers)
+    unless the budget is so small that its slices are a few elements."""
     from distsort.outofcore import bytes_moved, plan_out_of_core, run_lengths
 
     def choice(chunks, itemsize, budget, workers=1):
@@ -113,7 +174,8 @@ def test_cost_model_prefers_one_pass_and_keeps_the_network_for_tiny_budgets():
     assert choice((2**28,) * 24, 4, 4 * 10**9) == "kway"
     assert choice((2**27,) * 16, 16, 4 * 10**9) == "kway"  # argsort-sized elements
     assert choice((64,) * 16, 4, 1000) == "network"  # slices of a few elements
-    assert choice((2**28,) * 16, 4, 4 * 10**9, workers=2) == "network"
+    assert choice((2**28,) * 16, 4, 4 * 10**9, workers=2) == "exchange"  # runs on two
+    assert choice((64,) * 16, 4, 1000, workers=2) == "network"
     assert choice((10,) * 4, 4, 10**6) == "network"  # one run: nothing to merge
     # keyed CuPy output picked from the merged chunks on the device: each pick may copy
     # its spilled chunk back from pinned memory, at the link's speed
@@ -277,3 +339,88 @@ def test_gpu_engine_kway_equals_the_in_memory_path(kway_always, dtype, host_inpu
     _assert_equal_bits(got[2], stable_argsort(x, descending=True))
     for g, w in zip(got, want, strict=True):
         _assert_equal_bits(g, w)
+
+
+# ---------------------------------------------------------------- runs on two workers
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint16", "float16"])
+def test_runs_on_two_workers_exchange_slices_once_and_equal_numpy(cluster_client, dtype):
+    """``distsort.out-of-core-merge: kway`` on two workers: each forms the runs of the
+    chunks it holds, and the k-way merge takes its splitters from samples and windows
+    and each output chunk's slices from both (``exchange``); sorts, argsorts and stable
+    keyed sorts equal NumPy's bit for bit."""
+    from distributed import wait
+
+    from distsort.locality import chunk_owners
+    rng = np.random.default_rng(len(dtype))
+    n, chunk = 3001, 200
+    x = random_keys(rng, n, dtype, duplicates=True)
+    values = rng.integers(-2**40, 2**40, n)
+    workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
+    xd, vd = (cluster_client.persist(da.from_array(a, chunks=chunk)) for a in (x, values))
+    k = x.dtype.itemsize
+    cases = [
+        (lambda: distsort.sort(xd), k, lambda g: assert_sorted_like_numpy(g, x)),
+        (lambda: distsort.sort(xd, descending=True), k,
+         lambda g: assert_sorted_like_numpy(g, x, descending=True)),
+        (lambda: distsort.argsort(xd), k + 8,
+         lambda g: _assert_equal_bits(g, stable_argsort(x))),
+        (lambda: distsort.sort_by_key(xd, vd, descending=True, stable=True)[1], k + 8,
+         lambda g: _assert_equal_bits(g, values[stable_argsort(x, descending=True)])),
+    ]
+    with cluster_client.as_current():
+        wait([xd, vd])
+        assert len(set(chunk_owners(xd.__dask_keys__(), cluster_client))) == len(workers)
+        for fn, itemsize, check in cases:
+            with distsort.api.planning(device_memory_limit=_budget(chunk, itemsize),
+                                       engine="cpu", merge="kway") as plans:
+                out = fn()
+            assert [p.out_of_core.merge for p in plans] == ["exchange"] * len(plans)
+            layers = set(out.dask.layers)
+            assert any(name.startswith("distsort-kway-slice-") for name in layers)
+            check(cluster_client.compute(out).result())
+
+
+def test_the_merge_option_is_checked_and_chosen_by_the_plan():
+    x = da.from_array(np.arange(1000.0)[::-1], chunks=100)
+    with (pytest.raises(ValueError, match="out-of-core-merge must be one of"),
+          distsort.api.planning(device_memory_limit=2000, engine="cpu", merge="fast")):
+        distsort.sort(x)
+    for merge in ("kway", "network"):  # one process: the k-way merge of one worker
+        with distsort.api.planning(device_memory_limit=2000, engine="cpu",
+                                   merge=merge) as plans:
+            s = distsort.sort(x)
+        assert plans[0].out_of_core.merge == merge
+        assert np.array_equal(s.compute(scheduler="sync"), np.arange(1000.0))
+
+
+def _received(dask_worker):
+    """The names of the keys this worker received from others."""
+    from distributed.utils import key_split
+    return sorted({key_split(k) for entry in dask_worker.transfer_incoming_log
+                   for k in entry["keys"]})
+
+
+def test_runs_on_two_workers_send_slices_and_small_results_only(cluster_client):
+    """Between the two workers go the output chunks' slices and the splitters' small
+    messages: no staged chunk, no run (each forms where its chunks are, and its sample
+    and windows are taken where it is)."""
+    from distributed import wait
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(6000)
+    workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
+    parts = [cluster_client.persist(da.from_array(x[i:i + 500], chunks=500),
+                                    workers=[workers[(i // 500) % 2]])
+             for i in range(0, 6000, 500)]
+    with cluster_client.as_current():
+        xd = cluster_client.persist(da.concatenate(parts))
+        wait(xd)
+        cluster_client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+        with distsort.api.planning(device_memory_limit=_budget(500, 8), engine="cpu",
+                                   merge="kway") as plans:
+            s = distsort.sort(xd)
+        assert plans[0].out_of_core.merge == "exchange"
+        got = cluster_client.compute(s, sync=True)
+        received = set().union(*cluster_client.run(_received).values())
+    assert np.array_equal(got, np.sort(x))
+    assert "distsort-kway-slice" in received
+    assert not {n for n in received if n.startswith(("distsort-run", "distsort-stage"))}

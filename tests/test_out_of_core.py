@@ -367,7 +367,9 @@ def test_pinned_pool_makes_no_more_spares_than_a_sort_expects():
 
 def test_runs_form_where_persisted_chunks_live(cluster_client):
     """Chunks persisted on two workers: each run takes chunks of one worker (argsort's
-    positions still the original ones), and the result equals NumPy's."""
+    positions still the original ones) and forms where its chunks are (runs of four
+    chunks, eight on each worker: no input chunk goes to the other worker), and the
+    result equals NumPy's."""
     from distributed import wait
 
     from distsort.locality import chunk_owners
@@ -385,8 +387,12 @@ def test_runs_form_where_persisted_chunks_live(cluster_client):
         assert owners == [workers[i % 2] for i in range(16)]
         perm = group_by_owner(owners)
         assert [owners[i] for i in perm[:8]] == [workers[0]] * 8
-        with dask.config.set({"distsort.device-memory-limit": _budget(1000, 16)}):
+        cluster_client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+        with dask.config.set({"distsort.device-memory-limit": _budget(1000, 8, runs_of=4)}):
             s, a = distsort.sort(xd), distsort.argsort(xd)
             got_s, got_a = cluster_client.compute([s, a], sync=True)
+        received = cluster_client.run(lambda dask_worker: [
+            k for entry in dask_worker.transfer_incoming_log for k in entry["keys"]])
+    assert not set(xd.__dask_keys__()) & {k for keys in received.values() for k in keys}
     assert np.array_equal(got_s, np.sort(x))
     assert np.array_equal(got_a, np.argsort(x, kind="stable"))

@@ -171,8 +171,10 @@ def ooc_budget(chunk, itemsize):
     return int(3 * chunk * itemsize / 0.85) + 1
 
 
-def test_out_of_core_two_workers(client):
-    """Device budgets far below the data: the out-of-core merge on both workers."""
+@pytest.mark.parametrize("merge", ["network", "kway"])
+def test_out_of_core_two_workers(client, merge):
+    """Device budgets far below the data: the out-of-core merge on both workers, by
+    the network between runs or by the k-way merge with one exchange of slices."""
     rng = np.random.default_rng()
     chunk, count = 20_000, 8
     n = chunk * count
@@ -185,9 +187,12 @@ def test_out_of_core_two_workers(client):
              (6, lambda: list(distsort.sort_by_key(dx, dv, verify=True)),
               list(sort_by_key_reference(x, v)))]
     for itemsize, make, want in cases:
-        with dask.config.set({"distsort.device-memory-limit": ooc_budget(chunk, itemsize)}):
+        with dask.config.set({"distsort.device-memory-limit": ooc_budget(chunk, itemsize),
+                              "distsort.out-of-core-merge": merge}):
             outs = make()
         assert any(name.startswith("distsort-run-") for name in outs[0].dask.layers)
+        assert any(name.startswith("distsort-kway-slice-") for name in outs[0].dask.layers
+                   ) == (merge == "kway")
         got = client.compute(outs, sync=True)
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(cupy.asnumpy(g), w, equal_nan=True)

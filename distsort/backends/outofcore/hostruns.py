@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import dask_cuda_store
-from ...chunk import length, parts, split_high, split_low
+from ...chunk import length, make_chunk as make_run, parts, split_high, split_low
 from ...chunk import slice_chunk as slice_run
 from ...order import encode
 from ..cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
@@ -111,7 +111,9 @@ def run_searcher(runs, order):
     each run where the order is that of the keys themselves (ascending keys, a pivot
     that is no float zero or NaN), then, where there are values of integers, in the
     values of the pivot's equal keys; else the binary searches of every run in one step
-    at a time on the codes (one NumPy call per step for all runs).
+    at a time on the codes (one NumPy call per step for all runs).  Runs that are not
+    aligned (slices received from another worker may not be) take the second way:
+    ``numpy.searchsorted`` copies an unaligned array whole on every call.
 
     >>> from distsort.backends import Order
     >>> from distsort.kway import co_ranks
@@ -126,7 +128,8 @@ def run_searcher(runs, order):
     keys = [parts(r)[0] for r in runs]
     values = [parts(r)[1] for r in runs]
     if order.descending or keys[0].dtype.kind not in "biuf" or (
-            values[0] is not None and values[0].dtype.kind not in "biu"):
+            values[0] is not None and values[0].dtype.kind not in "biu") or not all(
+            a.flags.aligned for a in keys + values if a is not None):
         return generic
 
     def before(i, p, lo, hi):
@@ -169,6 +172,80 @@ def _code_searcher(runs, order):
             a[act[go]] = mid[go] + 1
             b[act[~go]] = mid[~go]
     return before
+
+
+def run_sample(run, step):
+    """The elements of ``run`` at ``step - 1, 2 * step - 1, ...``, copied
+    (``distsort.kway.brackets``).
+
+    >>> run_sample(np.arange(10), 3).tolist()
+    [2, 5, 8]
+    """
+    keys, values = parts(run)
+    at = slice(step - 1, None, step)
+    return make_run(keys[at].copy(), None if values is None else values[at].copy())
+
+
+def merge_samples(samples, order):
+    """The samples of every run in the order of their merge (ties: the lower run,
+    then the position): ``(runs, at)``, the run of each and its place in the
+    concatenation of ``samples``.
+
+    >>> from distsort.backends import Order
+    >>> merge_samples([np.array([3., 7.]), np.array([np.nan, 3.])], Order())
+    (array([0, 1, 0, 1]), array([0, 3, 1, 2]))
+    """
+    runs = np.concatenate([np.full(length(s), j, np.int64) for j, s in enumerate(samples)])
+    pos = np.concatenate([np.arange(length(s), dtype=np.int64) for s in samples])
+    codes = probe_codes(*_joined(samples), order)
+    codes = codes if isinstance(codes, tuple) else (codes,)
+    at = np.lexsort((pos, runs, *reversed(codes)))
+    return runs[at], at
+
+
+def _joined(pieces):
+    """``(keys, values or None)`` of ``pieces`` one after the other."""
+    keys = np.concatenate([parts(p)[0] for p in pieces])
+    if parts(pieces[0])[1] is None:
+        return keys, None
+    return keys, np.concatenate([parts(p)[1] for p in pieces])
+
+
+def count_before(run, j, pivots, order):
+    """For each of ``pivots`` (``(i, p, element)``: element ``p`` of run ``i``, a run
+    of one element), how many elements of ``run``, run ``j`` of the merge, come before
+    it: its equals where ``j < i``.  The binary searches of all pivots go in lock step
+    on the order codes.
+
+    >>> from distsort.backends import Order
+    >>> run = np.array([1, 3, 3, 5])
+    >>> count_before(run, 1, [(0, 9, np.array([3])), (2, 0, np.array([3])),
+    ...                       (1, 2, np.array([3]))], Order()).tolist()
+    [1, 3, 2]
+    """
+    which = np.array([i for i, _, _ in pivots], np.int64)
+    out = np.array([p for _, p, _ in pivots], np.int64)
+    other = np.flatnonzero(which != j)
+    if not other.size:
+        return out
+    pivot = probe_codes(*_joined([pivots[n][2] for n in other]), order)
+    lower = j < which[other]  # equal elements of a lower run come first
+    a = np.zeros(other.size, np.int64)
+    b = np.full(other.size, length(run), np.int64)
+    keys, values = parts(run)
+    while True:
+        act = np.flatnonzero(a < b)
+        if not act.size:
+            break
+        mid = (a[act] + b[act]) // 2
+        probe = probe_codes(keys[mid], None if values is None else values[mid], order)
+        cmp = _compare(probe, tuple(c[act] for c in pivot) if isinstance(pivot, tuple)
+                       else pivot[act])
+        go = (cmp < 0) | ((cmp == 0) & lower[act])
+        a[act[go]] = mid[go] + 1
+        b[act[~go]] = mid[~go]
+    out[other] = a
+    return out
 
 
 def pick(chunk, part):
