@@ -240,8 +240,9 @@ def merge_slices(backend, size, order, like_gpu, slices):
     from .kway import KWAY_FRACTION, co_ranks, segment_bounds
     began = time.perf_counter()
     lengths = [length(s) for s in slices]
-    if sum(lengths) != size:
-        raise AssertionError(f"slices of {sum(lengths)} elements for a chunk of {size}")
+    if sum(lengths) != size:  # the splitters and the chunking disagree: never silently
+        raise RuntimeError(f"distsort internal error: slices of {sum(lengths)} elements "
+                           f"for an output chunk of {size}")
     before = run_searcher(slices, order)
     segment = backend.kway_segment(slices[0], size, like_gpu, KWAY_FRACTION)
     cuts, last = [], None

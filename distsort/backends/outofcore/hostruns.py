@@ -158,20 +158,30 @@ def _count_before(keys, values, a, b, key, value, side):
 def _code_searcher(runs, order):
     """``run_searcher`` on the order codes, for every order."""
     def before(i, p, lo, hi):
-        pivot = probe_codes(*_gather(runs, [i], [p]), order)
+        pivot = probe_codes(*_gather(runs, [i] * len(runs), [p] * len(runs)), order)
         a, b = np.array(lo, np.int64), np.array(hi, np.int64)
         a[i] = b[i] = p
         lower = np.arange(len(runs)) < i  # equal elements of lower runs come first
-        while True:
-            act = np.flatnonzero(a < b)
-            if not act.size:
-                return a.tolist()
-            mid = (a[act] + b[act]) // 2
-            cmp = _compare(probe_codes(*_gather(runs, act, mid), order), pivot)
-            go = (cmp < 0) | ((cmp == 0) & lower[act])
-            a[act[go]] = mid[go] + 1
-            b[act[~go]] = mid[~go]
+        return _search_codes(lambda act, mid: probe_codes(*_gather(runs, act, mid), order),
+                             pivot, a, b, lower).tolist()
     return before
+
+
+def _search_codes(probe, pivots, a, b, lower):
+    """Binary searches in lock step, one per pivot: search ``n`` narrows ``[a[n], b[n])``
+    to the first element not before ``pivots`` entry ``n`` (order codes, or tuples of
+    them), its equals counted before where ``lower[n]``.  ``probe(act, mid)``: the codes
+    of element ``mid[m]`` of search ``act[m]``.  Returns ``a``."""
+    while True:
+        act = np.flatnonzero(a < b)
+        if not act.size:
+            return a
+        mid = (a[act] + b[act]) // 2
+        cmp = _compare(probe(act, mid), tuple(c[act] for c in pivots)
+                       if isinstance(pivots, tuple) else pivots[act])
+        go = (cmp < 0) | ((cmp == 0) & lower[act])
+        a[act[go]] = mid[go] + 1
+        b[act[~go]] = mid[~go]
 
 
 def run_sample(run, step):
@@ -228,23 +238,13 @@ def count_before(run, j, pivots, order):
     other = np.flatnonzero(which != j)
     if not other.size:
         return out
-    pivot = probe_codes(*_joined([pivots[n][2] for n in other]), order)
-    lower = j < which[other]  # equal elements of a lower run come first
-    a = np.zeros(other.size, np.int64)
-    b = np.full(other.size, length(run), np.int64)
     keys, values = parts(run)
-    while True:
-        act = np.flatnonzero(a < b)
-        if not act.size:
-            break
-        mid = (a[act] + b[act]) // 2
-        probe = probe_codes(keys[mid], None if values is None else values[mid], order)
-        cmp = _compare(probe, tuple(c[act] for c in pivot) if isinstance(pivot, tuple)
-                       else pivot[act])
-        go = (cmp < 0) | ((cmp == 0) & lower[act])
-        a[act[go]] = mid[go] + 1
-        b[act[~go]] = mid[~go]
-    out[other] = a
+    out[other] = _search_codes(
+        lambda act, mid: probe_codes(keys[mid], None if values is None else values[mid],
+                                     order),
+        probe_codes(*_joined([pivots[n][2] for n in other]), order),
+        np.zeros(other.size, np.int64), np.full(other.size, length(run), np.int64),
+        j < which[other])  # equal elements of a lower run come first
     return out
 
 
