@@ -381,6 +381,8 @@ def test_runs_on_two_workers_exchange_slices_once_and_equal_numpy(cluster_client
 
 
 def test_the_merge_option_is_checked_and_chosen_by_the_plan():
+    """``distsort.out-of-core-merge`` refuses unknown values and, on one process, gives
+    the plan the merge asked for (the k-way merge of one worker, not the exchange)."""
     x = da.from_array(np.arange(1000.0)[::-1], chunks=100)
     with (pytest.raises(ValueError, match="out-of-core-merge must be one of"),
           distsort.api.planning(device_memory_limit=2000, engine="cpu", merge="fast")):
