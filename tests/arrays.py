@@ -133,3 +133,26 @@ def brute_co_ranks(runs, rank):
     for _, j, _ in merged[:rank]:
         taken[j] += 1
     return tuple(taken)
+
+
+def persisted_on_two_workers(client, x, chunk):
+    """``x`` as a Dask array of ``chunk``-element chunks persisted on ``client``'s
+    cluster, chunk ``i`` on worker ``i % 2`` (workers by address); and those workers."""
+    import dask.array as da
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    parts = [client.persist(da.from_array(x[i:i + chunk], chunks=chunk),
+                            workers=[workers[(i // chunk) % 2]])
+             for i in range(0, len(x), chunk)]
+    return client.persist(da.concatenate(parts)), workers
+
+
+def forget_transfers(client):
+    """Empty every worker's log of the keys it received from others."""
+    client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+
+
+def received_keys(client):
+    """The keys the workers received from one another since :func:`forget_transfers`."""
+    logs = client.run(lambda dask_worker: [k for entry in dask_worker.transfer_incoming_log
+                                           for k in entry["keys"]])
+    return {k for keys in logs.values() for k in keys}

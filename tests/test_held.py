@@ -12,6 +12,8 @@ import distsort
 from distsort.held import host_view, peek
 from distsort.taskkeys import HOLDER, Held, held_keys
 
+from arrays import persisted_on_two_workers
+
 
 class Spilled:
     """What dask-cuda keeps in host memory for a spilled CuPy array."""
@@ -99,14 +101,6 @@ def held_path(monkeypatch):
         yield
 
 
-def _persisted_on_two_workers(client, x, chunk):
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
-    parts = [client.persist(da.from_array(x[i:i + chunk], chunks=chunk),
-                            workers=[workers[(i // chunk) % 2]])
-             for i in range(0, len(x), chunk)]
-    return client.persist(da.concatenate(parts)), workers
-
-
 def _holder_state(dask_scheduler=None):
     cs = dask_scheduler.clients.get(HOLDER)
     plugin = dask_scheduler.plugins["distsort-keep-chunks-in-place"]
@@ -119,7 +113,7 @@ def test_stage_tasks_read_held_chunks_on_their_holders(cluster_client, held_path
     rng = np.random.default_rng(5)
     x = rng.standard_normal(16_000)
     with cluster_client.as_current():
-        xd, workers = _persisted_on_two_workers(cluster_client, x, 1000)
+        xd, workers = persisted_on_two_workers(cluster_client, x, 1000)
         wait(xd)
         s, a = distsort.sort(xd), distsort.argsort(xd)
         tasks = convert_legacy_graph(dict(s.__dask_graph__()))

@@ -18,7 +18,8 @@ from distsort.backends.outofcore import hostruns, runs
 from distsort import kway, outofcore_graph
 from distsort.kway import brackets, choose_merge, co_ranks, searcher, segment_bounds
 
-from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, random_keys,
+from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, forget_transfers,
+                    persisted_on_two_workers, random_keys, received_keys,
                     stable_argsort)
 
 ORDERS = [Order(), Order(descending=True), Order(keyed=True),
@@ -214,6 +215,17 @@ def _assert_equal_bits(got, want):
     assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
 
 
+def _sorts_and_argsort(x, xd):
+    """``(make, bytes per element, check)`` of the sort of ``xd`` (a Dask array of
+    ``x``) in both orders and its argsort, checked against NumPy."""
+    k = x.dtype.itemsize
+    return [(lambda: distsort.sort(xd), k, lambda g: assert_sorted_like_numpy(g, x)),
+            (lambda: distsort.sort(xd, descending=True), k,
+             lambda g: assert_sorted_like_numpy(g, x, descending=True)),
+            (lambda: distsort.argsort(xd), k + 8,
+             lambda g: _assert_equal_bits(g, stable_argsort(x)))]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,chunk,runs_of", [(777, 50, 3), (10, 3, 1)])
 def test_kway_sorts_equal_numpy_bit_for_bit(kway_always, dtype, n, chunk, runs_of):
@@ -226,11 +238,7 @@ def test_kway_sorts_equal_numpy_bit_for_bit(kway_always, dtype, n, chunk, runs_o
     xd, vd, wd = (da.from_array(a, chunks=chunk) for a in (x, values, wide))
     k = x.dtype.itemsize
     cases = [
-        (lambda: distsort.sort(xd), k, lambda g: assert_sorted_like_numpy(g, x)),
-        (lambda: distsort.sort(xd, descending=True), k,
-         lambda g: assert_sorted_like_numpy(g, x, descending=True)),
-        (lambda: distsort.argsort(xd), k + 8,
-         lambda g: _assert_equal_bits(g, stable_argsort(x))),
+        *_sorts_and_argsort(x, xd),
         (lambda: distsort.argsort(xd, descending=True), k + 8,
          lambda g: _assert_equal_bits(g, stable_argsort(x, descending=True))),
         (lambda: distsort.sort_by_key(xd, vd, stable=True)[1], k + 8,
@@ -359,11 +367,7 @@ def test_runs_on_two_workers_exchange_slices_once_and_equal_numpy(cluster_client
     xd, vd = (cluster_client.persist(da.from_array(a, chunks=chunk)) for a in (x, values))
     k = x.dtype.itemsize
     cases = [
-        (lambda: distsort.sort(xd), k, lambda g: assert_sorted_like_numpy(g, x)),
-        (lambda: distsort.sort(xd, descending=True), k,
-         lambda g: assert_sorted_like_numpy(g, x, descending=True)),
-        (lambda: distsort.argsort(xd), k + 8,
-         lambda g: _assert_equal_bits(g, stable_argsort(x))),
+        *_sorts_and_argsort(x, xd),
         (lambda: distsort.sort_by_key(xd, vd, descending=True, stable=True)[1], k + 8,
          lambda g: _assert_equal_bits(g, values[stable_argsort(x, descending=True)])),
     ]
@@ -395,34 +399,24 @@ def test_the_merge_option_is_checked_and_chosen_by_the_plan():
         assert np.array_equal(s.compute(scheduler="sync"), np.arange(1000.0))
 
 
-def _received(dask_worker):
-    """The names of the keys this worker received from others."""
-    from distributed.utils import key_split
-    return sorted({key_split(k) for entry in dask_worker.transfer_incoming_log
-                   for k in entry["keys"]})
-
-
 def test_runs_on_two_workers_send_slices_and_small_results_only(cluster_client):
     """Between the two workers go the output chunks' slices and the splitters' small
     messages: no staged chunk, no run (each forms where its chunks are, and its sample
     and windows are taken where it is)."""
     from distributed import wait
+    from distributed.utils import key_split
     rng = np.random.default_rng(5)
     x = rng.standard_normal(6000)
-    workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
-    parts = [cluster_client.persist(da.from_array(x[i:i + 500], chunks=500),
-                                    workers=[workers[(i // 500) % 2]])
-             for i in range(0, 6000, 500)]
+    xd, _ = persisted_on_two_workers(cluster_client, x, 500)
     with cluster_client.as_current():
-        xd = cluster_client.persist(da.concatenate(parts))
         wait(xd)
-        cluster_client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+        forget_transfers(cluster_client)
         with distsort.api.planning(device_memory_limit=_budget(500, 8), engine="cpu",
                                    merge="kway") as plans:
             s = distsort.sort(xd)
         assert plans[0].out_of_core.merge == "exchange"
         got = cluster_client.compute(s, sync=True)
-        received = set().union(*cluster_client.run(_received).values())
+        received = {key_split(k) for k in received_keys(cluster_client)}
     assert np.array_equal(got, np.sort(x))
     assert "distsort-kway-slice" in received
     assert not {n for n in received if n.startswith(("distsort-run", "distsort-stage"))}

@@ -15,7 +15,8 @@ from distsort.order import encode
 from distsort.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core,
                                 run_lengths)
 
-from arrays import assert_sorted_like_numpy, bits, random_keys
+from arrays import (assert_sorted_like_numpy, bits, forget_transfers, persisted_on_two_workers,
+                    random_keys, received_keys)
 from backends import BACKENDS, cupy
 
 ORDERS = [Order(), Order(descending=True), Order(keyed=True),
@@ -376,23 +377,18 @@ def test_runs_form_where_persisted_chunks_live(cluster_client):
     from distsort.outofcore import group_by_owner
     rng = np.random.default_rng(3)
     x = rng.standard_normal(16_000)
-    workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
-    parts = [cluster_client.persist(da.from_array(x[i:i + 1000], chunks=1000),
-                                    workers=[workers[(i // 1000) % 2]])
-             for i in range(0, 16_000, 1000)]
+    xd, workers = persisted_on_two_workers(cluster_client, x, 1000)
     with cluster_client.as_current():
-        xd = cluster_client.persist(da.concatenate(parts))
         wait(xd)
         owners = chunk_owners(xd.__dask_keys__(), cluster_client)
         assert owners == [workers[i % 2] for i in range(16)]
         perm = group_by_owner(owners)
         assert [owners[i] for i in perm[:8]] == [workers[0]] * 8
-        cluster_client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+        forget_transfers(cluster_client)
         with dask.config.set({"distsort.device-memory-limit": _budget(1000, 8, runs_of=4)}):
             s, a = distsort.sort(xd), distsort.argsort(xd)
             got_s, got_a = cluster_client.compute([s, a], sync=True)
-        received = cluster_client.run(lambda dask_worker: [
-            k for entry in dask_worker.transfer_incoming_log for k in entry["keys"]])
-    assert not set(xd.__dask_keys__()) & {k for keys in received.values() for k in keys}
+        received = received_keys(cluster_client)
+    assert not set(xd.__dask_keys__()) & received
     assert np.array_equal(got_s, np.sort(x))
     assert np.array_equal(got_a, np.argsort(x, kind="stable"))
