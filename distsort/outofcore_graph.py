@@ -170,7 +170,7 @@ def exchange_pivots(lengths, steps, ends, order, samples):
     None."""
     from .backends.outofcore.hostruns import merge_samples, slice_run
     from .kway import brackets
-    merged, _ = merge_samples(samples, order)
+    merged = merge_samples(samples, order)
 
     def pivot(handle):
         if handle is None:

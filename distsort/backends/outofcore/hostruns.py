@@ -197,20 +197,18 @@ def run_sample(run, step):
 
 
 def merge_samples(samples, order):
-    """The samples of every run in the order of their merge (ties: the lower run,
-    then the position): ``(runs, at)``, the run of each and its place in the
-    concatenation of ``samples``.
+    """The run of each sample of every run, in the order of their merge (ties: the
+    lower run, then the position).
 
     >>> from distsort.backends import Order
     >>> merge_samples([np.array([3., 7.]), np.array([np.nan, 3.])], Order())
-    (array([0, 1, 0, 1]), array([0, 3, 1, 2]))
+    array([0, 1, 0, 1])
     """
     runs = np.concatenate([np.full(length(s), j, np.int64) for j, s in enumerate(samples)])
     pos = np.concatenate([np.arange(length(s), dtype=np.int64) for s in samples])
     codes = probe_codes(*_joined(samples), order)
     codes = codes if isinstance(codes, tuple) else (codes,)
-    at = np.lexsort((pos, runs, *reversed(codes)))
-    return runs[at], at
+    return runs[np.lexsort((pos, runs, *reversed(codes)))]
 
 
 def _joined(pieces):
