@@ -108,18 +108,26 @@ def _stats_push(dask_worker=None):
         return None
 
 
+def _proc_kib(path, field):
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
 def _stats_pop(dask_worker=None):
-    """``(peak device bytes allocated since the push, peak host RSS bytes)``."""
+    """``(peak device bytes allocated since the push, peak host RSS bytes, PSS bytes
+    now)``.  RSS counts a page once per mapping: NumPy output chunks of the k-way
+    merge map their runs' pages a second time (``distsort.backends.outofcore.pages``),
+    which RSS counts twice once the chunks are read, PSS once."""
     peak = None
     try:
         import rmm.statistics as st
         peak = st.pop_statistics().peak_bytes
     except (ImportError, AttributeError, RuntimeError):
         pass
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return peak, int(line.split()[1]) * 1024
-    return peak, None
+    return (peak, _proc_kib("/proc/self/status", "VmHWM"),
+            _proc_kib("/proc/self/smaps_rollup", "Pss"))
 
 
 def _device_name(dask_worker=None):
@@ -255,6 +263,7 @@ def one_case(client, args, dtype, seed, budget, workers, first=False):
            "peak_device": [s[0] for s in stats.values()],
            "device_before": list(before.values()),
            "peak_host_rss": [s[1] for s in stats.values()],
+           "host_pss_after": [s[2] for s in stats.values()],
            "phases": list(phases.values())}
     del out
     return row
@@ -306,7 +315,8 @@ def plot(path):
     rows = [r for r in doc["rows"] if "floor_s" in r]
     labels = [f"{r['dtype']} {r['bytes'] / 2**30:.0f} GiB\n{r['gpus']} GPU, "
               f"{r.get('workers', r['gpus'])} workers, {r['input']} input"
-              f"\n{r.get('merge', '')}, {_when(r)}" for r in rows]
+              f"\n{r.get('merge', '')}, {_when(r)}"
+              + (f"\n{r['blocks']}" if "blocks" in r else "") for r in rows]
     fig, ax = plt.subplots(figsize=(1.8 * len(rows) + 2, 4))
     xs = range(len(rows))
     ax.bar([i - 0.2 for i in xs], [r["seconds"] for r in rows], 0.4, label="distsort")
@@ -378,7 +388,8 @@ def main():
                                         bandwidth=bw, argv=sys.argv[1:])
                 print({k: row[k] for k in ("dtype", "merge", "input", "bytes", "seconds", "floor_s",
                                            "time_over_floor", "checked", "peak_device",
-                                           "peak_host_rss", "host_rss_over_data", "stages",
+                                           "peak_host_rss", "host_rss_over_data",
+                                           "host_pss_after", "stages",
                                            "phases", "pinned", "first_in_worker")},
                       flush=True)
     timed = [r for r in rows if not r["warmup"]]

@@ -5,7 +5,8 @@ What decides how an out-of-core sort holds host memory and reads pageable input
 one thread and by several, how fast pageable memory reaches the GPU (one copy, several
 threads on their own streams, registered in place, staged through a small pinned
 ring), and how fast a pinned ring moves pageable memory back.  Every copy is checked
-(the bytes that arrive are the bytes sent).
+(the bytes that arrive are the bytes sent).  Shared blocks (``memfd`` files, as the
+pinned pool makes them) are faulted in from one file and from a file per thread.
 
     python benchmarks/out_of_core_stages.py --gib 4 --threads 1 4 16
 """
@@ -104,6 +105,38 @@ def pinning(nbytes, threads):
             for k, v in clock.seconds.items()}
 
 
+def shared_pinning(nbytes, threads):
+    """Seconds to fault in a shared block (``pages.SharedBlock``, the pinned pool's) of
+    one ``memfd`` file from ``t`` threads and of a file per thread, and to register
+    the latter whole (its files are mappings side by side) and copy it to the GPU."""
+    import cupy
+
+    from distsort.backends.outofcore import pages
+    clock = _Clock()
+    for t in threads:
+        for files in (1, t):
+            block = pages.SharedBlock(nbytes, file_bytes=-(-nbytes // files))
+            parts = _split(nbytes, t, 4096)
+            with ThreadPoolExecutor(t) as pool, clock(f"fault_{files}_files_{t}_threads"):
+                list(pool.map(lambda p, a=block.base: _libc.madvise(
+                    a + p[0], p[1], MADV_POPULATE_WRITE), parts))
+            if files > 1:
+                view = np.frombuffer(block.buffer, np.uint8)
+                with clock(f"register_{files}_files"):
+                    cupy.cuda.runtime.hostRegister(block.base, nbytes, 0)
+                view[:: 1 << 20] = 7
+                d = cupy.empty(nbytes, np.uint8)
+                with clock(f"h2d_{files}_files"):
+                    d.set(view)
+                    cupy.cuda.Device().synchronize()
+                assert int(d[:: 1 << 20].min()) == 7
+                cupy.cuda.runtime.hostUnregister(block.base)
+                del view, d
+            block.close()
+    return {k: {"seconds": round(v, 4), "GB/s": round(nbytes / v / 1e9, 2)}
+            for k, v in clock.seconds.items()}
+
+
 def pageable_h2d(nbytes, threads, ring_mib):
     """GB/s of pageable host -> device: one copy; ``t`` threads each on its stream; the
     array registered in place (the registration counted); staged through a pinned
@@ -191,6 +224,7 @@ def main():
            "bytes": nbytes, "threads": args.threads, "ring_mib": args.ring_mib}
     for name, fn in (("memcpy", lambda: memcpy(nbytes, args.threads)),
                      ("pinning", lambda: pinning(nbytes, args.threads)),
+                     ("shared_pinning", lambda: shared_pinning(nbytes, args.threads)),
                      ("pageable_h2d", lambda: pageable_h2d(nbytes, args.threads, args.ring_mib))):
         try:
             doc[name] = fn()

@@ -31,10 +31,12 @@ Host memory (``distsort.backends.outofcore``): the input stays where it is (page
 input reaches the GPU through a small ring of pinned buffers filled by several
 threads; a CuPy chunk still on the device is spilled by dask-cuda first and read from
 that copy); the runs are page-locked blocks made once per worker, as many as the
-sort's runs, and reused by later sorts.  For CuPy output each merged segment is copied
-back into the run ranges it was merged from (on the stream that read them), and those
-ranges are the output chunk's host copy: host memory holds the input and the runs,
-once.  NumPy output chunks are page-locked blocks of their own.
+sort's runs, and reused by later sorts.  Each merged segment is copied back into the
+run memory it was merged from: for CuPy output into the run ranges it read (on the
+stream that read them), which are the output chunk's host copy; for NumPy output into
+the run pages its chunk has read whole, which the chunk then maps at one address
+(``distsort.backends.outofcore.pages``).  Host memory holds the input and the runs,
+once, for either output.
 
 The floor: with ``N`` bytes of keys (and values) and pinned copies at ``b`` bytes/s in
 each direction while both run (separate DMA engines), the k-way merge moves every byte

@@ -223,6 +223,54 @@ def test_gpu_engine_sorts_cupy_chunks_out_of_core(dtype):
     assert np.array_equal(got[3], v2.get())
 
 
+def _mapped_file(address):
+    """The file mapped at ``address`` in this process (``/proc/self/maps``), or ''."""
+    with open("/proc/self/maps") as maps:
+        lines = maps.readlines()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        lo, hi = (int(a, 16) for a in fields[0].split("-"))
+        if lo <= address < hi:
+            return fields[5].strip() if len(fields) > 5 else ""
+    return ""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint32", "float64"])
+def test_gpu_engine_merges_numpy_chunks_into_the_pages_of_their_runs(monkeypatch, dtype):
+    """NumPy chunks sorted out of core on the GPU (as on dask-cuda workers): each output
+    chunk is the pages of the runs it consumed, mapped again (``pages``), not a pinned
+    block of its own, and the sorts equal the in-memory path bit for bit."""
+    import dataclasses
+
+    from distsort import view
+    from distsort.api import planning
+    rng = np.random.default_rng(5)
+    x = random_keys(rng, 300_001, dtype, duplicates=True)
+    values = rng.integers(0, 2**31, x.size).astype(np.uint32)
+    chunk = 20_000
+    xd, vd = da.from_array(x, chunks=chunk), da.from_array(values, chunks=chunk)
+    sorts = lambda: (distsort.sort(xd), distsort.argsort(xd, descending=True),  # noqa: E731
+                     *distsort.sort_by_key(xd, vd, descending=True))
+    ref = dask.compute(*sorts(), scheduler="sync")  # in memory
+    budget = _budget(chunk, x.itemsize + 8, 4)
+    read = view.read_view
+    monkeypatch.setattr(view, "read_view", lambda *a, **k: dataclasses.replace(
+        read(*a, **k), device_budgets=(budget,)))
+    with planning(merge="kway") as plans:  # small chunks: the cost model takes the network
+        outs = sorts()
+    assert {p.out_of_core.merge for p in plans} == {"kway"}
+    assert _engine_of(outs[0]) == {"gpu"}
+    # Persisted together: a merge task runs once (it writes over the runs it read).
+    done = dask.persist(*outs, scheduler="sync")
+    chunks = [[dict(o.__dask_graph__())[key] for key in o.__dask_keys__()] for o in done]
+    for got, want in zip(chunks, ref, strict=True):
+        assert np.array_equal(bits(np.concatenate(got)), bits(want))
+        assert all(_mapped_file(c.ctypes.data).startswith("/memfd:distsort-run")
+                   for c in got)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(cupy is None, reason="needs CuPy and a CUDA GPU")
 @pytest.mark.parametrize("keys,values,order", [

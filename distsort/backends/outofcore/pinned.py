@@ -1,4 +1,4 @@
-"""Pinned host memory for out-of-core runs: huge pages, page-locked, kept for reuse.
+"""Pinned host memory for out-of-core runs: page-locked, kept for reuse.
 
 Copies between the GPU and host memory run at the link's speed only from page-locked
 memory; a copy from pageable memory goes through the driver's staging buffers at a
@@ -6,9 +6,11 @@ fraction of it.  Making fresh memory resident is what costs (the kernel zeroes e
 page), far more than locking it, and it dominates an out-of-core sort run for the
 first time in a worker, so this module makes it cheaper and rarer:
 
-* a block is anonymous memory advised into transparent huge pages, faulted in by
-  several threads at once (``MADV_POPULATE_WRITE`` on pieces of it; each page touched
-  where the kernel lacks it), then registered with ``cudaHostRegister`` in one call;
+* a block is shared memory (``pages.SharedBlock``: ``memfd`` files mapped one after
+  the other, so that a NumPy output chunk can map the pages it takes over again,
+  ``pages``), faulted in by several threads at once, a file each
+  (``MADV_POPULATE_WRITE``; each page touched where the kernel lacks it), then
+  registered with ``cudaHostRegister`` in one call;
 * a block whose arrays are all gone goes back to a free list by size, and the next run
   of that size takes it without locking anything: the runs of a sort, and of the next
   sort of the same shape, come in a few sizes;
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import mmap
 import os
 import threading
 import weakref
@@ -34,7 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Page size the blocks are rounded to (a transparent huge page on x86-64).
+from . import pages
+
+#: Bytes the blocks are rounded to.
 PAGE = 2 << 20
 
 
@@ -55,8 +58,9 @@ def _host_memory():
         return None
 
 
-#: Threads that fault a new block in (the kernel zeroes the pages of each in parallel).
-POPULATE_THREADS = 8
+#: Threads that fault a new block in, a file of it each (``pages.SharedBlock``): the
+#: kernel zeroes the pages of different files in parallel.
+POPULATE_THREADS = 16
 _MADV_POPULATE_WRITE = 23  # Linux 5.14
 
 
@@ -69,16 +73,18 @@ def _madvise():
         return None
 
 
-def populate(view, threads=POPULATE_THREADS):
+def populate(view, threads=POPULATE_THREADS, step=None):
     """Make every page of the ``uint8`` array ``view`` (page aligned) resident, from
-    ``threads`` threads, each on a piece of whole pages.
+    ``threads`` threads, each on a piece of whole pages (of ``step`` bytes, where
+    given).
 
-    >>> block = mmap.mmap(-1, 4 * PAGE); view = np.frombuffer(block, np.uint8)
-    >>> populate(view); int(view.sum())
+    >>> block = pages.SharedBlock(4 * PAGE); view = np.frombuffer(block.buffer, np.uint8)
+    >>> populate(view, step=block.file_bytes); int(view.sum())
     0
+    >>> del view; block.close()
     """
     madvise, address = _madvise(), view.ctypes.data
-    step = -(-view.size // threads // PAGE) * PAGE or PAGE
+    step = step or -(-view.size // threads // PAGE) * PAGE or PAGE
 
     def one(start):
         stop = min(view.size, start + step)
@@ -89,15 +95,14 @@ def populate(view, threads=POPULATE_THREADS):
 
 
 def new_block(size, register=_cuda_register):
-    """An ``mmap`` of ``size`` bytes (whole pages) in transparent huge pages, faulted in
-    (:func:`populate`) and handed to ``register`` (address, size): page-locked for
-    CUDA."""
-    block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        block.madvise(mmap.MADV_HUGEPAGE)
-    view = np.frombuffer(block, np.uint8)
-    populate(view)  # now, not inside a copy
-    register(view.ctypes.data, size)
+    """A ``pages.SharedBlock`` of ``size`` bytes (whole pages), faulted in
+    (:func:`populate`, a file per thread) and handed to ``register`` (address, size):
+    page-locked for CUDA.  Anonymous memory in transparent huge pages faulted in at
+    4-10 GB/s from 8 or 16 threads on the H200 host, the files of a shared block at
+    10-14 GB/s (small pages: the host gives shared memory no huge ones)."""
+    block = pages.SharedBlock(size)
+    populate(np.frombuffer(block.buffer, np.uint8), step=block.file_bytes)  # not in a copy
+    register(block.base, size)
     return block
 
 
@@ -138,7 +143,7 @@ class PinnedPool:
         self._register, self._unregister = register, unregister
         host = _host_memory()
         self.cap = cap if cap is not None else (int(host * CAP_FRACTION) if host else None)
-        self._free = defaultdict(list)  # size -> [mmap]
+        self._free = defaultdict(list)  # size -> [SharedBlock]
         self._lock = threading.Lock()
         self._pending = {}  # size -> Future of the spare block being made
         self._spares = ThreadPoolExecutor(1, "distsort-pinned-spare") if spares else None
@@ -147,12 +152,14 @@ class PinnedPool:
         self.in_use = 0
         self._made = defaultdict(int)  # size -> blocks locked now (free or in use)
         self._demand = None  # size -> blocks the current sort asks for (``expect``)
+        self._blocks = {}  # address -> every block locked now (``source``)
 
     def _new_block(self, size):
         block = new_block(size, self._register)
         with self._lock:
             self.locked_bytes += size
             self._made[size] += 1
+            self._blocks[block.base] = block
         return block
 
     def expect(self, sizes):
@@ -195,10 +202,26 @@ class PinnedPool:
             self.in_use += size
             self.peak_bytes = max(self.peak_bytes, self.in_use)
         self._spare(size)
-        array = np.frombuffer(block, dtype, n)
+        array = np.frombuffer(block.buffer, dtype, n)
         # Views keep ``array`` (their base) alive: the block returns when all are gone.
         weakref.finalize(array, self._release, block, size)
         return array
+
+    def source(self, array):
+        """``(block, byte)``: the block of this pool where ``array`` lies and the
+        offset of its first byte there; None where it lies elsewhere.
+
+        >>> pool = PinnedPool(register=lambda a, n: None, unregister=lambda a: None,
+        ...                   spares=False)
+        >>> a = pool.empty(1000, "float32"); pool.source(a[10:])[1], pool.source(a.copy())
+        (40, None)
+        """
+        address = array.ctypes.data
+        with self._lock:
+            for base, block in self._blocks.items():
+                if base <= address < base + len(block):
+                    return block, address - base
+        return None
 
     def _spare(self, size):
         """Make one more block of ``size`` in the background where none is free: a sort
@@ -240,13 +263,12 @@ class PinnedPool:
             blocks = [(b, s) for s, bs in self._free.items() for b in bs]
             self._free.clear()
         for block, size in blocks:
-            view = np.frombuffer(block, np.uint8)
-            self._unregister(view.ctypes.data)
-            del view
-            block.close()
+            self._unregister(block.base)
             with self._lock:
+                del self._blocks[block.base]
                 self.locked_bytes -= size
                 self._made[size] -= 1
+            block.close()
 
     def stats(self):
         """Bytes locked, in use now, and at most in use since the pool began."""

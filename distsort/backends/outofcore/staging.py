@@ -52,7 +52,7 @@ class StagingRing:
         self.device = cupy.cuda.Device().id
         self.size = -(-int(buffer_bytes) // PAGE) * PAGE
         self._block = new_block(2 * threads * self.size)  # pinned once, kept
-        ring = np.frombuffer(self._block, np.uint8)
+        ring = np.frombuffer(self._block.buffer, np.uint8)
         self._bufs = [ring[b * self.size:(b + 1) * self.size] for b in range(2 * threads)]
         self._streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(threads)]
         self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(2 * threads)]

@@ -38,7 +38,7 @@ import numpy as np
 
 from ... import dask_cuda_store
 from ..gpu import cupy_backend as gpu
-from . import hostbacked, pinned, staging  # hostbacked: dask-cuda spills through it
+from . import hostbacked, pages, pinned, staging  # hostbacked: dask-cuda spills through it
 from .runs import claim, make_run, parts
 
 
@@ -307,12 +307,12 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
     """One output chunk of the k-way merge of pinned host ``runs``: for each segment
     between consecutive co-ranks of ``cuts``, every run's slice copied into one device
     buffer, sorted there by CUB's radix sort on the order codes (the runs are sorted:
-    the concatenation is k sorted pieces) and copied back into the chunk's pinned host
-    memory; two segments in flight on two streams.  For CuPy output (``like_gpu``) the
-    chunk stays on the device too, as a ``hostbacked`` array (which spills for free),
-    and its host memory is the run slices it was merged from (``in_place``): the runs
-    are only read between ``cuts[0]`` and ``cuts[-1]``, and written there
-    (``runs.claim``)."""
+    the concatenation is k sorted pieces) and copied back to host memory; two segments
+    in flight on two streams.  The host memory is the runs' own (``_sink``): for CuPy
+    output (``like_gpu``) the run slices the chunk was merged from (``in_place``), the
+    chunk staying on the device too as a ``hostbacked`` array (which spills for free);
+    for NumPy output the run pages it read whole (``pages``).  The runs are only read
+    between ``cuts[0]`` and ``cuts[-1]``, and written there (``runs.claim``)."""
     with one_at_a_time():
         return _merge_segments(runs, cuts, order, like_gpu, budget)
 
@@ -327,17 +327,7 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
     make_room((n * per if like_gpu else 0)
               + 2 * (seg * per + radix_extra_bytes(seg, kdt.itemsize, per - kdt.itemsize)),
               budget, "kway_make_room")
-    # Host copies: a new pinned chunk, or for CuPy output the run ranges just consumed
-    # (``in_place``), which no other task reads (``outofcore_graph.kway_cuts``).
-    if like_gpu:
-        claim(runs, cuts[0], cuts[-1])
-        hk = hv = None
-        out = [cupy.empty(n, kdt), None if vdt is None else cupy.empty(n, vdt)]
-        host = ([], [])  # the pieces of each part's host copy, in order
-    else:
-        hk = pinned_empty(n, kdt)
-        hv = None if vdt is None else pinned_empty(n, vdt)
-        out = None
+    sink = _sink(runs, cuts, n, (kdt, vdt), like_gpu)
     streams = _merge_streams(cupy.cuda.Device().id)
     bufs = [(cupy.empty(seg, kdt), None if vdt is None else cupy.empty(seg, vdt))
             for _ in range(2)]
@@ -362,14 +352,10 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
             merged = parts(radix_sort(bk[:m], None if bv is None else bv[:m], order))
             marks[2].record(st)
             clock("sort")
+            if s:  # the pages that the other stream's last segment read
+                sink.after(events[s - 1][1], st)
             for j, part in enumerate(merged[:1 if bv is None else 2]):
-                if out is None:
-                    part.get(out=(hk, hv)[j][o:o + m], stream=st, blocking=False)
-                else:  # after this stream's copies in, into the ranges they read
-                    in_place(part, [parts(r)[j][a:b] for r, a, b in zip(runs, c0, c1,
-                                                                         strict=True)],
-                             st, host[j])
-                    out[j][o:o + m] = part
+                sink.write(j, part, s, o, (c0, c1), st)
             marks[3].record(st)
         o += m
     _SECONDS["kway_issue"] += time.perf_counter() - issue
@@ -377,11 +363,91 @@ def _merge_segments(runs, cuts, order, like_gpu, budget):
         for st in streams:
             st.synchronize()
     _gpu_seconds(events, ("kway_gpu_h2d", "kway_gpu_sort", "kway_gpu_d2h"))
-    if out is None:
-        return make_run(hk, hv)
-    with _phase("kway_host_backed"):
-        return make_run(hostbacked.host_backed(host[0], out[0]),
-                        None if vdt is None else hostbacked.host_backed(host[1], out[1]))
+    with _phase("kway_output"):
+        return sink.result()
+
+
+def _sink(runs, cuts, n, dtypes, like_gpu):
+    """Where a k-way merge task writes its chunk: for CuPy output the device and the
+    run ranges just consumed (``_Backed``), which no other task reads
+    (``outofcore_graph.kway_cuts``); for NumPy output the pages of those ranges
+    (``_Paged``) where the runs are blocks of the pinned pool, else a new pinned chunk
+    (``_Pinned``, slices received from another worker).  Each has ``after`` (the
+    stream waits for the previous segment's copies in), ``write`` and ``result``."""
+    count = 1 if dtypes[1] is None else 2
+    if like_gpu:
+        sink = _Backed(runs, [cupy.empty(n, dt) for dt in dtypes[:count]])
+    else:
+        with _phase("kway_pages"):
+            chunks = [pages.paged_chunk([parts(r)[j] for r in runs], cuts, pinned.pool())
+                      for j in range(count)]
+        if any(c is None for c in chunks):
+            return _Pinned([pinned_empty(n, dt) for dt in dtypes[:count]])
+        sink = _Paged(chunks, dtypes)
+    claim(runs, cuts[0], cuts[-1])
+    return sink
+
+
+def _run(pieces):
+    """The run of the keys and, where there are two pieces, the values."""
+    return make_run(pieces[0], pieces[1] if len(pieces) > 1 else None)
+
+
+class _Pinned:
+    """Into pinned NumPy arrays of the chunk's own."""
+
+    def __init__(self, host):
+        self.host = host
+
+    def after(self, event, stream):
+        pass
+
+    def write(self, j, part, s, o, cut, stream):
+        part.get(out=self.host[j][o:o + part.size], stream=stream, blocking=False)
+
+    def result(self):
+        return _run(self.host)
+
+
+class _Paged:
+    """Into the run pages that ``pages.paged_chunk`` plans, mapped again as the chunk."""
+
+    def __init__(self, chunks, dtypes):
+        self.chunks, self.dtypes = chunks, dtypes
+
+    def after(self, event, stream):
+        stream.wait_event(event)
+
+    def write(self, j, part, s, o, cut, stream):
+        """Segment ``s`` (its bytes from the chunk's ``o``-th element on) into the
+        pages ``pages.PagedChunk`` gives it."""
+        raw, first = part.view(cupy.uint8), o * part.dtype.itemsize
+        for at, target in self.chunks[j].targets(s):
+            raw[at - first:at - first + target.size].get(out=target, stream=stream,
+                                                         blocking=False)
+
+    def result(self):
+        return _run([c.array(dt) for c, dt in zip(self.chunks, self.dtypes, strict=False)])
+
+
+class _Backed:
+    """Into a CuPy chunk and the run ranges it was merged from (its host copy)."""
+
+    def __init__(self, runs, device):
+        self.runs, self.device, self.host = runs, device, ([], [])
+
+    def after(self, event, stream):
+        pass
+
+    def write(self, j, part, s, o, cut, stream):
+        """After this stream's copies in, into the ranges they read."""
+        in_place(part, [parts(r)[j][a:b] for r, a, b in zip(self.runs, *cut, strict=True)],
+                 stream, self.host[j])
+        self.device[j][o:o + part.size] = part
+
+    def result(self):
+        return _run([hostbacked.host_backed(h, d)
+                     for h, d in zip(self.host, self.device, strict=False)])
 
 
 def in_place(merged, ranges, stream, pieces):
