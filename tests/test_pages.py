@@ -159,3 +159,27 @@ def test_stitched_pages_write_through_to_their_files():
     assert view[:2 * pages.PAGE].sum() == 2 * pages.PAGE - 5
     del out, view
     block.close()
+
+
+def test_blocks_past_the_soft_descriptor_limit_raise_it_to_the_hard_one():
+    import resource
+    import subprocess
+    import sys
+    import textwrap
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 512:
+        pytest.skip("the hard limit leaves no room")
+    script = textwrap.dedent("""
+        import os, resource
+        from distsort.backends.outofcore import pages
+        low = len(os.listdir("/proc/self/fd")) + 4
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (low, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        blocks = [pages.SharedBlock(16 * pages.PAGE, file_bytes=pages.PAGE)
+                  for _ in range(2)]
+        print(sum(len(b.files) for b in blocks),
+              resource.getrlimit(resource.RLIMIT_NOFILE)[0] > low)
+        """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["32", "True"]
