@@ -249,7 +249,7 @@ def one_case(client, args, dtype, seed, budget, workers, first=False):
     network = bytes_moved(plan, lengths, per)
     merge = ooc.merge  # the plan's choice (``kway.choose_merge``)
     stage_in = n * per if gpu else 0  # CuPy input taken off the GPU
-    if merge in ("kway", "exchange"):  # the merged chunks stay on the device for CuPy output
+    if ooc.one_pass:  # the merged chunks stay on the device for CuPy output
         h2d, d2h = kway_bytes_moved(n * per), kway_bytes_moved(n * per) + stage_in
     else:  # the network's output chunks are put back on the device
         h2d, d2h = network + stage_in, network + stage_in

@@ -383,7 +383,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     reads, sources = _inputs_read(keys, values, plan, view)
     # One whole chunk into one, keys or argsort's positions: one task per output.
     single = values is None and one_chunk(plan, keys.chunks[0], plan.local)
-    kway = ooc is not None and ooc.merge in ("kway", "exchange")
+    kway = ooc is not None and ooc.one_pass
     if kway:  # keys alone: the merged chunks are the output's
         from .outofcore_graph import kway_sort_layers
         sorted_keys = kway_sort_layers(

@@ -111,7 +111,6 @@ def pick_layer(graph, out_name, merged, func, part):
     return out_name
 
 
-
 # -- runs held by several workers (``distsort.kway``, step 4)
 
 def exchange_layers(graph, runs, lengths, chunks, backend, order, like_gpu, name=None):
@@ -235,21 +234,15 @@ def _writeable(run):
 
 def merge_slices(backend, size, order, like_gpu, slices):
     """An output chunk of ``size`` elements from its slice of every run: its segments'
-    co-ranks in the slices, then ``backend.merge_segments`` as in :func:`merge_chunk`."""
-    from .backends.outofcore.hostruns import length, run_searcher
-    from .kway import KWAY_FRACTION, co_ranks, segment_bounds
+    co-ranks in the slices (:func:`kway_cuts` of one chunk), then
+    ``backend.merge_segments`` as in :func:`merge_chunk`."""
+    from .backends.outofcore.hostruns import length
     began = time.perf_counter()
-    lengths = [length(s) for s in slices]
-    if sum(lengths) != size:  # the splitters and the chunking disagree: never silently
-        raise RuntimeError(f"distsort internal error: slices of {sum(lengths)} elements "
+    total = sum(length(s) for s in slices)
+    if total != size:  # the splitters and the chunking disagree: never silently
+        raise RuntimeError(f"distsort internal error: slices of {total} elements "
                            f"for an output chunk of {size}")
-    before = run_searcher(slices, order)
-    segment = backend.kway_segment(slices[0], size, like_gpu, KWAY_FRACTION)
-    cuts, last = [], None
-    for b in segment_bounds((size,), segment)[0]:
-        last = co_ranks(lengths, b, before, start=last)
-        cuts.append(last)
-    backend.record("kway_coranks", time.perf_counter() - began)
+    cuts = kway_cuts(backend, (size,), order, like_gpu, slices)[0]
     if like_gpu:  # the output's host copy is written where its slices are
         slices = [_writeable(s) for s in slices]
     out = backend.merge_segments(slices, cuts, order, like_gpu)

@@ -121,6 +121,11 @@ class OutOfCore(NamedTuple):
     held: bool
     merge: str = "network"
 
+    @property
+    def one_pass(self) -> bool:
+        """Whether the runs are merged in one k-way pass (``"kway"``, ``"exchange"``)."""
+        return self.merge in ("kway", "exchange")
+
 
 class SortPlan(NamedTuple):
     """A sort, decided.
@@ -162,7 +167,7 @@ class SortPlan(NamedTuple):
         """
         ooc = self.out_of_core
         if ooc is not None:
-            return 0 if ooc.merge in ("kway", "exchange") else len(ooc.plan.rounds)
+            return 0 if ooc.one_pass else len(ooc.plan.rounds)
         if self.strategy == "one-device":
             return 0
         return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))

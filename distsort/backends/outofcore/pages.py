@@ -38,12 +38,6 @@ import numpy as np
 PAGE = mmap.PAGESIZE
 
 
-def _free_pages(lo, hi, page):
-    """The whole pages within bytes ``[lo, hi)``: ``(first, stop)``."""
-    first = -(-lo // page)
-    return first, max(first, hi // page)
-
-
 def page_plan(starts, ends, out_ends, page=PAGE):
     """Where each segment of an output chunk writes, and which pages the chunk maps.
 
@@ -66,15 +60,14 @@ def page_plan(starts, ends, out_ends, page=PAGE):
     ([(4900, 100, 1, 900), (5000, 3900, 0, 5000)], 1)
     """
     k = len(starts)
-    nxt = [_free_pages(a, a, page)[0] for a in starts]
+    nxt = [-(-a // page) for a in starts]  # each run's first page not yet free
     free = deque()  # (source, first page, stop)
     pages, spare, mapped, writes, done = [], 0, 0, [], 0
     for ends_s, out_end in zip(ends, out_ends, strict=True):
-        for r, (a, b) in enumerate(zip(starts, ends_s, strict=True)):
-            first, stop = _free_pages(max(a, nxt[r] * page), b, page)
-            if stop > first:
-                free.append((r, first, stop))
-                nxt[r] = stop
+        for r, b in enumerate(ends_s):
+            if b // page > nxt[r]:  # whole pages read since the last segment
+                free.append((r, nxt[r], b // page))
+                nxt[r] = b // page
         need = -(-out_end // page)
         while mapped < need:
             if free:
