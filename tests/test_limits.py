@@ -136,34 +136,31 @@ def test_workers_that_keep_dying_end_the_command(tmp_path, input_38mib):
     print(f"exit 3 after {len(set(killed))} kills, {time.perf_counter() - t0:.1f} s")
 
 
-class _FlakyClient:
-    """A client stand-in whose event queries fail now and then, while its workers keep
-    dying (a removal each poll); ``close()`` is what the watch calls to end the sort."""
-
-    def __init__(self, failures):
-        self.failures, self.polls, self.status, self.closed = failures, 0, "running", False
-
-    def get_events(self, topic):
-        self.polls += 1
-        if self.polls <= self.failures:
-            raise OSError("the scheduler did not answer")
-        now = time.time()
-        return [(now, {"action": "remove-worker", "worker": f"w{i}", "expected": False})
-                for i in range(self.polls)]
-
-    def close(self):
-        self.closed, self.status = True, "closed"
-
-
 def test_the_watch_outlives_polls_that_fail():
     """A poll of the scheduler's events that fails does not end the watch (the
     workers that die between tasks would then be restarted for ever): the deaths are
-    counted at the next polls and the sort is ended with exit 3."""
-    client = _FlakyClient(failures=3)
-    with pytest.raises(limits.CLIError) as e, limits.end_on_worker_deaths(client, allowed=2,
-                                                                          poll=0.01):
-        deadline = time.time() + 10
-        while not client.closed and time.time() < deadline:
-            time.sleep(0.01)
-    assert client.closed and e.value.code == limits.RUNTIME_FAILURE
-    assert "worker deaths" in str(e.value)
+    counted at the next polls, and the sort waiting on the client's futures ends with
+    exit 3 as they are cancelled; the client stays open for the caller to close."""
+    from distributed import Client, LocalCluster
+    with (LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
+          Client(cluster) as client):
+        polls = []
+
+        def get_events(topic):
+            polls.append(topic)
+            if len(polls) <= 3:
+                raise OSError("the scheduler did not answer")
+            now = time.time()  # a removal more at each poll
+            return [(now, {"action": "remove-worker", "worker": f"w{i}", "expected": False})
+                    for i in range(len(polls))]
+
+        client.get_events = get_events
+        future = client.submit(sum, [1, 2])  # no worker: waits until it is cancelled
+        t0 = time.perf_counter()
+        with pytest.raises(limits.CLIError) as e, limits.end_on_worker_deaths(
+                client, allowed=2, poll=0.01):
+            future.result(timeout=20)
+        assert time.perf_counter() - t0 < 10
+        assert e.value.code == limits.RUNTIME_FAILURE and "worker deaths" in str(e.value)
+        assert len(polls) > 3 and future.cancelled()
+        assert client.status == "running"

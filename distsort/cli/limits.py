@@ -157,13 +157,24 @@ class _Deaths:
         return max(len(self.removed), len(self.pids) - self.first)
 
 
+#: Seconds the sort has, once its futures are cancelled, to end before the watch
+#: closes the client: the last resort, which can leave a progress bar that listens to a
+#: closing scheduler waiting for ever.
+END_SECONDS = 30
+
+
 @contextlib.contextmanager
 def end_on_worker_deaths(client, allowed=None, poll=0.5):
     """Within this context, the sort on ``client`` ends with a clear error (exit 3)
-    once workers died more than ``allowed`` times (default :func:`deaths_allowed`):
-    the client is closed, which ends the computation waiting on it, instead of the
-    nannies restarting workers that die again for ever.  A task given up after as
-    many deaths (``KilledWorker``) ends it with the same message."""
+    once workers died more than ``allowed`` times (default :func:`deaths_allowed`),
+    instead of the nannies restarting workers that die again for ever.  A task given up
+    after as many deaths (``KilledWorker``) ends it with the same message.
+
+    The watch cancels the client's futures, which ends the computation (and its
+    progress bar) in the thread that waits on it; the caller closes the cluster after.
+    Closing the client from the watch instead raced the progress bar, whose feed the
+    closing scheduler could drop without a word (a command waiting for ever).
+    """
     if client is None:  # threads of this process: no worker to lose
         yield
         return
@@ -184,22 +195,41 @@ def end_on_worker_deaths(client, allowed=None, poll=0.5):
                 continue
             if count > allowed:
                 lost[:] = [count, (deaths.removed or [None])[-1]]
-                client.close()
+                _cancel_until(client, stop, poll)
                 return
 
     thread = threading.Thread(target=watch, name="distsort-worker-deaths", daemon=True)
     thread.start()
     try:
         yield
-    except (Exception, KilledWorker) as e:
+    except BaseException as e:
+        # The cancelled futures raise CancelledError, not an Exception.
         if lost or isinstance(e, KilledWorker):
-            raise CLIError(_deaths_message(lost, allowed, e), RUNTIME_FAILURE) from e
+            raise CLIError(_deaths_message(lost, allowed, None if lost else e),
+                           RUNTIME_FAILURE) from e
         raise
     finally:
         stop.set()
         thread.join()
-    if lost:  # the sort ended as the watch closed the client
+    if lost:  # the sort ended as the watch cancelled it
         raise CLIError(_deaths_message(lost, allowed, None), RUNTIME_FAILURE)
+
+
+def _cancel_until(client, stop, poll):
+    """Cancel ``client``'s futures, again each ``poll`` (a step that starts a new
+    computation), until ``stop`` is set; past :data:`END_SECONDS`, close the client."""
+    from distributed import Future
+    deadline = time.monotonic() + END_SECONDS
+    while True:
+        with contextlib.suppress(Exception):  # the futures changed as they were read
+            keys = list(client.futures)
+            if keys:
+                client.cancel([Future(k, client) for k in keys], reason="worker deaths")
+        if stop.wait(poll):
+            return
+        if time.monotonic() > deadline:
+            client.close()
+            return
 
 
 def _deaths_message(lost, allowed, error):
