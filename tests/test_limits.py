@@ -136,12 +136,17 @@ def test_workers_that_keep_dying_end_the_command(tmp_path, input_38mib):
     print(f"exit 3 after {len(set(killed))} kills, {time.perf_counter() - t0:.1f} s")
 
 
-def test_the_watch_outlives_polls_that_fail():
+@pytest.mark.parametrize("wait", ["result", "progress bar"])
+def test_the_watch_outlives_polls_that_fail(wait, capsys):
     """A poll of the scheduler's events that fails does not end the watch (the
     workers that die between tasks would then be restarted for ever): the deaths are
-    counted at the next polls, and the sort waiting on the client's futures ends with
-    exit 3 as they are cancelled; the client stays open for the caller to close."""
+    counted at the next polls, and the sort waiting on the client's futures (in
+    ``result()``, or in the command's progress bar) ends with exit 3 as they are
+    cancelled; the client stays open for the caller to close."""
+    import dask
     from distributed import Client, LocalCluster
+
+    from distsort.cli.progress import compute
     with (LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
           Client(cluster) as client):
         polls = []
@@ -155,12 +160,27 @@ def test_the_watch_outlives_polls_that_fail():
                     for i in range(len(polls))]
 
         client.get_events = get_events
-        future = client.submit(sum, [1, 2])  # no worker: waits until it is cancelled
-        t0 = time.perf_counter()
-        with pytest.raises(limits.CLIError) as e, limits.end_on_worker_deaths(
-                client, allowed=2, poll=0.01):
-            future.result(timeout=20)
-        assert time.perf_counter() - t0 < 10
-        assert e.value.code == limits.RUNTIME_FAILURE and "worker deaths" in str(e.value)
+        # No worker: each waits until it is cancelled.
+        future = client.submit(sum, [1, 2])
+        raised = []
+
+        def sort():
+            try:
+                with limits.end_on_worker_deaths(client, allowed=2, poll=0.01):
+                    if wait == "result":
+                        future.result(timeout=20)
+                    else:
+                        compute(client, [dask.delayed(sum)([1, 2])], True, "sorting ...")
+            except limits.CLIError as e:
+                raised.append(e)
+
+        # In a thread: a wait that never ends fails the test instead of hanging it.
+        waiting = threading.Thread(target=sort, daemon=True)
+        waiting.start()
+        waiting.join(timeout=10)
+        assert not waiting.is_alive() and raised
+        assert raised[0].code == limits.RUNTIME_FAILURE and "worker deaths" in str(raised[0])
         assert len(polls) > 3 and future.cancelled()
         assert client.status == "running"
+        if wait == "progress bar":
+            assert "sorting ..." in capsys.readouterr().out

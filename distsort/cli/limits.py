@@ -158,8 +158,8 @@ class _Deaths:
 
 
 #: Seconds the sort has, once its futures are cancelled, to end before the watch
-#: closes the client: the last resort, which can leave a progress bar that listens to a
-#: closing scheduler waiting for ever.
+#: closes the client (the last resort: a step that waits on the client but on none of
+#: its futures).
 END_SECONDS = 30
 
 
@@ -170,10 +170,11 @@ def end_on_worker_deaths(client, allowed=None, poll=0.5):
     instead of the nannies restarting workers that die again for ever.  A task given up
     after as many deaths (``KilledWorker``) ends it with the same message.
 
-    The watch cancels the client's futures, which ends the computation (and its
-    progress bar) in the thread that waits on it; the caller closes the cluster after.
-    Closing the client from the watch instead raced the progress bar, whose feed the
-    closing scheduler could drop without a word (a command waiting for ever).
+    The watch cancels the client's futures, which ends the wait on them in the
+    thread that runs the sort; the caller closes the cluster after.  Closing the
+    client from the watch instead raced distributed's progress bar, whose feed the
+    closing scheduler could drop without a word (a command waiting for ever in the
+    bar; the command's bar no longer waits: :func:`distsort.cli.progress.text_bar`).
     """
     if client is None:  # threads of this process: no worker to lose
         yield

@@ -1,8 +1,13 @@
 """Computing on the cluster (or the local scheduler) with a progress bar, and
 measuring the data that crossed between chunks on the way."""
+import asyncio
 import contextlib
 
 from .metrics import LocalMeter, crossing_of, step_seconds
+
+#: Seconds a finished computation waits for its progress bar's last message (the
+#: scheduler sends one each 100 ms).
+BAR_SECONDS = 2
 
 
 def local_scheduler():
@@ -38,13 +43,12 @@ def compute(client, collections, progress, label):
                                    optimize_graph=False)
         return results, {"crossing": meter.crossing, "tasks": meter.tasks,
                          "steps": meter.steps}
-    from distributed import get_task_stream, progress as dist_progress
+    from distributed import get_task_stream
     with get_task_stream(client) as stream:
         futures = client.compute(list(collections), optimize_graph=False)
         try:
-            if progress:
-                dist_progress(futures)
-            results = client.gather(futures)
+            with text_bar(client, futures, progress):
+                results = client.gather(futures)
         except BaseException:
             client.cancel(futures)
             raise
@@ -60,16 +64,49 @@ def persist(cluster, x, progress, label):
         from dask.diagnostics import ProgressBar
         with (ProgressBar() if progress else contextlib.nullcontext()), LocalMeter() as m:
             return x.persist(scheduler=local_scheduler()), (m.crossing, m.tasks)
-    from distributed import futures_of, get_task_stream, progress as dist_progress, wait
+    from distributed import futures_of, get_task_stream, wait
     with get_task_stream(cluster.client) as stream:
         x = cluster.client.persist(x)
         futures = futures_of(x)
         try:
-            if progress:
-                dist_progress(futures)
-            wait(futures)
-            cluster.client.gather(futures[:1])  # raises the task's error, if any
+            with text_bar(cluster.client, futures, progress):
+                wait(futures)
+                cluster.client.gather(futures[:1])  # raises the task's error, if any
         except BaseException:
             cluster.client.cancel(futures)
             raise
     return x, crossing_of(stream.data)
+
+
+@contextlib.contextmanager
+def text_bar(client, futures, progress=True):
+    """Distributed's text progress bar of ``futures``, drawn from ``client``'s event
+    loop while this thread waits on the futures themselves.
+
+    ``distributed.progress`` would wait in the bar, which ends only on a message from
+    the scheduler: futures cancelled before the bar's feed has seen them never send
+    one, nor does a scheduler that drops the feed as it closes (a command waiting for
+    ever).  A cancelled future ends a wait on it at once.
+    """
+    if not progress:
+        yield
+        return
+    from distributed.diagnostics.progressbar import TextProgressBar
+    bar = TextProgressBar(futures, start=False)
+    listening = asyncio.run_coroutine_threadsafe(_listen(bar), client.loop.asyncio_loop)
+    try:
+        yield
+        # Done: the bar's last message (100%) comes within one of its intervals.
+        with contextlib.suppress(Exception):
+            listening.result(timeout=BAR_SECONDS)
+    finally:
+        listening.cancel()
+
+
+async def _listen(bar):
+    try:
+        await bar.listen()
+    finally:  # cancelled: the comm is closed in its own loop, not by the collector
+        comm = getattr(bar, "comm", None)
+        if comm is not None and not comm.closed():
+            comm.abort()
