@@ -9,7 +9,7 @@ import time
 
 from .args import build_parser
 from .errors import INTERRUPTED, RUNTIME_FAILURE, CLIError, Interrupted, print_error
-from .signals import sigterm_interrupts
+from .signals import interrupts_not_lost, sigterm_interrupts
 
 
 def _split_bench_extra(argv):
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
         args.extra = extra
     args.t0 = t0
     try:
-        with sigterm_interrupts():
+        with sigterm_interrupts(), interrupts_not_lost():
             if command_line:  # SIGINT stopped the process at once while it started
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 import_dask_array_lean()

@@ -1,9 +1,16 @@
 """SIGINT and SIGTERM while a command runs: both interrupt it, except where a
 half-done step would be worse than finishing it (renaming a pair of outputs)."""
 import contextlib
+import os
 import signal
+import sys
+import threading
 
 from .errors import Interrupted
+
+#: Seconds after an interrupt lost in a callback that it is delivered again: the
+#: callbacks it lands in (an import lock's, a weak reference's) are done by then.
+REDELIVER_SECONDS = 0.05
 
 
 @contextlib.contextmanager
@@ -20,6 +27,33 @@ def sigterm_interrupts():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def interrupts_not_lost():
+    """An interrupt raised where Python ignores exceptions (a weak reference's
+    callback, such as an import lock's, or a ``__del__``) is delivered again just
+    after, instead of printed as "Exception ignored" and lost: the command would go
+    on as if it had not been interrupted."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        error = unraisable.exc_value
+        if not isinstance(error, (KeyboardInterrupt, Interrupted)):
+            previous(unraisable)
+            return
+        signum = signal.SIGINT if isinstance(error, KeyboardInterrupt) else signal.SIGTERM
+        # From another thread, once the callback is done: a signal sent here would
+        # be handled in this hook, whose exceptions are ignored too.
+        again = threading.Timer(REDELIVER_SECONDS, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def interruption(signum):
