@@ -11,6 +11,8 @@ from hypothesis import given, settings, strategies as st
 from distsort.backends.outofcore import pages, pinned
 from distsort.backends.outofcore.pinned import PinnedPool
 
+from arrays import brute_co_ranks
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="Linux only")
 
 
@@ -79,13 +81,6 @@ def _pool():
     return PinnedPool(register=lambda a, n: None, unregister=lambda a: None, spares=False)
 
 
-def _co_ranks(runs, ranks):
-    """Brute force: the elements of each run among the first ``r`` of the stable merge."""
-    which = np.concatenate([np.full(len(x), j) for j, x in enumerate(runs)])
-    merged = which[np.argsort(np.concatenate(runs), kind="stable")]
-    return [tuple(int((merged[:r] == j).sum()) for j in range(len(runs))) for r in ranks]
-
-
 def _merge_chunk(pool, keys, values, cuts):
     """A k-way merge task on the CPU, as the GPU engine runs it: each segment reads its
     slices where they are now, merges them and writes the bytes to the plan's pages."""
@@ -126,7 +121,7 @@ def test_chunks_merged_in_any_order_take_their_runs_pages_and_equal_numpy(dtype,
     order = np.argsort(expected, kind="stable")
     ends = list(range(0, total, chunk)) + [total]
     # Every co-rank is found before any task writes (``outofcore_graph.kway_cuts``).
-    cuts = [_co_ranks(runs, list(range(a, b, segment)) + [b])
+    cuts = [[brute_co_ranks(runs, r) for r in [*range(a, b, segment), b]]
             for a, b in itertools.pairwise(ends)]
     chunks = {}
     for j in rng.permutation(len(cuts)):  # tasks run in any order
