@@ -4,10 +4,13 @@ A scenario script builds its cases and calls ``run_case``; the driver times the
 runs (warm-up first, the median reported, every worker synchronized before the
 clock stops), prints a table and saves the rows under ``benchmarks/results/``.
 
-Every script times through :func:`timings` (or :func:`median_time`, :func:`cuda_span`,
-:func:`timed_command`), with the clock that suits it: wall time, wall and process
-time, or CUDA events.  The scripts run from the repository root as
-``python benchmarks/NAME.py``, with distsort importable: installed (``pip install -e .``
+The scripts' repeated timings go through :func:`timings` (or :func:`median_time`,
+:func:`cuda_span`, :func:`timed_command`), with the clock that suits each: wall time,
+wall and process time, or CUDA events.  Functions that a worker runs (``client.run``)
+stay self-contained: they cannot import this module there.
+
+The scripts run from the repository root as ``python benchmarks/NAME.py``, with
+distsort importable: installed (``pip install -e .``
 in a clone) or on ``PYTHONPATH`` (``PYTHONPATH=. python benchmarks/NAME.py``; the
 suite, ``distsort bench`` and the A/B scripts set it to the tree they measure).  Their
 sibling modules (this one, ``distributed_sort``, ...) are found because Python puts a
