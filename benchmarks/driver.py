@@ -1,6 +1,6 @@
 """One driver for every benchmark scenario: arguments, cluster, timed runs, table, JSON rows.
 
-A scenario script builds its cases and calls ``run_case``; the driver times the
+A scenario script builds its cases and hands each to :func:`timings`, which times the
 runs (warm-up first, the median reported, every worker synchronized before the
 clock stops), prints a table and saves the rows under ``benchmarks/results/``.
 
@@ -10,11 +10,11 @@ wall and process time, or CUDA events.  Functions that a worker runs (``client.r
 stay self-contained: they cannot import this module there.
 
 The scripts run from the repository root as ``python benchmarks/NAME.py``, with
-distsort importable: installed (``pip install -e .``
-in a clone) or on ``PYTHONPATH`` (``PYTHONPATH=. python benchmarks/NAME.py``; the
-suite, ``distsort bench`` and the A/B scripts set it to the tree they measure).  Their
-sibling modules (this one, ``distributed_sort``, ...) are found because Python puts a
-script's directory first on its path; no script changes ``sys.path``.
+distsort importable: installed (``pip install -e .`` in a clone) or on ``PYTHONPATH``
+(``PYTHONPATH=. python benchmarks/NAME.py``; the suite, ``distsort bench`` and the A/B
+scripts set it to the tree they measure).  Their sibling modules (this one,
+``distributed_sort``, ...) are found because Python puts a script's directory first on
+its path; no script changes ``sys.path``.
 """
 from __future__ import annotations
 
