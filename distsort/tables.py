@@ -16,6 +16,7 @@ the 64-bit groups), each pass one sort and one gather.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import dask.array as da
@@ -36,19 +37,20 @@ __all__ = ["sort_by_key", "lexsort", "sort_table", "composite_codes", "code_grou
 _CODE_BITS = 64
 
 
-def _code_bits(dtype):
+def _code_bits(dtype: np.dtype) -> int:
     """Bits of a key's order code (datetime64/timedelta64: 64, see ``time_codes``)."""
     return _CODE_BITS if dtype.kind in TIME_KINDS else 8 * dtype.itemsize
 
 
-def code_groups(bits):
+def code_groups(bits: Iterable[int]) -> list[tuple[int, ...]]:
     """Keys (given by their codes' widths, primary first) grouped greedily into runs
     whose codes fit 64 bits together: the sorts a lexicographic sort needs.
 
     >>> code_groups((32, 32, 64, 16, 8, 8))
     [(0, 1), (2,), (3, 4, 5)]
     """
-    groups, width = [], _CODE_BITS + 1
+    groups: list[tuple[int, ...]] = []
+    width = _CODE_BITS + 1
     for i, b in enumerate(bits):
         if width + b > _CODE_BITS:
             groups.append(())
@@ -58,7 +60,7 @@ def code_groups(bits):
     return groups
 
 
-def _key_code(block):
+def _key_code(block: Any) -> Any:
     """A block's order code as NumPy compares keys for equality: ``-0.0`` and ``+0.0``
     one code, every NaN one code (last), NaT last."""
     if block.dtype.kind in TIME_KINDS:
@@ -66,7 +68,7 @@ def _key_code(block):
     return encode(block, canonical=True)
 
 
-def _code_width(dtypes):
+def _code_width(dtypes: Sequence[np.dtype]) -> np.dtype:
     """The narrowest unsigned dtype that holds the codes of ``dtypes`` side by side.
 
     >>> _code_width([np.dtype("int8")]), _code_width([np.dtype("int16"), np.dtype("bool")])
@@ -78,7 +80,7 @@ def _code_width(dtypes):
     return np.dtype(f"u{1 << (max(total, 8) - 1).bit_length() - 3}")
 
 
-def _composite_block(*blocks):
+def _composite_block(*blocks: Any) -> Any:
     """One unsigned code per element: the blocks' codes side by side, the first block's
     the most significant."""
     width = _code_width([b.dtype for b in blocks])
@@ -89,7 +91,7 @@ def _composite_block(*blocks):
     return code
 
 
-def composite_codes(keys):
+def composite_codes(keys: Sequence[da.Array]) -> da.Array:
     """The lexicographic order codes of ``keys`` (1-D Dask arrays chunked alike, the
     FIRST most significant) whose codes fit 64 bits together: one unsigned Dask array
     of the narrowest width that holds them.  Ordered as NumPy orders the keys: equal
@@ -109,7 +111,9 @@ def composite_codes(keys):
                          meta=xp.empty((0,), dtype=width))
 
 
-def _lexsort_perm(keys, descending=False, verify=False, local="auto", together=None):  # noqa: PLR0913, PLR0917
+def _lexsort_perm(keys: Sequence[da.Array], descending: bool = False,  # noqa: PLR0913, PLR0917
+                  verify: bool = False, local: str = "auto",
+                  together: bool | None = None) -> da.Array:
     """The permutation that sorts 1-D ``keys`` (Dask arrays chunked alike, the LAST
     primary) lexicographically, ties in input order.  ``together``: the gathers' (the
     caller's :func:`~distsort.eager.one_place`, else asked here)."""
@@ -117,7 +121,7 @@ def _lexsort_perm(keys, descending=False, verify=False, local="auto", together=N
         together = one_place(keys)
     bits = [_code_bits(k.dtype) for k in keys[::-1]]  # primary first
     groups = [tuple(len(keys) - 1 - i for i in g) for g in code_groups(bits)]
-    perm = None
+    perm: da.Array | None = None
     for group in groups[::-1]:  # least significant first: each pass is stable
         codes = composite_codes([keys[i] for i in group])
         if perm is not None:
@@ -126,21 +130,23 @@ def _lexsort_perm(keys, descending=False, verify=False, local="auto", together=N
         step = api._sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
                         local=local)[1]
         perm = step if perm is None else gather((perm,), step, together=together)[0]
+    assert perm is not None  # keys is not empty: one group at least
     return perm
 
 
-def _as_columns(values):
+def _as_columns(values: tuple | dict) -> tuple[tuple | None, Sequence[Any]]:
     """``(names, arrays)`` of a tuple or dict of value arrays (names None for a tuple)."""
     if isinstance(values, dict):
         return tuple(values), tuple(values.values())
     return None, tuple(values)
 
 
-def _columns_like(names, arrays):
+def _columns_like(names: tuple | None, arrays: Sequence[Any]) -> dict | tuple:
     return dict(zip(names, arrays, strict=True)) if names is not None else tuple(arrays)
 
 
-def _validated(arrays, what, shape=None, chunks=None):
+def _validated(arrays: Iterable[Any], what: str, shape: tuple | None = None,
+               chunks: tuple | None = None) -> tuple[list[da.Array], tuple | None]:
     """The arrays validated and flattened as :func:`distsort.sort_by_key` does, all of
     one shape and one backend, chunked alike (like the first, or as ``chunks``)."""
     out, backend = [], None

@@ -26,9 +26,15 @@ back with :func:`time_from_codes`.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from distsort.core.xp import namespace
+
+#: A NumPy or CuPy array (CuPy is optional, so its arrays are typed loosely).
+Array = Any
 
 #: dtypes the backends sort, by kind and item size.
 SUPPORTED_KINDS = "biuf"
@@ -40,18 +46,18 @@ TIME_KINDS = "mM"
 _MAX_BYTES = 8
 
 
-def _refuse(dtype, what, supported, unsupported):
+def _refuse(dtype: np.dtype, what: str, supported: str, unsupported: str) -> TypeError:
     """The TypeError for a dtype distsort does not sort, naming what it does."""
     return TypeError(f"distsort cannot sort {what} of dtype {dtype!r}: supported are "
                      f"{supported} ({unsupported} are not)")
 
 
-def _sortable(dtype):
+def _sortable(dtype: np.dtype) -> bool:
     return (dtype.kind in SUPPORTED_KINDS and dtype.fields is None
             and dtype.itemsize <= _MAX_BYTES)
 
 
-def check_dtype(dtype, what="keys"):
+def check_dtype(dtype: DTypeLike, what: str = "keys") -> np.dtype:
     """Raise TypeError unless ``dtype`` is one distsort can sort."""
     dtype = np.dtype(dtype)
     if not _sortable(dtype):
@@ -60,7 +66,7 @@ def check_dtype(dtype, what="keys"):
     return dtype
 
 
-def check_key_dtype(dtype, what="keys"):
+def check_key_dtype(dtype: DTypeLike, what: str = "keys") -> np.dtype:
     """Raise TypeError unless ``dtype`` is one the public functions sort
     (those of :func:`check_dtype`, datetime64 and timedelta64 of any unit)."""
     dtype = np.dtype(dtype)
@@ -73,7 +79,7 @@ def check_key_dtype(dtype, what="keys"):
 _TIME_SIGN = np.uint64(1 << 63)
 
 
-def time_codes(x):
+def time_codes(x: Array) -> Array:
     """uint64 order codes of datetime64/timedelta64 ``x`` (a new array): NaT last.
 
     The int64 view with its sign bit flipped keeps the order, then minus one
@@ -92,14 +98,14 @@ def time_codes(x):
     return code
 
 
-def time_from_codes(codes, dtype):
+def time_from_codes(codes: Array, dtype: DTypeLike) -> Array:
     """The datetime64/timedelta64 values of ``dtype`` whose :func:`time_codes` are ``codes``."""
     u = codes + np.uint64(1)
     u ^= _TIME_SIGN
     return u.view(dtype)
 
 
-def as_sortable(x):
+def as_sortable(x: Array | None) -> Array | None:
     """datetime64/timedelta64 ``x`` as its :func:`time_codes`; other arrays (and None)
     as they are: what the sorts and the summaries order.
 
@@ -109,17 +115,17 @@ def as_sortable(x):
     return x if x is None or x.dtype.kind not in TIME_KINDS else time_codes(x)
 
 
-def from_sortable(x, dtype):
+def from_sortable(x: Array, dtype: DTypeLike) -> Array:
     """The inverse of :func:`as_sortable` for an array of ``dtype``."""
     return time_from_codes(x, dtype) if np.dtype(dtype).kind in TIME_KINDS else x
 
 
-def code_dtype(dtype):
+def code_dtype(dtype: DTypeLike) -> np.dtype:
     """The unsigned integer dtype of the codes of ``dtype``."""
     return np.dtype(f"u{np.dtype(dtype).itemsize}")
 
 
-def _float_constants(dtype):
+def _float_constants(dtype: np.dtype) -> tuple[int, int, int, int]:
     info = np.finfo(dtype)
     bits = 8 * dtype.itemsize
     sign = 1 << (bits - 1)
@@ -134,7 +140,7 @@ def _float_constants(dtype):
 _BLOCK = 1 << 16
 
 
-def encode(keys, *, canonical=False, descending=False):
+def encode(keys: Array, *, canonical: bool = False, descending: bool = False) -> Array:
     """Codes of ``keys`` (a new array of unsigned integers of the same width).
 
     Works on NumPy and CuPy arrays alike.
@@ -166,7 +172,8 @@ def encode(keys, *, canonical=False, descending=False):
     return code
 
 
-def decode(codes, dtype, *, descending=False, copy=True):
+def decode(codes: Array, dtype: DTypeLike, *, descending: bool = False,
+           copy: bool = True) -> Array:
     """Keys of ``dtype`` from their ``total`` codes (the inverse of ``encode``).
 
     With ``copy=False`` the codes are overwritten and returned as keys.
