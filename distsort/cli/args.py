@@ -9,6 +9,7 @@ from .errors import EXIT_CODES
 from .options import memory_limit_arg, scheduler_address_arg, workers_arg
 from .sizes import parse_bytes_arg, parse_chunk_size
 from .sort import cmd_sort
+from .streams import is_terminal
 
 VERIFY_HELP = ("check the output before publishing it: sorted, and a permutation of the "
                "input by count and 64-bit checksums, computed on each chunk as it is read "
@@ -48,7 +49,7 @@ def _cluster_options(p, local_workers=True):
         g.add_argument("--spill-dir", metavar="DIR",
                        help="local cluster: directory for spilled chunks (default: $TMPDIR)")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                   default=sys.stdout.isatty(),
+                   default=is_terminal(sys.stdout),
                    help="show progress bars (default: when stdout is a terminal)")
     g.add_argument("--chunk-size", type=parse_chunk_size, metavar="SIZE",
                    help="chunk size: bytes of keys (256MiB) or elements (1000000); default "

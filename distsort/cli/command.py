@@ -57,7 +57,11 @@ def run():
     try:
         status = main(command_line=True)
     except (KeyboardInterrupt, Interrupted):  # outside main's own handling
-        print_error("interrupted")
+        status = DECIDED.get("status")
+        if status is None:
+            print_error("interrupted")
+    except Exception as e:  # noqa: BLE001  (building the parser): one line, no traceback
+        status = _failed(e)
     try:
         for s in (signal.SIGINT, signal.SIGTERM):  # the status is decided: exit with it
             signal.signal(s, signal.SIG_IGN)
@@ -109,6 +113,11 @@ def import_dask_array_lean():
                 del sys.modules[m]
 
 
+#: The status of the command line's run, once :func:`main` has decided it: an
+#: interrupt that comes after (in :func:`run`) keeps it.
+DECIDED: dict[str, int] = {}
+
+
 def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
     """Run the ``distsort`` command; returns the exit status.
 
@@ -137,12 +146,14 @@ def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 _taken_over()
                 import_dask_array_lean()
-            status = args.func(args)
+            status = DECIDED["status"] = args.func(args)
         return status
     except (KeyboardInterrupt, Interrupted, Exception) as e:
         # An interrupt after the command's end (its handlers being put back) does
         # not change the status decided.
-        return _failed(e) if status is None else status
+        if status is None:
+            status = DECIDED["status"] = _failed(e)
+        return status
 
 
 def _taken_over():

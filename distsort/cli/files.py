@@ -230,7 +230,7 @@ def read_npy_header(f, path):
                 else fmt.read_array_header_2_0)  # 2.0; 3.0 differs only in its encoding
         shape, _, dtype = read(f)  # a 1-D array reads the same in either order
     except (ValueError, OverflowError, TypeError, SyntaxError, MemoryError) as e:
-        raise CLIError(f"{path}: not a readable .npy array: its header is corrupt "
+        raise CLIError(f"{path}: corrupt .npy header, not a readable .npy array "
                        f"({type(e).__name__}: {e})") from None
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise CLIError(f"{path}: corrupt .npy header: shape {shape} (the sizes of its "

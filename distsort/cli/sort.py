@@ -157,9 +157,13 @@ def check_report_path(path, outputs):
         raise CLIError(f"--report {path}: is a directory; name a file, e.g. {path}/report.html")
     if not report.parent.is_dir():
         raise CLIError(f"--report {path}: directory does not exist")
-    if not os.access(report.parent, os.W_OK | os.X_OK):
-        raise CLIError(f"--report {path}: directory {report.parent} is not writable "
-                       "(read-only, or not yours)")
+    probe = temporary_name(str(report), "probe")
+    try:  # a file made and removed: what the report's writing needs, whoever runs it
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.remove(probe)
+    except OSError as e:
+        raise CLIError(f"--report {path}: cannot write in directory {report.parent} "
+                       f"({e.strerror}: read-only, or not yours)") from None
 
 
 def sort_graph(job: SortJob, chunk: int, cluster: Cluster, options: dict[str, Any],
