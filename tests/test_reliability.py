@@ -376,3 +376,133 @@ def test_13_a_signal_in_the_first_tens_of_milliseconds(saved):
         assert not Path("o.npy").exists() or proc.returncode == 0
         Path("o.npy").unlink(missing_ok=True)
     assert leftovers(".") == []
+
+
+# ------------------------------------------------------------------ the probe
+#: The probe's bounds: runs, seconds (no run starts after), seed (``DISTSORT_PROBE_*``).
+PROBE_RUNS = int(os.environ.get("DISTSORT_PROBE_RUNS", "10"))
+PROBE_SECONDS = float(os.environ.get("DISTSORT_PROBE_SECONDS", "30"))
+PROBE_SEED = int(os.environ.get("DISTSORT_PROBE_SEED", "49"))
+STREAMS = ("plain", "stdout closed", "stdout full", "stdout pipe left", "stderr full",
+           "both in a pipe left")
+
+
+def probe_argv(rng, n):
+    """Random odd options for a sort of ``n`` keys, and its outputs."""
+    argv = ["sort", "in.npy", "o.npy"]
+    outputs = ["o.npy"]
+    if rng.integers(3) == 0:
+        argv += ["--values", "v.npy", "--values-output", "ov.npy"]
+        outputs.append("ov.npy")
+        argv += ["--stable"] * int(rng.integers(2))
+    elif rng.integers(3) == 0:
+        argv.append("--argsort")
+    argv += ["--descending"] * int(rng.integers(2))
+    argv += [["--verify"], ["--verify=reread"], []][int(rng.integers(3))]
+    argv += [["--progress"], ["--no-progress"], []][int(rng.integers(3))]
+    if rng.integers(2):
+        argv += ["--chunk-size", str(int(rng.integers(1000, max(1001, n + 1))))]
+    return argv, outputs
+
+
+def probe_run(argv, stream, sig, delay, rng):
+    """Run the executable with ``stream``'s redirection, sending ``sig`` after ``delay``
+    seconds (None: no signal); returns (status, stderr, where stderr was seen)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-c", "from distsort.launch import run; run()", *argv]
+    full = open("/dev/full", "w")  # noqa: SIM115  (closed below)
+    out = {"plain": subprocess.DEVNULL, "stdout full": full}.get(stream, subprocess.PIPE)
+    err = {"stderr full": full, "both in a pipe left": subprocess.STDOUT}.get(
+        stream, subprocess.PIPE)
+    if stream == "stdout closed":
+        cmd = ["bash", "-c", 'exec "$@" >&-', "distsort", *cmd]
+        out = None
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
+        t0 = time.monotonic()
+        if proc.stdout is not None:  # the reader takes a few bytes and leaves
+            proc.stdout.read(int(rng.integers(0, 60)))
+            proc.stdout.close()
+        if sig is not None:
+            time.sleep(max(0.0, delay - (time.monotonic() - t0)))
+            if proc.poll() is None:
+                proc.send_signal(sig)
+            else:
+                sig = None
+        text = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        proc.wait(120)
+    finally:
+        full.close()
+    return proc.returncode, text, sig
+
+
+def probe_problems(code, err, sig, stream, seen, exists_refused):
+    """What is wrong with a probe run's outcome (an empty list: nothing)."""
+    problems = []
+    if "partial" in seen:
+        problems.append("a partial output")
+    if seen[0] != "absent" and len(set(seen)) != 1:
+        problems.append("a mixed pair")
+    if "Traceback" in err and not starting(err):
+        problems.append("a traceback")
+    if "no output written" in err and seen[0] == "new":
+        problems.append("'no output written' beside a new output")
+    if sig is None:
+        want = (2 if exists_refused else 3 if stream == "stdout full" else 0)
+        if code != want:
+            problems.append(f"exit {code}, not {want}")
+        if want in (0, 3) and seen[0] != "new":
+            problems.append("no new output")
+    elif code == 0 and seen[0] != "new" or code not in (0, 2, 3, 130, 1, -sig):
+        problems.append(f"exit {code} after {sig.name}")
+    elif code in (1, -sig) and not (sig == signal.SIGKILL or starting(err) or not err):
+        problems.append(f"exit {code} after {sig.name}: {err!r}")
+    return problems
+
+
+def test_probe_kills_pipes_and_odd_options(saved, capsys):
+    """A bounded random probe (``PROBE_RUNS`` runs within ``PROBE_SECONDS``, seeded by
+    ``DISTSORT_PROBE_SEED``): odd options, an old output with or without
+    ``--overwrite``, stdout and stderr closed, full or a pipe whose reader leaves,
+    and SIGINT, SIGTERM or SIGKILL at a random moment.  After each: the inputs
+    unchanged, OUTPUT absent, old or new (never partial), the exit status the table's,
+    no traceback, and nothing left once the next run's clean-up has run."""
+    from test_kill import expected, state
+    rng = np.random.default_rng(PROBE_SEED)
+    tmp = Path.cwd()
+    t0, found, runs = time.monotonic(), [], 0
+    while runs < PROBE_RUNS and time.monotonic() - t0 < PROBE_SECONDS:
+        runs += 1
+        n = int(rng.integers(1, 40_000))
+        np.save("in.npy", rng.standard_normal(n).astype(rng.choice(["f8", "f4", "i4"])))
+        np.save("v.npy", rng.integers(0, 50, n))
+        inputs = {p: Path(p).read_bytes() for p in ("in.npy", "v.npy")}
+        argv, outputs = probe_argv(rng, n)
+        for p in outputs:
+            Path(p).unlink(missing_ok=True)
+        old_output = bool(rng.integers(2))
+        if old_output:
+            for i, p in enumerate(outputs):
+                np.save(p, np.arange(3) + i)
+            argv += ["--overwrite"] * int(rng.integers(4) > 0)
+        olds = [Path(p).read_bytes() if Path(p).exists() else None for p in outputs]
+        news = expected(tmp, argv, outputs)
+        capsys.readouterr()
+        stream = STREAMS[(runs - 1) % len(STREAMS)]  # each in turn
+        sig = [None, None, None, signal.SIGINT, signal.SIGTERM, signal.SIGKILL][
+            int(rng.integers(6))]
+        delay = float(rng.uniform(0, 3))
+        code, err, sig = probe_run(argv, stream, sig, delay, rng)
+        seen = [state(p, o, w) for p, o, w in zip(outputs, olds, news, strict=True)]
+        refused = old_output and "--overwrite" not in argv
+        problems = probe_problems(code, err, sig, stream, seen, refused)
+        if {p: Path(p).read_bytes() for p in inputs} != inputs:
+            problems.append("an input changed")
+        temporaries.clean_directory(".")  # what the next run does first
+        if leftovers("."):
+            problems.append(f"left {leftovers('.')}")
+        if problems:
+            found.append(f"{problems}: {argv} {stream} {sig and sig.name} at {delay:.2f} s: "
+                         f"exit {code}, outputs {seen}; {err}")
+    assert not found, "\n".join(found)
+    assert runs >= min(PROBE_RUNS, 3)
