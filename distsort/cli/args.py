@@ -85,7 +85,9 @@ def _add_sort(sub, exits):
     s.add_argument("--report", metavar="FILE.html",
                    help="write a Dask performance report (a sort in this process: Dask's "
                         "task and resource profiles)")
-    s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace an existing OUTPUT: only what is there when the run starts "
+                        "(a file that replaces it meanwhile is kept, exit 2)")
     s.add_argument("--host-memory-limit", type=parse_bytes_arg, metavar="BYTES",
                    help="host memory a sort in this process may hold, e.g. 8GB: an input "
                         "larger than a third of it is sorted through the disk (sorted runs "
