@@ -140,11 +140,11 @@ s.write_sorted = slow
 """
 
 
-@pytest.mark.parametrize("overwrite", [False, True])
-def test_1_of_concurrent_runs_on_one_output_exactly_one_wins(saved, overwrite):
-    if overwrite:
-        np.save("o.npy", np.arange(3.0))
-    argv = ["sort", "in.npy", "o.npy", "--no-progress", *(["--overwrite"] * overwrite)]
+def test_1_of_concurrent_runs_on_one_output_exactly_one_wins(saved):
+    """Three runs with --overwrite over an old output (without it, a run that came
+    last would be refused by the existing output alone)."""
+    np.save("o.npy", np.arange(3.0))
+    argv = ["sort", "in.npy", "o.npy", "--no-progress", "--overwrite"]
     results = [None] * 3
 
     def one(i):
@@ -351,9 +351,6 @@ def test_13_a_signal_after_the_status_is_decided_keeps_it(saved, sig):
                               prefix=SIGNAL_AFTER_MAIN.format(sig=sig))
     assert code == 0 and "Traceback" not in err and "no output written" not in err, err
     np.testing.assert_array_equal(np.load("o.npy"), sorted_input())
-    code, _, err = executable("sort", "missing.npy", "o2.npy",
-                              prefix=SIGNAL_AFTER_MAIN.format(sig=sig))
-    assert code == 2 and "Traceback" not in err, err
 
 
 def test_13_a_signal_in_the_first_tens_of_milliseconds(saved):
@@ -380,8 +377,8 @@ def test_13_a_signal_in_the_first_tens_of_milliseconds(saved):
 
 # ------------------------------------------------------------------ the probe
 #: The probe's bounds: runs, seconds (no run starts after), seed (``DISTSORT_PROBE_*``).
-PROBE_RUNS = int(os.environ.get("DISTSORT_PROBE_RUNS", "10"))
-PROBE_SECONDS = float(os.environ.get("DISTSORT_PROBE_SECONDS", "30"))
+PROBE_RUNS = int(os.environ.get("DISTSORT_PROBE_RUNS", "8"))
+PROBE_SECONDS = float(os.environ.get("DISTSORT_PROBE_SECONDS", "20"))
 PROBE_SEED = int(os.environ.get("DISTSORT_PROBE_SEED", "49"))
 STREAMS = ("plain", "stdout closed", "stdout full", "stdout pipe left", "stderr full",
            "both in a pipe left")
