@@ -18,12 +18,16 @@ import os
 
 #: The command's status for an interrupt (``distsort.cli.errors.INTERRUPTED``).
 INTERRUPTED = 130
-#: Set by the command once it handles signals itself.
-started = False
+#: Set (through :func:`_taken_over`) once the command handles signals itself.
+_started = []
+
+
+def _taken_over():
+    _started.append(True)
 
 
 def _stop(signum, frame):
-    if started:  # the command's handlers were put back: it decides
+    if _started:  # the command's handlers were put back: it decides
         raise KeyboardInterrupt
     os.write(2, b"distsort: interrupted; no output written\n")
     os._exit(INTERRUPTED)
@@ -50,4 +54,4 @@ def run():
     _signal.signal(_signal.SIGTERM, _stop)
     _standard_descriptors_open()
     from .cli.command import run as command
-    return command()
+    return command(taken_over=_taken_over)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 from ..libc import libc
 from .errors import CLIError
 from .identities import Identity, identity
-from .temporaries import lock_name
+from .temporaries import hold, lock_name
 
 #: ``renameat2``'s flag: fail with EEXIST where the new name exists.
 RENAME_NOREPLACE = 1
@@ -82,42 +81,6 @@ def claim(path, overwrite):
         held.release()
         raise CLIError(f"{path}: already exists (use --overwrite to replace it)")
     return held
-
-
-def hold(lock):
-    """A descriptor of the file ``lock`` with an exclusive ``flock`` on it, made where
-    there is none; None where another process holds it."""
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:  # its last holder may have removed it between our open and our lock
-            if os.path.samestat(os.fstat(fd), os.stat(lock)):
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-
-
-def release_unheld(lock):
-    """Remove lock file ``lock`` where no process holds it (its run was killed);
-    returns whether it did."""
-    try:
-        fd = hold(lock)
-    except OSError:
-        return False
-    if fd is None:
-        return False
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(lock)
-    os.close(fd)
-    return True
 
 
 def rename_noreplace(src, dst):

@@ -41,7 +41,7 @@ def _since_process_start():
 _NOT_FOR_THE_COMMAND = ("xarray",)
 
 
-def run():
+def run(taken_over=None):
     """The ``distsort`` executable: :func:`main`, then an exit that skips the
     interpreter's teardown.
 
@@ -55,7 +55,7 @@ def run():
     """
     status = None
     try:
-        status = main(command_line=True)
+        status = main(command_line=True, taken_over=taken_over)
     except (KeyboardInterrupt, Interrupted):  # outside main's own handling
         status = DECIDED.get("status")
         if status is None:
@@ -118,11 +118,13 @@ def import_dask_array_lean():
 DECIDED: dict[str, int] = {}
 
 
-def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
+def main(argv: list[str] | None = None, *, command_line: bool = False,
+         taken_over=None) -> int:
     """Run the ``distsort`` command; returns the exit status.
 
     ``command_line``: this process is the command (:func:`run`), not a script that
-    calls ``main``.
+    calls ``main``; ``taken_over``: called once the command handles signals itself
+    (the executable's first handler, :mod:`distsort.launch`, then leaves them to it).
 
     >>> main(["sort", "missing.npy", "out.npy"])
     2
@@ -144,7 +146,8 @@ def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
         with sigterm_interrupts(), interrupts_not_lost():
             if command_line:  # SIGINT stopped the process at once while it started
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                _taken_over()
+                if taken_over is not None:
+                    taken_over()
                 import_dask_array_lean()
             status = DECIDED["status"] = args.func(args)
         return status
@@ -154,13 +157,6 @@ def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
         if status is None:
             status = DECIDED["status"] = _failed(e)
         return status
-
-
-def _taken_over():
-    """Tell the executable's first handler (:mod:`distsort.launch`) that the command
-    handles signals from now on."""
-    from .. import launch
-    launch.started = True
 
 
 def _failed(error: BaseException) -> int:

@@ -18,6 +18,7 @@ named in a note, not touched.  An output's lock (``.<name>.distsort-lock``, see
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -111,9 +112,40 @@ def fsync(path):
         os.close(fd)
 
 
-def _release_unheld(lock):
-    from .claims import release_unheld  # claims names its locks by this module
-    return release_unheld(lock)
+def hold(lock):
+    """A descriptor of the file ``lock`` with an exclusive ``flock`` on it, made where
+    there is none; None where another process holds it."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # its last holder may have removed it between our open and our lock
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def release_unheld(lock):
+    """Remove lock file ``lock`` where no process holds it (its run was killed);
+    returns whether it did."""
+    try:
+        fd = hold(lock)
+    except OSError:
+        return False
+    if fd is None:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(lock)
+    os.close(fd)
+    return True
 
 
 # ------------------------------------------------------------------ journals
@@ -167,7 +199,7 @@ def clean_directory(directory, stream=None):
     except OSError:
         return []
     done = [os.path.join(directory, n) for n in names
-            if n.endswith(LOCK_SUFFIX) and _release_unheld(os.path.join(directory, n))]
+            if n.endswith(LOCK_SUFFIX) and release_unheld(os.path.join(directory, n))]
     found = [(n, owner(n)) for n in names]
     found = [(os.path.join(directory, n), o) for n, o in found if o is not None]
     here = host_tag()
