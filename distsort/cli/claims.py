@@ -64,7 +64,7 @@ def conflict(path, overwrite):
     what = ("was replaced while the sort ran" if overwrite
             else "appeared while the sort ran")
     return CLIError(f"{path}: {what}; it is left as it is and the sorted output is "
-                    "discarded (run again to replace it)")
+                    "discarded (run again with --overwrite to replace it)")
 
 
 def claim(path, overwrite):
@@ -74,8 +74,8 @@ def claim(path, overwrite):
     lock = lock_name(final)
     fd = hold(lock)
     if fd is None:
-        raise CLIError(f"{path}: another distsort run is writing it (it holds {lock}); "
-                       "wait for it to end, or name another output")
+        raise CLIError(f"{path}: another distsort run is writing it (it holds the lock "
+                       f"{lock}); wait for it to end, or name another output")
     held = Claim(str(path), final, lock, fd, identity(final, follow=False))
     if held.found is not None and not overwrite:
         held.release()
