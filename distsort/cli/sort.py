@@ -440,19 +440,21 @@ def print_done(job, cluster, facts, report=None):
         if sys.stdout is not None:
             sys.stdout.flush()
     except BrokenPipeError:  # ``| head``: the reader left; the outputs are published
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
-            os.close(devnull)
+        _stdout_to_devnull()
     except (OSError, ValueError) as e:
-        # What is still buffered is dropped, so that the exit's flush fails no more.
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+        _stdout_to_devnull()
         raise OSError(getattr(e, "errno", None) or errno.EIO,
                       getattr(e, "strerror", None) or str(e), "stdout") from None
     return OK
+
+
+def _stdout_to_devnull():
+    """Descriptor 1 on /dev/null, so that the exit's flush of what stdout still holds
+    fails no more."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _sort_on_disk(job, args, memory, t0):
