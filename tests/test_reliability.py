@@ -21,11 +21,11 @@ from distsort.cli import claims, sort, temporaries
 
 def executable(*argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, prefix="",
                shell_redirect="", timeout=120):
-    """The ``distsort`` executable (``distsort.launch.run``) in a new process, after
+    """The ``distsort`` executable (``distsort.cli.launch.run``) in a new process, after
     ``prefix`` (Python run first, to slow or patch it); ``shell_redirect``: a
     redirection of bash's (``>&-``) applied to it.  Returns (status, stdout, stderr)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    code = prefix + "\nfrom distsort.launch import run\nrun()\n"
+    code = prefix + "\nfrom distsort.cli.launch import run\nrun()\n"
     args = [sys.executable, "-c", code, *map(str, argv)]
     if shell_redirect:
         args = ["bash", "-c", f'exec "$@" {shell_redirect}', "distsort", *args]
@@ -232,7 +232,7 @@ def test_9_a_pipe_whose_reader_leaves(saved, both):
     """``distsort sort ... --progress | head -c 10`` (with ``2>&1``: ``both``)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from distsort.launch import run; run()", "sort", "in.npy",
+        [sys.executable, "-c", "from distsort.cli.launch import run; run()", "sort", "in.npy",
          "o.npy", "--progress", "--verify"], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if both else subprocess.PIPE)
     head = proc.stdout.read(10)
@@ -355,12 +355,12 @@ def test_13_a_signal_after_the_status_is_decided_keeps_it(saved, sig):
 
 def test_13_a_signal_in_the_first_tens_of_milliseconds(saved):
     """SIGINT and SIGTERM at 0..60 ms of the process: 130 with one line once
-    ``distsort.launch`` runs; before it, only Python's own ends (nothing written)."""
+    ``distsort.cli.launch`` runs; before it, only Python's own ends (nothing written)."""
     rng = np.random.default_rng(13)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for i in range(6):
         sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
-        proc = subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
+        proc = subprocess.Popen([sys.executable, "-c", "from distsort.cli.launch import run; run()",
                                  "sort", "in.npy", "o.npy", "--no-progress"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(float(rng.uniform(0, 0.06)))
@@ -406,7 +406,7 @@ def probe_run(argv, stream, sig, delay, rng):
     """Run the executable with ``stream``'s redirection, sending ``sig`` after ``delay``
     seconds (None: no signal); returns (status, stderr, where stderr was seen)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-c", "from distsort.launch import run; run()", *argv]
+    cmd = [sys.executable, "-c", "from distsort.cli.launch import run; run()", *argv]
     full = open("/dev/full", "w")  # noqa: SIM115  (closed below)
     out = {"plain": subprocess.DEVNULL, "stdout full": full}.get(stream, subprocess.PIPE)
     err = {"stderr full": full, "both in a pipe left": subprocess.STDOUT}.get(

@@ -19,10 +19,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..libc import libc
-from .errors import CLIError
-from .identities import Identity, identity
-from .temporaries import hold, lock_name
+from distsort.core.libc import libc
+from distsort.cli.errors import CLIError
+from distsort.cli.identities import Identity, identity
+from distsort.cli.temporaries import hold, lock_name
 
 #: ``renameat2``'s flag: fail with EEXIST where the new name exists.
 RENAME_NOREPLACE = 1

@@ -6,9 +6,9 @@ import signal
 import sys
 import time
 
-from .args import build_parser
-from .errors import INTERRUPTED, CLIError, Interrupted, outcome, print_error
-from .signals import interrupts_not_lost, sigterm_interrupts
+from distsort.cli.args import build_parser
+from distsort.cli.errors import INTERRUPTED, CLIError, Interrupted, outcome, print_error
+from distsort.cli.signals import interrupts_not_lost, sigterm_interrupts
 
 
 def _split_bench_extra(argv):
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None, *, command_line: bool = False,
 
     ``command_line``: this process is the command (:func:`run`), not a script that
     calls ``main``; ``taken_over``: called once the command handles signals itself
-    (the executable's first handler, :mod:`distsort.launch`, then leaves them to it).
+    (the executable's first handler, :mod:`distsort.cli.launch`, then leaves them to it).
 
     >>> main(["sort", "missing.npy", "out.npy"])
     2

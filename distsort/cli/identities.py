@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .errors import CLIError
+from distsort.cli.errors import CLIError
 
 Identity = tuple[int, int]
 

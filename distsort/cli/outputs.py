@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .claims import Claim, conflict, rename_noreplace
-from .errors import CLIError
-from .identities import check_not_an_input_file, identity
-from .files import NpyFile, ZarrFile, file_kind, open_npy
-from .signals import interruption, signals_deferred
-from .temporaries import fsync, remove, temporary_name, write_journal
+from distsort.cli.claims import Claim, conflict, rename_noreplace
+from distsort.cli.errors import CLIError
+from distsort.cli.identities import check_not_an_input_file, identity
+from distsort.cli.files import NpyFile, ZarrFile, file_kind, open_npy
+from distsort.cli.signals import interruption, signals_deferred
+from distsort.cli.temporaries import fsync, remove, temporary_name, write_journal
 
 
 @dataclass

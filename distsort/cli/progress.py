@@ -3,8 +3,8 @@ measuring the data that crossed between chunks on the way."""
 import asyncio
 import contextlib
 
-from .metrics import LocalMeter, crossing_of, step_seconds
-from .streams import quiet, say
+from distsort.cli.metrics import LocalMeter, crossing_of, step_seconds
+from distsort.cli.streams import quiet, say
 
 #: Seconds a finished computation waits for its progress bar's last message (the
 #: scheduler sends one each 100 ms).

@@ -27,7 +27,7 @@ import shutil
 import socket
 import uuid
 
-from .streams import quiet
+from distsort.cli.streams import quiet
 
 #: Longest file name (bytes) that Linux filesystems take.
 NAME_MAX = 255

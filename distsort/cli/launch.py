@@ -53,5 +53,5 @@ def run():
     _signal.signal(_signal.SIGINT, _stop)
     _signal.signal(_signal.SIGTERM, _stop)
     _standard_descriptors_open()
-    from .cli.command import run as command
+    from distsort.cli.command import run as command
     return command(taken_over=_taken_over)
