@@ -1051,19 +1051,22 @@ def test_values_pair_keys_rename_fails(tmp_path, capsys, inproc_address, pair, m
         save_npy(ko, np.arange(3))
         save_npy(vo, np.arange(3.0))
     old = {p: sha(p) for p in (ko, vo) if p.exists()}
-    real = os.replace
     published = []
 
-    def replace(src, dst):
-        src, dst = str(src), str(dst)
-        into_place = "distsort-tmp" in src and not src.endswith("-old") \
-            and "distsort-tmp" not in dst
-        if into_place and Path(dst) == ko.resolve():
-            raise OSError(errno.EIO, os.strerror(errno.EIO), dst)
-        real(src, dst)
-        if into_place:
-            published.append(Path(dst).name)
-    monkeypatch.setattr(os, "replace", replace)
+    def hooked(real):
+        def rename(src, dst):
+            src, dst = str(src), str(dst)
+            into_place = "distsort-tmp" in src and not src.endswith("-old") \
+                and "distsort-tmp" not in dst
+            if into_place and Path(dst) == ko.resolve():
+                raise OSError(errno.EIO, os.strerror(errno.EIO), dst)
+            real(src, dst)
+            if into_place:
+                published.append(Path(dst).name)
+        return rename
+    # the outputs are renamed into place by rename_noreplace, put back by os.replace
+    monkeypatch.setattr(os, "replace", hooked(os.replace))
+    monkeypatch.setattr(outputs, "rename_noreplace", hooked(outputs.rename_noreplace))
     code, _, err = run(capsys, *pair_args(inproc_address, pair, "--verify",
                                           *(["--overwrite"] if overwrite else [])))
     assert code == 3 and "I/O error" in err
@@ -1090,14 +1093,16 @@ def test_values_pair_interrupt_between_renames(tmp_path, capsys, inproc_address,
 
 
 def test_values_pair_published_values_first(tmp_path, capsys, address, pair, monkeypatch):
-    real = os.replace
     published = []
 
-    def replace(src, dst):
-        real(src, dst)
-        if "distsort-tmp" in str(src) and "distsort-tmp" not in str(dst):
-            published.append(Path(dst).name)
-    monkeypatch.setattr(os, "replace", replace)
+    def hooked(real):
+        def rename(src, dst):
+            real(src, dst)
+            if "distsort-tmp" in str(src) and "distsort-tmp" not in str(dst):
+                published.append(Path(dst).name)
+        return rename
+    monkeypatch.setattr(os, "replace", hooked(os.replace))
+    monkeypatch.setattr(outputs, "rename_noreplace", hooked(outputs.rename_noreplace))
     code, _, err = run(capsys, *pair_args(address, pair))
     assert code == 0, err
     assert published == ["vo.npy", "ko.npy"]
