@@ -47,6 +47,31 @@ def native_order(x):
                         meta=np.empty((0,) * x.ndim, dtype))
 
 
+def to_byte_order(chunk, dtype):
+    """The native-order ``chunk`` in ``dtype``'s byte order, bit for bit (the inverse of
+    :func:`to_native`): what a sort of an input of ``dtype`` returns, as NumPy does.
+
+    >>> to_byte_order(np.array([1.5, -2.0]), ">f8").dtype.str
+    '>f8'
+    """
+    dtype = np.dtype(dtype)
+    if dtype.isnative or chunk.dtype == dtype:
+        return chunk
+    return chunk.byteswap().view(dtype)
+
+
+def like_byte_order(x, dtype):
+    """The Dask array ``x`` (native byte order) in ``dtype``'s byte order, chunk by
+    chunk when computed; ``x`` itself where ``dtype`` is native."""
+    dtype = np.dtype(dtype)
+    if dtype.isnative or x.dtype == dtype:
+        return x
+    from dask.base import tokenize
+    return x.map_blocks(to_byte_order, dtype, dtype=dtype,
+                        name="distsort-byteorder-" + tokenize(x, dtype.str),
+                        meta=np.empty((0,) * x.ndim, dtype))
+
+
 def _memmap_name(m):
     """A Dask name for the read-only memory map ``m`` from what identifies its data
     (file, modification time, place in the mapping, layout): Dask's own token of a

@@ -203,17 +203,19 @@ def _exact(xp, x):
     return xp.where(xp.signbit(x), -magnitude, magnitude)
 
 
-def _before(xp, b, a, total):
+def _before(xp, b, a, total, descending=False):  # noqa: PLR0913, PLR0917
     """Mask: ``b`` comes strictly before ``a`` in NumPy's order, by comparing the values
-    (never the sort's order codes, so a wrong code cannot pass unseen): NaNs last;
-    with ``total`` also ``-0.0`` before ``+0.0`` (keys sorted alone)."""
+    (never the sort's order codes, so a wrong code cannot pass unseen): NaNs last, for
+    both orders; with ``total`` also ``-0.0`` before ``+0.0`` (keys sorted alone;
+    ``descending``: after it)."""
     if a.dtype.kind != "f":
-        return b < a
+        return b > a if descending else b < a
     na, nb = xp.isnan(a), xp.isnan(b)
     ea, eb = _exact(xp, a), _exact(xp, b)
-    bad = ((eb < ea) & ~na & ~nb) | (na & ~nb)
+    bad = (((eb > ea) if descending else (eb < ea)) & ~na & ~nb) | (na & ~nb)
     if total:
-        bad |= (eb == ea) & ~na & ~nb & xp.signbit(b) & ~xp.signbit(a)
+        low, high = (a, b) if descending else (b, a)
+        bad |= (eb == ea) & ~na & ~nb & xp.signbit(low) & ~xp.signbit(high)
     return bad
 
 
@@ -227,7 +229,8 @@ def _same(xp, a, b):
 
 def _out_of_order(xp, keys, values, order):
     """Boolean mask ``bad[..., i]``: element ``i + 1`` comes before element ``i`` (last
-    axis), in ``order``: keys alone in NumPy's total order (descending: its reverse);
+    axis), in ``order``: keys alone in NumPy's total order (descending: its reverse, NaNs
+    still last);
     with values (argsort's positions), equal keys in ascending order of value.
 
     >>> from distsort.backends import Order
@@ -236,7 +239,7 @@ def _out_of_order(xp, keys, values, order):
     """
     a, b = keys[..., :-1], keys[..., 1:]
     total = not order.keyed
-    bad = _before(xp, a, b, total) if order.descending else _before(xp, b, a, total)
+    bad = _before(xp, b, a, total, order.descending)
     if values is not None:
         bad |= _same(xp, a, b) & _before(xp, values[..., 1:], values[..., :-1], False)
     return bad
