@@ -157,7 +157,8 @@ def code_shift(dtype, descending=False):
     code of the module docstring, ``n`` the negative NaNs' count, half of all NaNs);
     0 for other dtypes.
 
-    >>> code_shift(np.dtype("f2")), code_shift(np.dtype("f2"), True), code_shift(np.dtype("i4"), True)
+    >>> f2 = np.dtype("f2")
+    >>> code_shift(f2), code_shift(f2, True), code_shift(np.dtype("i4"), True)
     (1023, 64513, 0)
     """
     dtype = np.dtype(dtype)

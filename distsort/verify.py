@@ -31,6 +31,7 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -38,7 +39,7 @@ import numpy as np
 
 from .backends import Order
 from .backends.cpu.numpy_backend import COMPILED_FROM  # NumPy chunks this long are hashed compiled
-from .order import as_sortable
+from .order import TIME_KINDS, as_sortable
 from .xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
@@ -427,7 +428,16 @@ def release(chunk, passed):
 
 
 def _summary(keys, values, start, order):
-    return summarize(as_sortable(keys), as_sortable(values), start=start, order=order)
+    hashed = summarize(as_sortable(keys), as_sortable(values), start=start, order=order)
+    if order is None or not order.descending or keys.dtype.kind not in TIME_KINDS:
+        return hashed
+    # Times descending, NaT last: the order is that of their descending codes, ascending;
+    # the checksums stay those of the input's codes.
+    ordered = summarize(as_sortable(keys, True), as_sortable(values), start=start,
+                        order=Order(descending=False, keyed=order.keyed))
+    return dataclasses.replace(hashed, first=ordered.first, last=ordered.last,
+                               disorder=ordered.disorder, where=ordered.where,
+                               order=ordered.order)
 
 
 def summary_tasks(name, keys, values, chunks, positions=False, order=None):
