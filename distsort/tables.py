@@ -179,7 +179,7 @@ def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") ->
     keys : tuple of arrays, or a 2-D array
         Dask, NumPy or CuPy arrays of one shape (flattened, as with ``axis=None``),
         of the dtypes :func:`distsort.sort` takes, or a 2-D array whose rows are
-        the keys (a 1-D array is one key).  As in ``numpy.lexsort``, the LAST key
+        the keys.  As in ``numpy.lexsort``, the LAST key
         is the primary one, the one before it the secondary, and so on.
     verify : bool, optional
         Check each sort as :func:`distsort.argsort` does.
@@ -215,10 +215,9 @@ def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") ->
 
 def _key_rows(keys):
     """The key arrays of ``lexsort``'s ``keys``: a tuple or list of arrays, or the rows
-    of a 2-D array (a 1-D array: one key), as ``numpy.lexsort`` takes them."""
+    of a 2-D array, as ``numpy.lexsort`` takes them (which reads a 1-D array as keys of
+    one element each: refused here, as a mistake for one key)."""
     ndim = getattr(keys, "ndim", None)
-    if ndim == 1:
-        return (keys,)
     if ndim == _ROWS_NDIM:
         if any(np.isnan(d) for d in keys.shape):
             raise ValueError("lexsort's key array has unknown chunk sizes; call "
@@ -226,7 +225,7 @@ def _key_rows(keys):
         return tuple(keys[i] for i in range(keys.shape[0]))
     if not isinstance(keys, (tuple, list)) or not keys:
         raise TypeError("lexsort takes a non-empty tuple of key arrays, or a 2-D array whose "
-                        "rows are the keys (the last primary)")
+                        "rows are the keys (the last primary); one key: lexsort((key,))")
     return keys
 
 
