@@ -15,9 +15,9 @@ import math
 import threading
 import time
 
-from ..cluster import worker_pids
-from .errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
-from .sizes import chunk_elements, fmt_bytes
+from distsort.cluster import worker_pids
+from distsort.cli.errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
+from distsort.cli.sizes import chunk_elements, fmt_bytes
 
 #: What a worker process takes before it holds any data: 62 MiB (RSS) when it starts,
 #: 127 MiB once it has run a sort (NumPy, dask.array, distsort and numba imported),
@@ -25,7 +25,7 @@ from .sizes import chunk_elements, fmt_bytes
 WORKER_FOOTPRINT = 128 << 20
 #: Chunks a worker holds at once beyond what it can spill: a merge's chunk, the
 #: partner's crossing part and the merged output, and the part of the next pair in
-#: flight (``distsort.locality.PAIRS_PER_WORKER``).
+#: flight (``distsort.cluster.locality.PAIRS_PER_WORKER``).
 MERGE_CHUNKS = 4
 
 
@@ -79,7 +79,7 @@ def check_memory_limit(args, job):
     """Refuse (exit 2), before starting a local CPU cluster, a ``--memory-limit`` under
     which a worker cannot merge the chunks that the command would give it.  (GPU
     workers and running clusters do not take the option.)"""
-    from .connection import Cluster, _wants_gpu
+    from distsort.cli.connection import Cluster, _wants_gpu
     if (not getattr(args, "memory_limit", None) or args.scheduler_address
             or args.scheduler_file or _wants_gpu(args)):
         return

@@ -128,7 +128,7 @@ def sort_slots(cluster):
     0: one)."""
     if cluster.client is None:
         return 1 if cluster.gpu else max(1, cluster.threads)
-    from ..view import ClusterView
+    from distsort.cluster.view import ClusterView
     workers = cluster.client.scheduler_info(n_workers=-1)["workers"]
     threads = tuple(w.get("nthreads", 1) for w in workers.values())
     return ClusterView(workers=tuple(workers), threads=threads).slots(cluster.gpu)

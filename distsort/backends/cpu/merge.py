@@ -144,7 +144,7 @@ def _merge_keyed(xk, xv, yk, yv, xc, yc, ok, ov):  # noqa: PLR0913, PLR0917  # p
 
 @_jit_inline
 def _code(u, c):  # pragma: no cover - compiled
-    """The ``total`` code (``distsort.order.encode``) of the unsigned bits ``u``, from
+    """The ``total`` code (``distsort.core.order.encode``) of the unsigned bits ``u``, from
     the constants ``c`` of :func:`_encoding`: the same map for every dtype, in registers."""
     mask = (u >> c[0]) * c[1] | c[2]  # floats: all ones for negative keys, else the sign
     # numba widens narrow unsigned operands: the difference is cut back to the width.
@@ -185,9 +185,9 @@ def take_pairs(keys, values, perm):
 def _encoding(dtype, descending=False):
     """Constants of :func:`_code` for ``dtype``: shift to the sign bit, the float mask's
     multiplier (all ones for floats, 0 otherwise), the bits always flipped (the sign for
-    signed kinds), the count subtracted (``distsort.order.code_shift``), the final
+    signed kinds), the count subtracted (``distsort.core.order.code_shift``), the final
     complement (descending) and the width's mask."""
-    from ...order import code_shift
+    from distsort.core.order import code_shift
     udt = np.dtype(f"u{dtype.itemsize}")
     bits = 8 * dtype.itemsize
     ones = (1 << bits) - 1
