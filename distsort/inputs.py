@@ -53,7 +53,33 @@ def native_order(x: da.Array) -> da.Array:
     from dask.base import tokenize
     dtype = x.dtype.newbyteorder("=")
     return da.map_blocks(to_native, x, dtype=dtype, name="distsort-native-" + tokenize(x),
-                        meta=np.empty((0,) * x.ndim, dtype))
+                         meta=np.empty((0,) * x.ndim, dtype))
+
+
+def to_byte_order(chunk: Any, dtype: Any) -> Any:
+    """The native-order ``chunk`` in ``dtype``'s byte order, bit for bit (the inverse of
+    :func:`to_native`): what a sort of an input of ``dtype`` returns, as NumPy does.
+
+    >>> to_byte_order(np.array([1.5, -2.0]), ">f8").dtype.str
+    '>f8'
+    """
+    dtype = np.dtype(dtype)
+    if dtype.isnative or chunk.dtype == dtype:
+        return chunk
+    return chunk.byteswap().view(dtype)
+
+
+def like_byte_order(x: da.Array, dtype: Any) -> da.Array:
+    """The Dask array ``x`` (native byte order) in ``dtype``'s byte order, chunk by
+    chunk when computed; ``x`` itself where ``dtype`` is native."""
+    dtype = np.dtype(dtype)
+    if dtype.isnative or x.dtype == dtype:
+        return x
+    import dask.array as da
+    from dask.base import tokenize
+    return da.map_blocks(to_byte_order, x, dtype, dtype=dtype,
+                         name="distsort-byteorder-" + tokenize(x, dtype.str),
+                         meta=np.empty((0,) * x.ndim, dtype))
 
 
 def _memmap_name(m: np.memmap, filename: str) -> str:

@@ -72,7 +72,8 @@ def _add_sort(sub, exits):
                f"\nexit status:\n{exits}")
     s.add_argument("input", metavar="INPUT", help="1-D array: a .npy file or a .zarr directory")
     s.add_argument("output", metavar="OUTPUT", help="where to write the result (.npy or .zarr)")
-    s.add_argument("--descending", action="store_true", help="largest first (NaNs first)")
+    s.add_argument("--descending", action="store_true",
+                   help="largest first (NaNs and NaTs still last)")
     s.add_argument("--argsort", action="store_true",
                    help="write the int64 indices that sort INPUT (stable) instead of the keys")
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)

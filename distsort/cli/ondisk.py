@@ -134,7 +134,9 @@ def sort_on_disk(job, args, memory, facts):
         for o in outputs:
             o.create()
         runs, merged = _regions(job, outputs, stack)
-        summarize_in, summarize_out = (summaries(_order(job), job.descending,
+        # Times sorted descending: their codes hold the order, and sort ascending.
+        codes_descending = job.descending and job.src.dtype.kind not in "mM"
+        summarize_in, summarize_out = (summaries(_order(job), codes_descending,
                                                  job.mode == "argsort")
                                        if args.verify else (None, None))
         read_keys, keys_at = _reader(job.src)
