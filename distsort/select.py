@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import warnings
 from functools import reduce
 
 import dask.array as da
@@ -95,6 +96,9 @@ def _done(result, plain):
 
 # -- quantiles
 
+#: NumPy takes scalar, 1-D and 2-D ``q``.
+_Q_MAX_DIMS = 2
+
 def _check_axis(x, axis):
     if axis is None or (x.ndim == 1 and axis in (0, -1)):
         return
@@ -106,21 +110,23 @@ def _quantiles(x, q, method, axis, keepdims, *, skip_nan, median, what, scale=1)
     plain = is_plain(x)
     weak_q = type(q) in (int, float)
     q = np.asanyarray(np.true_divide(q, scale) if scale != 1 else q)
-    if q.ndim > 2:
+    if q.ndim > _Q_MAX_DIMS:
         raise ValueError("q must be a scalar or 1d")
     if not median and not (q.size == 0 or (q.min() >= 0 and q.max() <= 1)):
         raise ValueError(f"{what} must be in the range [0, {scale}]")
     x = _as_dask(x)
     _check_axis(x, axis)
-    if median:
-        dtype = np.median(np.array([0, 1]).astype(x.dtype)).dtype
-    else:
-        tasks.quantile_ranks(2, q, method, x.dtype)  # an unknown method: ValueError now
-        dtype = tasks.quantile_dtype(x.dtype, q, method, weak_q)
-    g = layers.Layers(tokenize(x.name, q, method, skip_nan, median, weak_q))
     keys, sizes = _blocks(x)
-    if not skip_nan and sum(sizes) == 0 and not median:
-        raise IndexError("index -1 is out of bounds for axis 0 with size 0")
+    if sum(sizes) == 0 and not median:
+        if not skip_nan:
+            raise IndexError("index -1 is out of bounds for axis 0 with size 0")
+        with warnings.catch_warnings():  # NumPy's answer: the mean of nothing
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return _constant(np.nanmean(np.empty(0, x.dtype)), x, plain)
+    if not median:
+        tasks.quantile_ranks(2, q, method, x.dtype)  # an unknown method: ValueError now
+    dtype = _numpy_dtype(x.dtype, q, method, weak_q, skip_nan, median)
+    g = layers.Layers(tokenize(x.name, q, method, skip_nan, median, weak_q))
     key = layers.quantile_layers(g, keys, sizes, q, method, x.dtype, weak_q=weak_q,
                                  module=array_module_name(x._meta), skip_nan=skip_nan,
                                  median=median)
@@ -129,6 +135,28 @@ def _quantiles(x, q, method, axis, keepdims, *, skip_nan, median, what, scale=1)
     if keepdims:
         out = out.reshape(shape + (1,) * x.ndim)
     return _done(out, plain)
+
+
+def _numpy_dtype(dtype, q, method, weak_q, skip_nan, median):  # noqa: PLR0913, PLR0917
+    """The dtype of NumPy's answer, from two elements of ``dtype``: NumPy's error
+    where it refuses the dtype (bool with interpolation, datetimes in the nan forms)."""
+    two = np.array([0, 1]).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if median:
+            return np.asarray((np.nanmedian if skip_nan else np.median)(two)).dtype
+        fn = np.nanquantile if skip_nan else np.quantile
+        return np.asarray(fn(two, float(q) if weak_q else q, method=method)).dtype
+
+
+def _constant(value, x, plain):
+    if plain:
+        return value
+    value = np.asarray(value)
+    if array_module_name(x._meta) == "cupy":
+        import cupy
+        value = cupy.asarray(value)
+    return da.from_array(value, chunks=())
 
 
 def quantile(x, q, axis=None, method="linear", keepdims=False):

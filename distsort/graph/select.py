@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import warnings
 
 import numpy as np
 from dask.highlevelgraph import HighLevelGraph
@@ -129,8 +130,10 @@ def finish_quantile(n, q, method, dtype, ranks, codes, weak_q, module, median, c
         n = sum(counts)
     values = tasks.values_of(np.asarray(codes), dtype)
     if n == 0:  # NumPy's answer to an empty median, or to an all-NaN nan-quantile
-        out = (np.mean(np.empty(0, dtype)) if median else
-               np.full(np.shape(q), np.nan, tasks.quantile_dtype(dtype, q, method, weak_q)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = (np.mean(np.empty(0, dtype)) if median else
+                   np.full(np.shape(q), np.nan, dtype))
     elif median:
         out = tasks.median_finish(n, dtype, ranks, values)
     else:

@@ -274,13 +274,6 @@ def code_dtype(dtype):
     return np.dtype(np.uint64) if dtype.kind in TIME_KINDS else np.dtype(f"u{dtype.itemsize}")
 
 
-def quantile_dtype(dtype, q, method, weak_q):
-    """The dtype of ``numpy.quantile`` of ``dtype`` elements at ``q`` (from two of them)."""
-    two = np.array([0, 1]).astype(dtype)
-    return np.asarray(np.quantile(two, float(np.ravel(q)[0]) if weak_q else q,
-                                  method=method)).dtype
-
-
 def median_finish(n, dtype, ranks, values):
     """NumPy's median from ``values``, the elements of ``ranks`` of the sorted ``n``:
     the mean of the middle one or two (``numpy.median``), NaN where the last is."""
