@@ -13,12 +13,12 @@ of a sorted array (:func:`unique_layers`).
 
 >>> g = Layers("abc")
 >>> runs = run_layer(g, [("x", 0), ("x", 1)])
->>> runs
-[('distsort-select-run-abc', 0), ('distsort-select-run-abc', 1)]
+>>> runs[1][0].startswith("distsort-select-run-"), runs[1][1]
+(True, 1)
 >>> rank_layers(g, runs, (5, 3), [4])
 ('distsort-select-pick-abc', 0)
->>> list(g.layers)[:3]
-['distsort-select-run-abc', 'distsort-select-sample-abc', 'distsort-select-bounds-abc']
+>>> list(g.layers)[1:3]
+['distsort-select-sample-abc', 'distsort-select-bounds-abc']
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import itertools
 import warnings
 
 import numpy as np
+from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from distsort.backends.cpu import select as tasks
@@ -69,9 +70,13 @@ class Layers:
 
 
 def run_layer(g, chunks, **options):
-    """One sorted run of codes per chunk key of ``chunks`` (``sorted_run(**options)``)."""
+    """One sorted run of codes per chunk key of ``chunks`` (``sorted_run(**options)``).
+    The layer's name comes from the chunks and the options alone: selections of one
+    array computed together (a median and quantiles) share its runs."""
     sort = functools.partial(tasks.sorted_run, **options)
-    return g.add("run", {i: (sort, c) for i, c in enumerate(chunks)})
+    name = "distsort-select-run-" + tokenize(chunks, sorted(options.items()))
+    g.layers[name] = {(name, i): (sort, c) for i, c in enumerate(chunks)}
+    return list(g.layers[name])
 
 
 def rank_bounds(lengths, steps, samples, ranks):

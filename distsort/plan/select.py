@@ -9,31 +9,34 @@ stays small whatever the number of runs: its table has one row per sample and on
 column per run.
 
 >>> sample_steps((10, 0, 2**30))
-(1, 1, 16384)
+(1, 1, 262144)
 >>> top_rank(10, 3), top_rank(10, 12)
 (7, 0)
 """
 from __future__ import annotations
 
-from distsort.plan.kway import SAMPLES_PER_RUN
+__all__ = ["sample_steps", "top_rank", "SAMPLES", "TABLE_CELLS"]
 
-__all__ = ["sample_steps", "top_rank", "TABLE_CELLS"]
-
-#: Cells of the bracketing table (samples of all runs times runs): 2^22 int64 cells
-#: (32 MiB) at most, so that many runs take fewer samples each.
-TABLE_CELLS = 1 << 22
+#: Samples a run gives at most: the bracketing task's time grows with all samples
+#: times the runs, the windows' with the runs times the step.  2^12 samples of each of
+#: 8 runs: 31 ms to bracket 12 ranks on a loaded 2-core CPU (2^14: 171 ms), and
+#: windows of about 2^20 elements a rank for 8 runs of 2^29.
+SAMPLES = 1 << 12
+#: Cells of the bracketing table (samples of all runs times runs): 2^18 int64 cells
+#: (2 MiB) at most, so that many runs take fewer samples each.
+TABLE_CELLS = 1 << 18
 
 
 def sample_steps(lengths):
-    """Elements between two samples of each run of ``lengths``: ``SAMPLES_PER_RUN``
-    samples a run where the runs are few, fewer where they are many (the windows
-    between two samples then hold about ``len(lengths) * step`` elements).
+    """Elements between two samples of each run of ``lengths``: ``SAMPLES`` samples a
+    run where the runs are few, fewer where they are many (the windows between two
+    samples then hold about ``len(lengths) * step`` elements).
 
     >>> sample_steps((2**20,) * 64)[0]
-    1024
+    16384
     """
     k = max(1, len(lengths))
-    per_run = max(16, min(SAMPLES_PER_RUN, TABLE_CELLS // (k * k)))
+    per_run = max(16, min(SAMPLES, TABLE_CELLS // (k * k)))
     return tuple(max(1, -(-int(n) // per_run)) for n in lengths)
 
 

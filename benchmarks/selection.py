@@ -1,0 +1,125 @@
+"""Exact quantiles and top k (distsort.select) beside the local sorts, a full sort,
+NumPy and dask.array.
+
+    python benchmarks/selection.py                      # CPU: 2^26 float64 in 8 chunks
+    python benchmarks/selection.py --quick              # 2^20
+    python benchmarks/selection.py --gpu --gib 16 --dtype float32 --chunks 8   # one GPU
+
+Rows, on one lognormal array (skewed, where merged per-chunk percentiles err):
+
+* ``local sorts``: every chunk sorted where it lies (``map_blocks`` of the array
+  module's sort), the cost the quantiles are measured against (target: at most 1.2x);
+* ``distsort median+5q``: ``distsort.median`` and ``distsort.quantile`` of 5 q,
+  computed together (they share the local sorts);
+* ``dask percentile``: ``dask.array.percentile`` of the same 6 (its largest relative
+  error against the exact values is in ``max_rel_error``);
+* ``numpy median+5q`` (CPU only): ``numpy.median`` and ``numpy.quantile`` of the
+  whole array in memory;
+* ``distsort sort``: a full ``distsort.sort``;
+* ``distsort topk`` and ``dask topk``: the ``--k`` largest (target: at most 0.3x
+  the full sort).
+
+The input is persisted first; every timed call persists its result (the GPU's
+device synchronized before the clock stops).
+"""
+from __future__ import annotations
+
+import os
+
+import dask
+import dask.array as da
+import numpy as np
+
+import distsort
+from driver import median_time, parser, print_table, save_rows
+
+QS = [0.01, 0.1, 0.25, 0.75, 0.999]
+
+
+def arguments(argv):
+    p = parser(__doc__)
+    p.add_argument("--gpu", action="store_true", help="CuPy chunks on the GPU")
+    p.add_argument("--n", type=int, help="elements (default 2^26, --quick 2^20)")
+    p.add_argument("--gib", type=float, help="size in GiB instead of --n")
+    p.add_argument("--dtype", default="float64")
+    p.add_argument("--chunks", type=int, default=8)
+    p.add_argument("--k", type=int, default=10**6)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    return p.parse_args(argv)
+
+
+def make(args):
+    dtype = np.dtype(args.dtype)
+    n = (int(args.gib * 2**30) // dtype.itemsize if args.gib
+         else args.n or (2**20 if args.quick else 2**26))
+    size = -(-n // args.chunks)
+    if args.gpu:
+        import cupy
+        x = da.random.default_rng(0).lognormal(size=n, chunks=size).map_blocks(
+            lambda b: cupy.asarray(b, dtype), dtype=dtype, meta=cupy.empty(0, dtype))
+        return x.persist(), n, cupy.cuda.Device().synchronize
+    x = da.random.default_rng(0).lognormal(size=n, chunks=size).astype(dtype)
+    return x.persist(), n, lambda: None
+
+
+def host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def main(argv=None):
+    args = arguments(argv)
+    x, n, sync = make(args)
+    xp_sort = x._meta.__class__.__module__.split(".")[0]
+    sort_block = __import__(xp_sort).sort
+    k = min(args.k, n)
+
+    def timed(name, fn, **extra):
+        seconds, times = median_time(fn, args.runs, args.warmup, sync=sync)
+        row = dict(case=name, n=n, dtype=args.dtype, chunks=args.chunks, seconds=seconds,
+                   times=times, **extra)
+        print(f"{name}: {seconds:.3f}s", flush=True)
+        return row
+
+    def persist(*arrays):
+        return dask.persist(*arrays, scheduler="threads", num_workers=args.threads)
+
+    rows = [timed("local sorts", lambda: persist(x.map_blocks(sort_block)))]
+    exact = np.concatenate([np.atleast_1d(host(a)) for a in dask.compute(
+        distsort.median(x), distsort.quantile(x, QS), scheduler="threads")])
+    rows.append(timed("distsort median+5q", lambda: persist(distsort.median(x),
+                                                            distsort.quantile(x, QS))))
+    qs100 = np.array([0.5, *QS]) * 100
+    approx = host(da.percentile(x, qs100).compute(scheduler="threads"))
+    error = float(np.max(np.abs(approx - exact) / np.abs(exact)))
+    rows.append(timed("dask percentile", lambda: persist(da.percentile(x, qs100)),
+                      max_rel_error=error))
+    if not args.gpu:
+        a = x.compute()
+        check = np.array([np.median(a), *np.quantile(a, QS)])
+        if not np.array_equal(check, exact):
+            raise AssertionError("distsort's quantiles differ from NumPy's")
+        rows.append(timed("numpy median+5q", lambda: (np.median(a), np.quantile(a, QS))))
+        del a
+    rows.append(timed("distsort sort", lambda: persist(distsort.sort(x))))
+    rows.append(timed("distsort topk", lambda: persist(distsort.topk(x, k)), k=k))
+    rows.append(timed("dask topk", lambda: persist(da.topk(x, k)), k=k))
+    base = {r["case"]: r["seconds"] for r in rows}
+    for r in rows:
+        r["vs_local_sorts"] = r["seconds"] / base["local sorts"]
+        r["vs_sort"] = r["seconds"] / base["distsort sort"]
+    print()
+    print_table(rows, [("case", "{}"), ("seconds", "{:.3f}"), ("vs_local_sorts", "{:.2f}"),
+                       ("vs_sort", "{:.2f}"), ("max_rel_error", "{:.2e}")])
+    if args.gpu:
+        import cupy
+        device = "1x" + cupy.cuda.runtime.getDeviceProperties(0)["name"].decode().split()[-1]
+    else:
+        device = f"cpu-{os.cpu_count()}cores"
+    path = save_rows(rows, "select", device, args.out, numpy=np.__version__,
+                     dask=dask.__version__, threads=args.threads, quantiles=[0.5, *QS],
+                     distribution="lognormal(0, 1)")
+    print(f"\nrows saved to {path}")
+
+
+if __name__ == "__main__":
+    main()
