@@ -20,18 +20,22 @@ Rows, on one lognormal array (skewed, where merged per-chunk percentiles err):
   the full sort).
 
 The input is persisted first; every timed call persists its result (the GPU's
-device synchronized before the clock stops).
+device synchronized before the clock stops).  The cases take turns, one run each in
+every round (median of ``--runs`` rounds), so that a shared machine's load weighs on
+all alike; the results are checked against NumPy (CPU) and ``dask.array.topk``.
 """
 from __future__ import annotations
 
 import os
+import statistics
+import time
 
 import dask
 import dask.array as da
 import numpy as np
 
 import distsort
-from driver import median_time, parser, print_table, save_rows
+from driver import parser, print_table, save_rows
 
 QS = [0.01, 0.1, 0.25, 0.75, 0.999]
 
@@ -73,36 +77,48 @@ def main(argv=None):
     sort_block = __import__(xp_sort).sort
     k = min(args.k, n)
 
-    def timed(name, fn, **extra):
-        seconds, times = median_time(fn, args.runs, args.warmup, sync=sync)
-        row = dict(case=name, n=n, dtype=args.dtype, chunks=args.chunks, seconds=seconds,
-                   times=times, **extra)
-        print(f"{name}: {seconds:.3f}s", flush=True)
-        return row
-
     def persist(*arrays):
         return dask.persist(*arrays, scheduler="threads", num_workers=args.threads)
 
-    rows = [timed("local sorts", lambda: persist(x.map_blocks(sort_block)))]
     exact = np.concatenate([np.atleast_1d(host(a)) for a in dask.compute(
         distsort.median(x), distsort.quantile(x, QS), scheduler="threads")])
-    rows.append(timed("distsort median+5q", lambda: persist(distsort.median(x),
-                                                            distsort.quantile(x, QS))))
     qs100 = np.array([0.5, *QS]) * 100
     approx = host(da.percentile(x, qs100).compute(scheduler="threads"))
     error = float(np.max(np.abs(approx - exact) / np.abs(exact)))
-    rows.append(timed("dask percentile", lambda: persist(da.percentile(x, qs100)),
-                      max_rel_error=error))
+    cases = [("local sorts", lambda: persist(x.map_blocks(sort_block)), {}),
+             ("distsort median+5q", lambda: persist(distsort.median(x),
+                                                    distsort.quantile(x, QS)), {}),
+             ("dask percentile", lambda: persist(da.percentile(x, qs100)),
+              {"max_rel_error": error, "exact": exact.tolist(), "dask": approx.tolist()})]
     if not args.gpu:
         a = x.compute()
         check = np.array([np.median(a), *np.quantile(a, QS)])
         if not np.array_equal(check, exact):
             raise AssertionError("distsort's quantiles differ from NumPy's")
-        rows.append(timed("numpy median+5q", lambda: (np.median(a), np.quantile(a, QS))))
-        del a
-    rows.append(timed("distsort sort", lambda: persist(distsort.sort(x))))
-    rows.append(timed("distsort topk", lambda: persist(distsort.topk(x, k)), k=k))
-    rows.append(timed("dask topk", lambda: persist(da.topk(x, k)), k=k))
+        cases.append(("numpy median+5q", lambda: (np.median(a), np.quantile(a, QS)), {}))
+    top = host(distsort.topk(x, k).compute(scheduler="threads"))
+    if not np.array_equal(top, host(da.topk(x, k).compute(scheduler="threads"))):
+        raise AssertionError("distsort.topk differs from dask.array.topk")
+    cases += [("distsort sort", lambda: persist(distsort.sort(x)), {}),
+              ("distsort topk", lambda: persist(distsort.topk(x, k)), {"k": k}),
+              ("dask topk", lambda: persist(da.topk(x, k)), {"k": k})]
+    # Round robin: every run times each case once in turn, so that a load that comes
+    # and goes (a shared machine) weighs on all cases alike.
+    times = {name: [] for name, _, _ in cases}
+    for _ in range(args.warmup):
+        for _, fn, _ in cases:
+            fn()
+            sync()
+    for _ in range(args.runs):
+        for name, fn, _ in cases:
+            began = time.perf_counter()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - began)
+            print(f"{name}: {times[name][-1]:.3f}s", flush=True)
+    rows = [dict(case=name, n=n, dtype=args.dtype, chunks=args.chunks,
+                 seconds=statistics.median(times[name]), times=times[name], **extra)
+            for name, _, extra in cases]
     base = {r["case"]: r["seconds"] for r in rows}
     for r in rows:
         r["vs_local_sorts"] = r["seconds"] / base["local sorts"]
