@@ -31,6 +31,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from distsort.backends.cpu import select as tasks
+from distsort.core.xp import namespace
 from distsort.plan.kway import brackets
 from distsort.plan.select import sample_steps, top_rank
 
@@ -97,7 +98,7 @@ def rank_bounds(lengths, steps, samples, ranks):
 
 def pick_one(run, ranks):
     """The codes of ``ranks`` of a single run, on the host."""
-    return tasks.to_host(run[np.asarray(ranks, np.int64)])
+    return tasks.to_host(run[namespace(run).asarray(np.asarray(ranks, np.int64))])
 
 
 def rank_layers(g, runs, lengths, ranks):

@@ -25,7 +25,7 @@ from distsort.core.xp import namespace
 
 __all__ = ["codes_of", "values_of", "sorted_run", "to_host", "run_sample", "window_counts",
            "pick_codes", "quantile_ranks", "quantile_finish", "valid_count", "top_select",
-           "threshold_counts", "chunk_ends", "count_before"]
+           "threshold_counts", "count_before"]
 
 
 def to_host(a):
@@ -244,16 +244,6 @@ def top_select(chunk, offset, threshold, take_equal, last_equal, *, descending, 
 
 
 # -- searches in a sorted array
-
-def chunk_ends(chunk, canonical=True):
-    """Host ``(first, last)`` codes of a sorted chunk, or None where it is empty."""
-    if chunk.size == 0:
-        return None
-    codes = codes_of(chunk[np.r_[0, chunk.size - 1]] if namespace(chunk) is np
-                     else chunk[[0, chunk.size - 1]], canonical=canonical)
-    first, last = to_host(codes).tolist()
-    return first, last
-
 
 def count_before(chunk, v, side):
     """For each of ``v``: how many elements of the sorted ``chunk`` come before it
