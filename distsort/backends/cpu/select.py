@@ -139,8 +139,20 @@ def valid_count(run, dtype):
 
 # -- NumPy's quantiles, from the elements of a few ranks
 
+#: NumPy's private quantile helpers that give its results bit for bit (NumPy 2.x).
+_NUMPY_HELPERS = ("_QuantileMethods", "_get_indexes", "_get_gamma", "_lerp")
+
+
 def _numpy_quantiles():
-    from numpy.lib import _function_base_impl as impl  # NumPy's own formulas, exactly
+    """NumPy's module of quantile formulas: its own, so that every ``method`` gives
+    NumPy's bits; a NumPy without them is named in the error, not answered otherwise."""
+    try:
+        from numpy.lib import _function_base_impl as impl
+    except ImportError:
+        impl = None
+    if impl is None or not all(hasattr(impl, name) for name in _NUMPY_HELPERS):
+        raise NotImplementedError(f"distsort's quantiles need NumPy's quantile helpers "
+                                  f"{_NUMPY_HELPERS}, which NumPy {np.__version__} lacks")
     return impl
 
 
