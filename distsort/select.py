@@ -106,7 +106,8 @@ def _check_axis(x, axis):
                               f"got axis={axis!r} for an array of {x.ndim} dimensions")
 
 
-def _quantiles(x, q, method, axis, keepdims, *, skip_nan, median, what, scale=1):  # noqa: PLR0913
+def _quantiles(x, q, method, axis, keepdims, *, skip_nan, median, what, scale=1,  # noqa: PLR0913
+               assume_sorted=False):
     plain = is_plain(x)
     weak_q = type(q) in (int, float)
     q = np.asanyarray(np.true_divide(q, scale) if scale != 1 else q)
@@ -126,10 +127,10 @@ def _quantiles(x, q, method, axis, keepdims, *, skip_nan, median, what, scale=1)
     if not median:
         tasks.quantile_ranks(2, q, method, x.dtype)  # an unknown method: ValueError now
     dtype = _numpy_dtype(x.dtype, q, method, weak_q, skip_nan, median)
-    g = layers.Layers(tokenize(x.name, q, method, skip_nan, median, weak_q))
+    g = layers.Layers(tokenize(x.name, q, method, skip_nan, median, weak_q, assume_sorted))
     key = layers.quantile_layers(g, keys, sizes, q, method, x.dtype, weak_q=weak_q,
                                  module=array_module_name(x._meta), skip_nan=skip_nan,
-                                 median=median)
+                                 median=median, presorted=bool(assume_sorted))
     shape = () if median else q.shape
     out = _array(g, key, x, shape, dtype)
     if keepdims:
@@ -159,7 +160,7 @@ def _constant(value, x, plain):
     return da.from_array(value, chunks=())
 
 
-def quantile(x, q, axis=None, method="linear", keepdims=False):
+def quantile(x, q, axis=None, method="linear", keepdims=False, *, assume_sorted=False):
     """The ``q``-th quantiles of all elements of ``x``, exactly as ``numpy.quantile``.
 
     Each chunk is sorted where it lies; the elements of the ranks that the quantiles
@@ -184,6 +185,10 @@ def quantile(x, q, axis=None, method="linear", keepdims=False):
         ``"median_unbiased"``, ``"normal_unbiased"``.
     keepdims : bool
         As NumPy's.
+    assume_sorted : bool
+        ``x``'s chunks, read in order, are sorted already (a :func:`distsort.sort`
+        output, or any array whose chunks are each sorted in NumPy's order): the
+        ranks are read from them, with no sort.
 
     Returns
     -------
@@ -201,10 +206,11 @@ def quantile(x, q, axis=None, method="linear", keepdims=False):
     4.0
     """
     return _quantiles(x, q, method, axis, keepdims, skip_nan=False, median=False,
-                      what="Quantiles")
+                      what="Quantiles",
+                      assume_sorted=assume_sorted)
 
 
-def percentile(x, q, axis=None, method="linear", keepdims=False):
+def percentile(x, q, axis=None, method="linear", keepdims=False, *, assume_sorted=False):
     """The ``q``-th percentiles (``q`` in [0, 100]) of all elements of ``x``, exactly
     as ``numpy.percentile``: :func:`quantile` of ``q / 100``.
 
@@ -213,10 +219,11 @@ def percentile(x, q, axis=None, method="linear", keepdims=False):
     array([50., 99.])
     """
     return _quantiles(x, q, method, axis, keepdims, skip_nan=False, median=False,
-                      what="Percentiles", scale=100)
+                      what="Percentiles", scale=100,
+                      assume_sorted=assume_sorted)
 
 
-def median(x, axis=None, keepdims=False):
+def median(x, axis=None, keepdims=False, *, assume_sorted=False):
     """The median of all elements of ``x``, exactly as ``numpy.median`` (the mean of
     the middle two for an even count).
 
@@ -225,10 +232,11 @@ def median(x, axis=None, keepdims=False):
     2.5
     """
     return _quantiles(x, 0.5, "linear", axis, keepdims, skip_nan=False, median=True,
-                      what="Quantiles")
+                      what="Quantiles",
+                      assume_sorted=assume_sorted)
 
 
-def nanquantile(x, q, axis=None, method="linear", keepdims=False):
+def nanquantile(x, q, axis=None, method="linear", keepdims=False, *, assume_sorted=False):
     """:func:`quantile` of the elements that are not NaN (or NaT), as
     ``numpy.nanquantile``: NaN where all are.
 
@@ -237,19 +245,22 @@ def nanquantile(x, q, axis=None, method="linear", keepdims=False):
     2.0
     """
     return _quantiles(x, q, method, axis, keepdims, skip_nan=True, median=False,
-                      what="Quantiles")
+                      what="Quantiles",
+                      assume_sorted=assume_sorted)
 
 
-def nanpercentile(x, q, axis=None, method="linear", keepdims=False):
+def nanpercentile(x, q, axis=None, method="linear", keepdims=False, *, assume_sorted=False):
     """:func:`percentile` of the elements that are not NaN, as ``numpy.nanpercentile``."""
     return _quantiles(x, q, method, axis, keepdims, skip_nan=True, median=False,
-                      what="Percentiles", scale=100)
+                      what="Percentiles", scale=100,
+                      assume_sorted=assume_sorted)
 
 
-def nanmedian(x, axis=None, keepdims=False):
+def nanmedian(x, axis=None, keepdims=False, *, assume_sorted=False):
     """:func:`median` of the elements that are not NaN, as ``numpy.nanmedian``."""
     return _quantiles(x, 0.5, "linear", axis, keepdims, skip_nan=True, median=True,
-                      what="Quantiles")
+                      what="Quantiles",
+                      assume_sorted=assume_sorted)
 
 
 # -- top k

@@ -124,6 +124,35 @@ def test_median_equals_numpys(backend, seed, n, dtype, style, nan, duplicates): 
         same_values(ours(chunked(x, rng, style, backend)).compute(scheduler="sync"), ref)
 
 
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 400),
+       dtype=st.sampled_from(["int16", "uint64", "float16", "float64", "datetime64[s]"]),
+       style=st.sampled_from(STYLES), method=st.sampled_from(["linear", "nearest", "hazen"]),
+       by_distsort=st.booleans(), nan=st.booleans())
+def test_quantiles_of_sorted_chunks_read_their_ranks(seed, n, dtype, style, method,  # noqa: PLR0913, PLR0917
+                                                     by_distsort, nan):
+    rng = np.random.default_rng(seed)
+    x = keys(rng, n, dtype, duplicates=True)
+    a = distsort.sort(chunked(x, rng, style)) if by_distsort else chunked(np.sort(x), rng, style)
+    ours, theirs = (distsort.nanquantile, np.nanquantile) if nan else (distsort.quantile,
+                                                                       np.quantile)
+    q = rng.random(3)
+    ref, error = numpy_or_error(theirs, x, q, method=method)
+    if error is None:
+        out = ours(a, q, method=method, assume_sorted=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            same_values(out.compute(scheduler="sync"), ref)
+    if not nan and np.dtype(dtype).kind != "M":
+        same_values(distsort.median(a, assume_sorted=True).compute(), np.median(x))
+
+
+def test_presorted_runs_are_the_chunks_codes_unsorted_again():
+    chunk = np.array([3.0, 1.0, 2.0])  # not sorted: shows that no sort runs
+    assert tasks.sorted_run(chunk, presorted=True).tolist() == \
+        tasks.codes_of(chunk).tolist()
+
+
 def test_quantile_of_arrays_gives_what_numpy_gives():
     x = np.random.default_rng(1).lognormal(size=1001).astype(np.float32)
     out = distsort.quantile(x, 0.3)

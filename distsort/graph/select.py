@@ -152,11 +152,14 @@ def finish_quantile(n, q, method, dtype, ranks, codes, weak_q, module, median, c
 
 
 def quantile_layers(g, chunks, lengths, q, method, dtype, *, weak_q, module,  # noqa: PLR0913
-                    skip_nan=False, median=False):
+                    skip_nan=False, median=False, presorted=False):
     """The key of the task that gives the quantiles ``q`` (``method``, as
     ``numpy.quantile``) of the chunks ``chunks`` (keys, of ``lengths`` elements), or
-    their median; ``skip_nan``: of the elements that are not NaN (``nanquantile``)."""
-    runs = run_layer(g, chunks)
+    their median; ``skip_nan``: of the elements that are not NaN (``nanquantile``);
+    ``presorted``: every chunk is sorted already, so none is sorted again (its
+    ``canonical`` codes are, whichever of ``-0.0`` and ``+0.0`` came first)."""
+    runs = (run_layer(g, chunks, presorted=True, canonical=True) if presorted
+            else run_layer(g, chunks))
     n = sum(lengths)
     if skip_nan and np.dtype(dtype).kind in "fmM":
         counts = g.add("valid", {i: (tasks.valid_count, r, dtype) for i, r in enumerate(runs)})

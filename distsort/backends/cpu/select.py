@@ -50,9 +50,10 @@ def values_of(codes, dtype, *, descending=False):
     return decode(codes, dtype, descending=descending)
 
 
-def sorted_run(chunk, *, canonical=False, descending=False, top=None):
+def sorted_run(chunk, *, canonical=False, descending=False, top=None, presorted=False):
     """The codes of ``chunk``, sorted (the chunk's local sort).  ``top``: only the
     ``top`` largest codes, sorted (a partition first, where that leaves less to sort).
+    ``presorted``: the chunk is sorted already (NumPy's order), so are its codes.
 
     >>> sorted_run(np.array([5, 1, 4, 2], np.int8), top=2).tolist()
     [132, 133]
@@ -62,7 +63,8 @@ def sorted_run(chunk, *, canonical=False, descending=False, top=None):
     if top is not None and top < codes.size:
         cut = codes.size - int(top)
         codes = xp.partition(codes, cut)[cut:] if top > 0 else codes[:0]
-    codes.sort()
+    if not presorted:
+        codes.sort()
     return codes
 
 
