@@ -137,7 +137,7 @@ def main(argv=None):
         device = f"cpu-{os.cpu_count()}cores"
     path = save_rows(rows, "select", device, args.out, numpy=np.__version__,
                      dask=dask.__version__, threads=args.threads, quantiles=[0.5, *QS],
-                     distribution="lognormal(0, 1)")
+                     distribution="lognormal(0, 1)", load_average=os.getloadavg())
     print(f"\nrows saved to {path}")
 
 

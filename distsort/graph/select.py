@@ -196,6 +196,14 @@ def select_chunk(chunk, offset, threshold, allotted, i, last_equal, descending, 
                             descending=descending, canonical=canonical)
 
 
+def select_run(run, counts, allotted, i):
+    """Run ``i``'s part of the top k: its codes above the threshold (``counts``:
+    ``(greater, equal)``) and the ``allotted[i]`` equal to it, the last of the sorted
+    run; host codes, with no positions."""
+    take = counts[0] + allotted[i]
+    return tasks.to_host(run[run.size - take:]), np.zeros(take, np.int64)
+
+
 def finish_top(parts, dtype, descending, positions, last_equal, module):
     """The top k from every chunk's part: the codes from the largest, ties by
     position (from the last where ``last_equal``); their values, or their
@@ -225,9 +233,13 @@ def topk_layers(g, chunks, lengths, k, dtype, *, positions, module):
     counts = g.add("count", {i: (_counts, r, threshold) for i, r in enumerate(runs)})
     allotted = g.add_one("allot", (allot_equal, counts, min(kk, total), last_equal))
     offsets = (0, *itertools.accumulate(lengths))
-    parts = g.add("select", {i: (select_chunk, c, offsets[i], threshold, allotted, i,
-                                 last_equal, descending, canonical)
-                             for i, c in enumerate(chunks)})
+    if positions:  # positions come from the chunks themselves
+        parts = g.add("select", {i: (select_chunk, c, offsets[i], threshold, allotted, i,
+                                     last_equal, descending, canonical)
+                                 for i, c in enumerate(chunks)})
+    else:  # values: the top of each sorted run holds them all
+        parts = g.add("select", {i: (select_run, r, counts[i], allotted, i)
+                                 for i, r in enumerate(runs)})
     return g.add_one("top", (finish_top, parts, dtype, descending, positions, last_equal,
                              module))
 
