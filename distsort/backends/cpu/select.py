@@ -136,7 +136,9 @@ def valid_count(run, dtype):
         limit = time_codes(np.array([np.iinfo(np.int64).max]).view(dtype))[0]
     else:
         return int(run.size)
-    return int(namespace(run).searchsorted(run, run.dtype.type(limit), side="right"))
+    xp = namespace(run)
+    return int(to_host(xp.searchsorted(run, xp.asarray([limit], dtype=run.dtype),
+                                       side="right"))[0])
 
 
 # -- NumPy's quantiles, from the elements of a few ranks
