@@ -11,7 +11,9 @@ graph runs across workers.
 True
 """
 __version__ = "0.1.0"
-__all__ = ["sort", "argsort", "sort_by_key", "lexsort", "VerificationError", "__version__"]
+__all__ = ["sort", "argsort", "sort_by_key", "lexsort", "quantile", "percentile", "median",
+           "nanquantile", "nanpercentile", "nanmedian", "topk", "argtopk", "unique",
+           "searchsorted", "VerificationError", "__version__"]
 
 # What type checkers see (they take any name TYPE_CHECKING for typing's, which
 # ``import distsort`` does not import): the public functions' own signatures.
@@ -25,7 +27,10 @@ if TYPE_CHECKING:
 #: ``dask.array``, which imports xarray and pandas where they are installed (about a
 #: second on a 2-core machine), and the ``distsort`` command starts its disk
 #: measurement and reading before it needs them.
-_LAZY_FUNCTIONS = {"sort": "api", "argsort": "api", "sort_by_key": "tables", "lexsort": "tables"}
+_LAZY_FUNCTIONS = {"sort": "api", "argsort": "api", "sort_by_key": "tables", "lexsort": "tables",
+                   **dict.fromkeys(("quantile", "percentile", "median", "nanquantile",
+                                    "nanpercentile", "nanmedian", "topk", "argtopk",
+                                    "unique", "searchsorted"), "select")}
 #: Submodules reachable as attributes of ``distsort`` without importing them first;
 #: imported on first use, so ``import distsort`` stays light (``cluster`` imports
 #: distributed and, on GPU machines, dask-cuda).
