@@ -34,20 +34,24 @@ def to_host(a):
 
 
 def codes_of(chunk, *, canonical=False, descending=False):
-    """Order codes of ``chunk`` (any numeric dtype, datetime64, timedelta64), raveled."""
+    """Order codes of ``chunk`` (any numeric dtype, datetime64, timedelta64), raveled.
+
+    ``descending`` complements the ascending codes: the exact reverse of the ascending
+    order, NaN and NaT lowest, which is what the smallest ``k`` (``topk(x, -k)``) read
+    from the top of a run need (not NumPy's descending sort, which keeps NaN last)."""
     chunk = chunk.ravel()
-    if chunk.dtype.kind in TIME_KINDS:
-        codes = time_codes(chunk)
-        return ~codes if descending else codes
-    return encode(chunk, canonical=canonical, descending=descending)
+    codes = (time_codes(chunk) if chunk.dtype.kind in TIME_KINDS
+             else encode(chunk, canonical=canonical))
+    return ~codes if descending else codes
 
 
 def values_of(codes, dtype, *, descending=False):
     """The elements of ``dtype`` whose ``total`` codes are ``codes`` (a new array)."""
     dtype = np.dtype(dtype)
+    codes = ~codes if descending else codes
     if dtype.kind in TIME_KINDS:
-        return time_from_codes(~codes if descending else codes, dtype)
-    return decode(codes, dtype, descending=descending)
+        return time_from_codes(codes, dtype)
+    return decode(codes, dtype)
 
 
 def sorted_run(chunk, *, canonical=False, descending=False, top=None, presorted=False):
