@@ -42,7 +42,7 @@ import bisect
 import numpy as np
 
 __all__ = ["co_ranks", "searcher", "segment_bounds", "kway_segment", "kway_bytes_moved",
-           "choose_merge", "sample_step", "brackets", "KWAY_FRACTION", "COPY_SECONDS",
+           "choose_merge", "sample_step", "brackets", "Samples", "KWAY_FRACTION", "COPY_SECONDS",
            "LINK_BYTES_PER_S", "SAMPLES_PER_RUN"]
 
 #: Part of the budget a k-way segment takes: two segments in flight, each its slices
@@ -144,47 +144,98 @@ def sample_step(length):
     return max(1, -(-int(length) // SAMPLES_PER_RUN))
 
 
-def brackets(lengths, steps, merged, ranks):
-    """For each of ``ranks``, two samples of the runs of ``lengths`` whose ranks in the
-    merge bracket it: ``(low, high)``, each ``(run, position)``, or None for the start
-    (low) or the end (high) of the merge.  The co-ranks of a rank lie between the
-    counts of each run's elements before ``low`` and before ``high``.
-
-    ``steps``: each run's :func:`sample_step`; ``merged``: the run of each sample, in
-    the order of the merge of all samples (ties: the lower run first).
+class Samples:
+    """The samples of ``k`` sorted runs (of ``lengths``; run ``j``'s at positions
+    ``step - 1, 2 * step - 1, ...`` with ``step = steps[j]``) in the order of their
+    merge (``merged``: the run of each sample, ties to the lower run), and what they say
+    of ranks without a search in any run (step 4): runs on several workers, runs on
+    disk.
 
     A sample of run ``i`` whose ``m``-th it is, with ``m_j`` samples of run ``j``
     before it, is at position ``(m + 1) * step_i - 1``, and each other run has at least
-    ``m_j * step_j`` elements before it and fewer than its next sample's position:
-    bounds on its rank without a search.  ``low`` is the last sample whose rank is at
-    most the rank sought by those bounds, ``high`` the first at least it.
+    ``m_j * step_j`` elements before it and fewer than its next sample's position
+    (:meth:`bounds`).  Both bounds' sums rise with the samples, so the samples that
+    bracket a rank are found by two binary searches (:meth:`bracket`), and between them
+    lies a window of about two steps of every run that holds the rank's co-ranks
+    (:meth:`window`).  Memory: a position per sample.
+
+    >>> s = Samples((4, 4), (2, 2), (0, 1, 0, 1))  # runs (1, 3, 5, 7), (2, 4, 6, 8)
+    >>> [b.tolist() for b in s.bounds(1)], s.sample(1)
+    ([[2, 1], [3, 1]], (1, 1))
+    >>> s.window(4)  # the co-ranks of rank 4: (2, 2)
+    ([2, 1], [3, 3])
+    """
+
+    def __init__(self, lengths, steps, merged):
+        self.lengths = np.asarray(lengths, np.int64)
+        self.steps = np.asarray(steps, np.int64)
+        self.merged = np.asarray(merged, np.int64)
+        #: Where each run's samples stand in the merge of all samples.
+        self._places = [np.flatnonzero(self.merged == j) for j in range(len(self.lengths))]
+
+    def __len__(self):
+        return len(self.merged)
+
+    def bounds(self, t):
+        """``(lower, upper)``: at least and at most how many elements of each run come
+        before sample ``t`` (of the merge of all samples); for the sample's own run,
+        its position."""
+        seen = np.array([np.searchsorted(p, t) for p in self._places], np.int64)
+        i = int(self.merged[t])
+        pos = (seen[i] + 1) * self.steps[i] - 1
+        lower = seen * self.steps
+        upper = np.where(seen < self.lengths // self.steps, (seen + 1) * self.steps - 1,
+                         self.lengths)
+        lower[i] = upper[i] = pos
+        return lower, upper
+
+    def sample(self, t):
+        """``(run, position)`` of sample ``t``."""
+        i = int(self.merged[t])
+        return i, int((np.searchsorted(self._places[i], t) + 1) * self.steps[i] - 1)
+
+    def bracket(self, rank):
+        """The samples whose ranks bracket ``rank``: ``(low, high)``, the last sample
+        that surely has at most ``rank`` elements before it and the first that surely
+        has at least ``rank``; None for the start (low) or the end (high) of the
+        merge."""
+        n = len(self.merged)
+        after = bisect.bisect_left(range(n), True, key=lambda t: self.bounds(t)[1].sum() > rank)
+        high = bisect.bisect_left(range(n), True, key=lambda t: self.bounds(t)[0].sum() >= rank)
+        return (after - 1 if after else None), (high if high < n else None)
+
+    def window(self, rank, start=None):
+        """``(lo, hi)``: each run's co-rank of ``rank`` lies in ``[lo[j], hi[j]]``.
+        ``start``: the co-ranks of a lower rank, where the windows start (see
+        :func:`co_ranks`)."""
+        low, high = self.bracket(rank)
+        lo = np.zeros_like(self.lengths) if start is None else np.array(start, np.int64)
+        hi = self.lengths.copy()
+        if low is not None:
+            lo = np.maximum(lo, self.bounds(low)[0])
+        if high is not None:
+            hi = np.minimum(hi, self.bounds(high)[1])
+        return lo.tolist(), np.maximum(hi, lo).tolist()
+
+
+def brackets(lengths, steps, merged, ranks):
+    """For each of ``ranks``, two samples of the runs of ``lengths`` whose ranks in the
+    merge bracket it: ``(low, high)``, each ``(run, position)``, or None for the start
+    (low) or the end (high) of the merge (:meth:`Samples.bracket`).  The co-ranks of a
+    rank lie between the counts of each run's elements before ``low`` and before
+    ``high``.
+
+    ``steps``: each run's :func:`sample_step`; ``merged``: the run of each sample, in
+    the order of the merge of all samples (ties: the lower run first).
 
     >>> brackets((4, 4), (2, 2), (0, 1, 0, 1), (4,))  # runs (1, 3, 5, 7), (2, 4, 6, 8)
     [((1, 1), (0, 3))]
     >>> brackets((4, 4), (2, 2), (0, 1, 0, 1), (0, 8))
     [(None, (0, 1)), ((1, 3), None)]
     """
-    lengths, steps = np.asarray(lengths, np.int64), np.asarray(steps, np.int64)
-    merged = np.asarray(merged, np.int64)
-    rows = np.arange(len(merged))
-    seen = np.zeros((len(merged), len(lengths)), np.int64)
-    seen[rows, merged] = 1
-    seen = np.cumsum(seen, axis=0) - seen  # each run's samples before each sample
-    pos = (seen[rows, merged] + 1) * steps[merged] - 1
-    low = (seen * steps).sum(axis=1) + steps[merged] - 1
-    upper = np.where(seen < lengths // steps, (seen + 1) * steps - 1, lengths)
-    upper[rows, merged] = pos
-    high = upper.sum(axis=1)
-
-    def sample(t):
-        return int(merged[t]), int(pos[t])
-    out = []
-    for r in ranks:
-        below = np.flatnonzero(high <= r)
-        first = int(np.searchsorted(low, r, "left"))  # ``low`` rises with every sample
-        out.append((sample(below[-1]) if below.size else None,
-                    sample(first) if first < len(merged) else None))
-    return out
+    samples = Samples(lengths, steps, merged)
+    return [tuple(None if t is None else samples.sample(t) for t in samples.bracket(r))
+            for r in ranks]
 
 
 def segment_bounds(chunks, segment):
