@@ -26,6 +26,11 @@ its measured figures: ``docs/out_of_core.md``.
    merges that stream through the GPU in segments.
 4. *Finish.*  After the network, each output chunk is a slice of a run (copied to the
    GPU for CuPy output); after the k-way merge the merged chunks are the output.
+5. *Runs on disk.*  Files larger than host memory (the command's disk path,
+   ``distsort.io.disksort``) take the same plan with the host's memory as the budget
+   and the runs on disk (:func:`plan_disk_sort`): runs of equal sizes, as many kept in
+   memory as fit, one k-way merge in segments whose ends' co-ranks come from the runs'
+   samples (``kway.Samples``) and a window of every run (``kway.co_ranks``).
 
 Host memory (``distsort.backends.outofcore``): the input stays where it is (pageable
 input reaches the GPU through a small ring of pinned buffers filled by several

@@ -240,9 +240,11 @@ def merge_codes(codes):
     array([0, 1, 1, 0])
     """
     runs = np.concatenate([np.full(len(c[0]), j, np.int64) for j, c in enumerate(codes)])
-    pos = np.concatenate([np.arange(len(c[0]), dtype=np.int64) for c in codes])
     joined = [np.concatenate([c[w] for c in codes]) for w in range(len(codes[0]))]
-    return runs[np.lexsort((pos, runs, *reversed(joined)))]
+    # Joined in run order, then position: a stable sort of the codes breaks ties so.
+    if len(joined) == 1:
+        return runs[np.argsort(joined[0], kind="stable")]
+    return runs[np.lexsort(joined[::-1])]
 
 
 def _as_codes(codes):
