@@ -171,7 +171,9 @@ class Samples:
         self.steps = np.asarray(steps, np.int64)
         self.merged = np.asarray(merged, np.int64)
         #: Where each run's samples stand in the merge of all samples.
-        self._places = [np.flatnonzero(self.merged == j) for j in range(len(self.lengths))]
+        by_run = np.argsort(self.merged, kind="stable")
+        counts = np.bincount(self.merged, minlength=len(self.lengths))
+        self._places = np.split(by_run, np.cumsum(counts)[:-1])
 
     def __len__(self):
         return len(self.merged)
