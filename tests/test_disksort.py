@@ -90,7 +90,11 @@ class _Split:
         return parts
 
     def __call__(self, rank, start=None):
-        return disksort.co_ranks_on_disk(self.samples, rank, start, self.read)
+        (lo,), (hi,) = self.samples.windows([rank])
+        if start is not None:  # as the merge does: nothing below the last co-ranks
+            lo = np.maximum(lo, start)
+            hi = np.maximum(hi, lo)
+        return disksort.co_ranks_on_disk(rank, lo, hi, self.read)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -124,7 +128,7 @@ def test_windows_hold_the_co_ranks_and_stay_narrow(stride):
     for rank in [0, 1, n // 3, n // 2, n - 1, n]:
         want = [int(np.searchsorted(r, merged[rank], "left")) if rank < n else len(r)
                 for r in runs]
-        lo, hi = samples.window(rank)
+        (lo,), (hi,) = samples.windows([rank])
         assert all(a <= w <= b for a, w, b in zip(lo, want, hi, strict=True))
         assert sum(hi) - sum(lo) <= 2 * (len(runs) + 1) * stride  # s * (k + 2) + k * (s - 1)
 

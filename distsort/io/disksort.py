@@ -16,7 +16,7 @@ a task does to them is the disk backend's (``distsort.backends.disk``).
 2. *Merge.*  The output is cut into segments of a size the budget holds
    (``kway.segment_bounds``); each segment's boundaries are exact co-ranks (ties to the
    lower run, so stable orders stay stable): the samples bound each run's co-rank to
-   a window of about two strides (``kway.Samples.window``), one read of every window
+   a window of about two strides (``kway.Samples.windows``), one read of every window
    gives its codes, and ``kway.co_ranks`` finds the co-ranks within them
    (:func:`co_ranks_on_disk`).  A segment takes its slice of every run (from memory,
    or by large sequential reads), sorts them as one and writes them into a new
@@ -131,29 +131,27 @@ def form_runs(job, plan, pipeline, progress=None):
     return store, [d[0] for d in done], [d[1] for d in done]
 
 
-def co_ranks_on_disk(samples, rank, start, codes):
-    """The co-ranks of ``rank`` in runs that lie on disk: the windows that their
-    ``samples`` (``kway.Samples``) give, clipped below at ``start`` (the previous
-    segment's end: what lies below may be freed), each read once (``codes(j, lo, hi)``:
-    the order codes of elements ``lo:hi`` of run ``j``), and ``kway.co_ranks`` within
-    them.
+def co_ranks_on_disk(rank, lo, hi, codes):
+    """The co-ranks of ``rank`` in runs that lie on disk, each run's within
+    ``[lo[j], hi[j]]`` (a window of ``kway.Samples.windows``, clipped below at the
+    previous segment's end: what lies below may be freed): each window read once
+    (``codes(j, lo, hi)``: the order codes of elements ``lo:hi`` of run ``j``), and
+    ``kway.co_ranks`` within them.
 
     >>> runs = [np.array(r, np.uint32) for r in ([1, 3, 5, 7], [2, 3, 6], [0, 8])]
-    >>> s = Samples([4, 3, 2], [2] * 3, merge_codes([(r[1::2],) for r in runs]))
-    >>> co_ranks_on_disk(s, 4, None, lambda j, lo, hi: (runs[j][lo:hi],))
+    >>> co_ranks_on_disk(4, [0, 0, 0], [4, 3, 2], lambda j, lo, hi: (runs[j][lo:hi],))
     (2, 1, 1)
     """
-    lo, hi = samples.window(rank, start)
+    lo, hi = [int(a) for a in lo], [int(b) for b in hi]
     need = int(rank) - sum(lo)
     if need <= 0 or need >= sum(hi) - sum(lo):
         return tuple(lo if need <= 0 else hi)
     live = [j for j in range(len(lo)) if hi[j] > lo[j]]
     windows = [codes(j, lo[j], hi[j]) for j in live]
     inside = co_ranks([hi[j] - lo[j] for j in live], need, codes_searcher(windows))
-    out = list(lo)
     for j, c in zip(live, inside, strict=True):
-        out[j] += c
-    return tuple(out)
+        lo[j] += c
+    return tuple(lo)
 
 
 def merge_runs(job, plan, store, samples, pipeline, progress=None):
@@ -162,8 +160,9 @@ def merge_runs(job, plan, store, samples, pipeline, progress=None):
     summaries."""
     keys_dtype = job.runs[0].dtype
     payload_dtype = None if job.runs[1] is None else job.runs[1].dtype
-    split = Samples(plan.runs, (plan.stride,) * len(plan.runs), merge_codes(samples))
     ranks = segment_bounds((plan.n,), plan.segment)[0]
+    lows, highs = Samples(plan.runs, (plan.stride,) * len(plan.runs),
+                          merge_codes(samples)).windows(ranks[1:])
     freed = Frontier(store, keys_dtype.itemsize)
 
     def codes(j, lo, hi):
@@ -171,8 +170,9 @@ def merge_runs(job, plan, store, samples, pipeline, progress=None):
 
     def cuts():
         c = (0,) * len(plan.runs)
-        for rank in ranks[1:]:
-            after = co_ranks_on_disk(split, rank, c, codes)
+        for rank, window_lo, window_hi in zip(ranks[1:], lows, highs, strict=True):
+            lo = np.maximum(window_lo, c)  # the windows start at the last co-ranks
+            after = co_ranks_on_disk(rank, lo, np.maximum(window_hi, lo), codes)
             yield c, after
             c = after
 

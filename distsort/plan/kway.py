@@ -155,15 +155,15 @@ class Samples:
     before it, is at position ``(m + 1) * step_i - 1``, and each other run has at least
     ``m_j * step_j`` elements before it and fewer than its next sample's position
     (:meth:`bounds`).  Both bounds' sums rise with the samples, so the samples that
-    bracket a rank are found by two binary searches (:meth:`bracket`), and between them
-    lies a window of about two steps of every run that holds the rank's co-ranks
-    (:meth:`window`).  Memory: a position per sample.
+    bracket a rank are found by binary searches, all ranks' in lock step
+    (:meth:`brackets`), and between them lies a window of about two steps of every run
+    that holds the rank's co-ranks (:meth:`windows`).  Memory: a position per sample.
 
     >>> s = Samples((4, 4), (2, 2), (0, 1, 0, 1))  # runs (1, 3, 5, 7), (2, 4, 6, 8)
-    >>> [b.tolist() for b in s.bounds(1)], s.sample(1)
-    ([[2, 1], [3, 1]], (1, 1))
-    >>> s.window(4)  # the co-ranks of rank 4: (2, 2)
-    ([2, 1], [3, 3])
+    >>> [b.tolist() for b in s.bounds([1])], s.sample(1)
+    ([[[2, 1]], [[3, 1]]], (1, 1))
+    >>> [w.tolist() for w in s.windows([4])]  # the co-ranks of rank 4: (2, 2)
+    [[[2, 1]], [[3, 3]]]
     """
 
     def __init__(self, lengths, steps, merged):
@@ -178,17 +178,23 @@ class Samples:
     def __len__(self):
         return len(self.merged)
 
+    def _seen(self, t):
+        """Each run's samples before each sample of ``t`` (an array): ``(len(t), k)``."""
+        return np.stack([np.searchsorted(p, t) for p in self._places], axis=-1).reshape(
+            len(t), len(self._places))
+
     def bounds(self, t):
-        """``(lower, upper)``: at least and at most how many elements of each run come
-        before sample ``t`` (of the merge of all samples); for the sample's own run,
-        its position."""
-        seen = np.array([np.searchsorted(p, t) for p in self._places], np.int64)
-        i = int(self.merged[t])
-        pos = (seen[i] + 1) * self.steps[i] - 1
+        """``(lower, upper)``, each ``(len(t), k)``: at least and at most how many
+        elements of each run come before each sample of ``t`` (indices in the merge of
+        all samples); for a sample's own run, its position."""
+        t = np.asarray(t, np.int64)
+        seen = self._seen(t)
+        rows, i = np.arange(len(t)), self.merged[t]
+        pos = (seen[rows, i] + 1) * self.steps[i] - 1
         lower = seen * self.steps
         upper = np.where(seen < self.lengths // self.steps, (seen + 1) * self.steps - 1,
                          self.lengths)
-        lower[i] = upper[i] = pos
+        lower[rows, i] = upper[rows, i] = pos
         return lower, upper
 
     def sample(self, t):
@@ -196,34 +202,45 @@ class Samples:
         i = int(self.merged[t])
         return i, int((np.searchsorted(self._places[i], t) + 1) * self.steps[i] - 1)
 
-    def bracket(self, rank):
-        """The samples whose ranks bracket ``rank``: ``(low, high)``, the last sample
-        that surely has at most ``rank`` elements before it and the first that surely
-        has at least ``rank``; None for the start (low) or the end (high) of the
-        merge."""
-        n = len(self.merged)
-        after = bisect.bisect_left(range(n), True, key=lambda t: self.bounds(t)[1].sum() > rank)
-        high = bisect.bisect_left(range(n), True, key=lambda t: self.bounds(t)[0].sum() >= rank)
-        return (after - 1 if after else None), (high if high < n else None)
+    def brackets(self, ranks):
+        """For each of ``ranks``, the samples whose ranks bracket it: ``low``, the last
+        sample that surely has at most the rank's elements before it, and ``high``, the
+        first that surely has at least them; -1 for the start (low) and ``len(self)``
+        for the end (high) of the merge."""
+        ranks = np.asarray(ranks, np.int64)
+        after = self._first(ranks, lambda lower, upper, r: upper > r)
+        return after - 1, self._first(ranks, lambda lower, upper, r: lower >= r)
 
-    def window(self, rank, start=None):
-        """``(lo, hi)``: each run's co-rank of ``rank`` lies in ``[lo[j], hi[j]]``.
-        ``start``: the co-ranks of a lower rank, where the windows start (see
-        :func:`co_ranks`)."""
-        low, high = self.bracket(rank)
-        lo = np.zeros_like(self.lengths) if start is None else np.array(start, np.int64)
-        hi = self.lengths.copy()
-        if low is not None:
-            lo = np.maximum(lo, self.bounds(low)[0])
-        if high is not None:
-            hi = np.minimum(hi, self.bounds(high)[1])
-        return lo.tolist(), np.maximum(hi, lo).tolist()
+    def _first(self, ranks, holds):
+        """For each rank, the first sample where ``holds(lower, upper, rank)`` (of the
+        sums of its bounds; false, then true), or ``len(self)``: binary searches in lock
+        step."""
+        a, b = np.zeros(len(ranks), np.int64), np.full(len(ranks), len(self), np.int64)
+        while (act := np.flatnonzero(a < b)).size:
+            mid = (a[act] + b[act]) // 2
+            lower, upper = self.bounds(mid)
+            ok = holds(lower.sum(axis=1), upper.sum(axis=1), ranks[act])
+            b[act[ok]] = mid[ok]
+            a[act[~ok]] = mid[~ok] + 1
+        return a
+
+    def windows(self, ranks):
+        """``(lo, hi)``, each ``(len(ranks), k)``: each run's co-rank of each rank lies in
+        ``[lo[r, j], hi[r, j]]``."""
+        low, high = self.brackets(ranks)
+        k = len(self.lengths)
+        lo, hi = np.zeros((len(low), k), np.int64), np.tile(self.lengths, (len(low), 1))
+        has = np.flatnonzero(low >= 0)
+        lo[has] = self.bounds(low[has])[0]
+        has = np.flatnonzero(high < len(self))
+        hi[has] = self.bounds(high[has])[1]
+        return lo, np.maximum(hi, lo)
 
 
 def brackets(lengths, steps, merged, ranks):
     """For each of ``ranks``, two samples of the runs of ``lengths`` whose ranks in the
     merge bracket it: ``(low, high)``, each ``(run, position)``, or None for the start
-    (low) or the end (high) of the merge (:meth:`Samples.bracket`).  The co-ranks of a
+    (low) or the end (high) of the merge (:meth:`Samples.brackets`).  The co-ranks of a
     rank lie between the counts of each run's elements before ``low`` and before
     ``high``.
 
@@ -236,8 +253,10 @@ def brackets(lengths, steps, merged, ranks):
     [(None, (0, 1)), ((1, 3), None)]
     """
     samples = Samples(lengths, steps, merged)
-    return [tuple(None if t is None else samples.sample(t) for t in samples.bracket(r))
-            for r in ranks]
+    low, high = samples.brackets(ranks)
+    return [(samples.sample(a) if a >= 0 else None,
+             samples.sample(b) if b < len(samples) else None)
+            for a, b in zip(low.tolist(), high.tolist(), strict=True)]
 
 
 def segment_bounds(chunks, segment):
