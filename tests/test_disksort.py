@@ -1,7 +1,6 @@
 """The command's path for inputs larger than host memory (``distsort.io.disksort``,
 ``distsort.cli.ondisk``): the plan and the co-ranks on integers against brute force,
 then whole sorts under a tiny forced memory budget, bit for bit against NumPy."""
-import bisect
 import itertools
 import os
 import re
@@ -14,8 +13,11 @@ from arrays import (DTYPES, bits, brute_co_ranks, descending_of, kernel_order, r
                     stable_argsort)
 from distsort import cli
 from distsort.io import disksort
+from distsort.backends.disk import buffers, files, runs as disk_runs
+from distsort.backends.outofcore.hostruns import merge_codes
 from distsort.cli import ondisk
-from distsort.plan.kway import segment_bounds
+from distsort.plan import outofcore
+from distsort.plan.kway import Samples, segment_bounds
 
 # -------------------------------------------------------------- plans, on integers
 
@@ -24,7 +26,7 @@ from distsort.plan.kway import segment_bounds
                                                 (1000, 12, 4000, 3), (10**9, 12, 8 << 30, 3),
                                                 (7, 8, 10**6, 2)])
 def test_plan_covers_the_input_within_memory(n, per, memory, tasks):
-    p = disksort.plan_disk_sort(n, per, memory, tasks)
+    p = outofcore.plan_disk_sort(n, per, memory, tasks)
     assert sum(p.runs) == n and all(r > 0 for r in p.runs)
     piece = max(1, memory // (tasks * per))
     assert max(p.runs, default=0) <= piece  # every task's run fits its share
@@ -39,7 +41,7 @@ def test_plan_covers_the_input_within_memory(n, per, memory, tasks):
 def test_plan_keeps_what_the_tasks_leave(n, per, kept_bytes, memory, tasks):
     """Runs kept in memory and the tasks in flight fit the budget together; as many are
     kept as fit, spread over the input; tasks take about WORK_SHARE of the memory."""
-    p = disksort.plan_disk_sort(n, per, memory, tasks, stride=4096, kept_bytes=kept_bytes)
+    p = outofcore.plan_disk_sort(n, per, memory, tasks, stride=4096, kept_bytes=kept_bytes)
     assert sum(p.runs) == n and all(r > 0 for r in p.runs)
     assert len(p.kept) == len(p.runs)
     work = tasks * per * max(p.runs, default=0)
@@ -47,40 +49,53 @@ def test_plan_keeps_what_the_tasks_leave(n, per, kept_bytes, memory, tasks):
     if max(p.runs, default=0) > 1:  # one-element runs go ahead whatever the memory
         assert work + held <= memory
         # more than WORK_SHARE only to keep the runs few, or none kept at all
-        assert (work <= memory * disksort.WORK_SHARE or len(p.runs) <= disksort.MAX_RUNS
+        assert (work <= memory * outofcore.WORK_SHARE or len(p.runs) <= outofcore.MAX_RUNS
                 or not any(p.kept))
     if n and not all(p.kept):  # no room for one more run
         assert work + held + kept_bytes * max(p.runs) > memory
     gaps = np.diff(np.flatnonzero(p.kept))
     assert not len(gaps) or gaps.max() - gaps.min() <= 1  # evenly spread
     # a segment's end reads about two strides of every run: an eighth of a segment
-    assert disksort.MIN_STRIDE <= p.stride <= 4096
-    assert p.stride in (disksort.MIN_STRIDE, 4096) or 16 * len(p.runs) * p.stride <= p.segment
+    assert outofcore.MIN_STRIDE <= p.stride <= 4096
+    assert p.stride in (outofcore.MIN_STRIDE, 4096) or 16 * len(p.runs) * p.stride <= p.segment
 
 
 def test_disk_choice_and_room():
-    assert disksort.needs_disk(10, 29) and not disksort.needs_disk(10, 30)
-    assert disksort.disk_room(30, 30, 2, punch=True) == 32
-    assert disksort.disk_room(30, 30, 2, punch=False) == 60
-    assert disksort.element_bytes(8, 0, "sort") == 24
-    assert disksort.element_bytes(4, 4, "by-value") > disksort.element_bytes(4, 0, "sort")
+    assert outofcore.needs_disk(10, 29) and not outofcore.needs_disk(10, 30)
+    assert outofcore.disk_room(30, 30, 2, punch=True) == 32
+    assert outofcore.disk_room(30, 30, 2, punch=False) == 60
+    assert outofcore.element_bytes(8, 0, "sort") == 24
+    assert outofcore.element_bytes(4, 4, "by-value") > outofcore.element_bytes(4, 0, "sort")
 
 
-def _splitters(runs, stride, freed=None):
-    """Splitters over integer runs held as code arrays (one code per element); the
-    reads are recorded, and what ``freed`` lists below reads as zeros."""
-    arrays = [np.array(r, np.uint64) for r in runs]
-    reads = []
+class _Split:
+    """The disk path's co-ranks (``disksort.co_ranks_on_disk``) over runs held as code
+    arrays (the samples every ``stride``-th element, as the runs' are); the reads are
+    recorded, and what ``freed`` lists below reads as zeros."""
 
-    def read(j, lo, hi):
-        reads.append((j, lo, hi))
-        part = arrays[j][lo:hi].copy()
-        if freed is not None:
-            part[:max(0, freed[j] - lo)] = 0
-        return (part,)
-    split = disksort.Splitters([len(r) for r in runs], [(a[::stride],) for a in arrays],
-                               stride, read)
-    return split, reads
+    def __init__(self, runs, stride, freed=None):
+        self.arrays = [tuple(np.array(c, np.uint64) for c in zip(*r, strict=True))
+                       if len(r) and isinstance(r[0], tuple) else (np.array(r, np.uint64),)
+                       for r in runs]
+        self.reads, self.freed = [], freed
+        self.samples = Samples([len(r) for r in runs], [stride] * len(runs),
+                               merge_codes([tuple(c[stride - 1::stride] for c in a)
+                                            for a in self.arrays]))
+
+    def read(self, j, lo, hi):
+        self.reads.append((j, lo, hi))
+        parts = tuple(c[lo:hi].copy() for c in self.arrays[j])
+        if self.freed is not None:
+            for part in parts:
+                part[:max(0, self.freed[j] - lo)] = 0
+        return parts
+
+    def __call__(self, rank, start=None):
+        (lo,), (hi,) = self.samples.windows([rank])
+        if start is not None:  # as the merge does: nothing below the last co-ranks
+            lo = np.maximum(lo, start)
+            hi = np.maximum(hi, lo)
+        return disksort.co_ranks_on_disk(rank, lo, hi, self.read)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -91,14 +106,14 @@ def test_co_ranks_from_samples_match_brute_force(seed, stride):
     rng = np.random.default_rng(seed)
     runs = [sorted(rng.integers(0, 12, int(rng.integers(0, 30))).tolist()) for _ in range(5)]
     n = sum(map(len, runs))
-    split, reads = _splitters(runs, stride)
+    split = _Split(runs, stride)
     previous = (0,) * len(runs)
     for rank in range(n + 1):
         got = split(rank)
         assert got == brute_co_ranks(runs, rank)
-        reads.clear()
+        split.reads.clear()
         assert split(rank, start=previous) == got
-        assert all(lo >= previous[j] for j, lo, hi in reads)
+        assert all(lo >= previous[j] for j, lo, hi in split.reads)
         previous = got
 
 
@@ -108,15 +123,15 @@ def test_windows_hold_the_co_ranks_and_stay_narrow(stride):
     the rank falls (the read of the windows stays small)."""
     rng = np.random.default_rng(stride)
     runs = [np.sort(rng.integers(0, 10**6, int(rng.integers(2000, 5000)))) for _ in range(7)]
-    split, reads = _splitters(runs, stride)
+    samples = _Split(runs, stride).samples
     n = sum(map(len, runs))
     merged = np.sort(np.concatenate(runs), kind="stable")
     for rank in [0, 1, n // 3, n // 2, n - 1, n]:
         want = [int(np.searchsorted(r, merged[rank], "left")) if rank < n else len(r)
                 for r in runs]
-        lo, hi = split.windows(rank)
+        (lo,), (hi,) = samples.windows([rank])
         assert all(a <= w <= b for a, w, b in zip(lo, want, hi, strict=True))
-        assert (hi - lo).sum() <= 2 * (len(runs) + 1) * stride  # s * (k + 2) + k * (s - 1)
+        assert sum(hi) - sum(lo) <= 2 * (len(runs) + 1) * stride  # s * (k + 2) + k * (s - 1)
 
 
 def test_co_ranks_never_read_below_the_window():
@@ -126,7 +141,7 @@ def test_co_ranks_never_read_below_the_window():
     runs = [sorted(rng.integers(0, 1000, 200).tolist()) for _ in range(4)]
     lengths = [len(r) for r in runs]
     freed = [0] * 4
-    split, _ = _splitters(runs, 16, freed)
+    split = _Split(runs, 16, freed)
     c = (0,) * 4
     for rank in segment_bounds((sum(lengths),), 37)[0][1:]:
         c = split(rank, start=c)
@@ -139,10 +154,7 @@ def test_co_ranks_of_tuple_codes():
     rng = np.random.default_rng(7)
     runs = [sorted(zip(rng.integers(0, 3, 20).tolist(), rng.integers(0, 3, 20).tolist(),
                        strict=True)) for _ in range(3)]
-    arrays = [(np.array([a for a, _ in r], np.uint64), np.array([b for _, b in r], np.uint64))
-              for r in runs]
-    split = disksort.Splitters([20] * 3, [(a[::4], b[::4]) for a, b in arrays], 4,
-                               lambda j, lo, hi: tuple(c[lo:hi] for c in arrays[j]))
+    split = _Split(runs, 4)
     for rank in range(61):
         assert split(rank) == brute_co_ranks(runs, rank)
 
@@ -155,17 +167,6 @@ def test_segments_cover_the_output_in_order():
         assert all(0 < y - x <= s for x, y in itertools.pairwise(b)) or n == 0
 
 
-def test_bisect_matches_python():
-    codes = np.array([1, 2, 2, 2, 5], np.uint64)
-    for v in range(7):
-        for right in (False, True):
-            find = bisect.bisect_right if right else bisect.bisect_left
-            assert disksort._bisect((codes,), (v,), right) == find(codes.tolist(), v)
-            pairs = (codes, codes[::-1].copy())
-            got = disksort._bisect((np.sort(pairs[0]), np.zeros(5, np.uint64)), (v, 0), right)
-            assert got == find(sorted(codes.tolist()), v)
-
-
 # -------------------------------------------------------------- files
 
 
@@ -173,16 +174,16 @@ def test_freeing_and_direct_writes(tmp_path):
     """Runs freed behind the merge read as zeros; writes aligned or not land in place."""
     path = tmp_path / "f.bin"
     path.write_bytes(b"\0" * 100)
-    r = disksort.Region(str(path), 100, np.dtype(np.uint32), 5000)
+    r = files.Region(str(path), 100, np.dtype(np.uint32), 5000)
     x = np.arange(5000, dtype=np.uint32)
-    out = disksort.scratch("test", 5000, np.uint32, r.at(0))
+    out = buffers.scratch("test", 5000, np.uint32, r.at(0))
     out[:] = x
     r.write(0, out)
     r.write(7, x[7:20] + 1)  # unaligned: through the page cache
     want = x.copy()
     want[7:20] += 1
     assert np.array_equal(r.read(0, 5000), want)
-    if disksort.can_free(str(tmp_path)):
+    if files.can_free(str(tmp_path)):
         assert r.free(0, 4000)
         got = r.read(0, 5000)
         assert not got[1000:3000].any()  # whole pages inside the range are freed
@@ -194,23 +195,23 @@ def test_reads_past_the_page_cache_and_through_it(tmp_path, monkeypatch, direct)
     """Any range of elements, at any offset, read straight (through a staging buffer
     smaller than the range) or through the page cache, is the file's bytes; a file that
     ends early is an error; the same after unaligned writes through the page cache."""
-    monkeypatch.setattr(disksort, "DIRECT_BLOCK", 3 * disksort.PAGE)
-    monkeypatch.setattr(disksort, "DIRECT_FROM", 0)
+    monkeypatch.setattr(files, "DIRECT_BLOCK", 3 * buffers.PAGE)
+    monkeypatch.setattr(files, "DIRECT_FROM", 0)
     path = tmp_path / "f.bin"
     data = np.random.default_rng(5).integers(0, 2**32, 20_000, dtype=np.uint32)
     path.write_bytes(b"\1" * 36 + data.tobytes())
     key = ("read", str(path))
-    monkeypatch.setitem(disksort._DIRECT_OK, key, None if direct else False)
-    r = disksort.Region(str(path), 36, np.dtype(np.uint32), len(data))
+    monkeypatch.setitem(files._DIRECT_OK, key, None if direct else False)
+    r = files.Region(str(path), 36, np.dtype(np.uint32), len(data))
     rng = np.random.default_rng(6)
     for a, b in [(0, 0), (0, 1), (0, len(data)), (len(data) - 1, len(data)),
                  *np.sort(rng.integers(0, len(data), (40, 2)), axis=1).tolist()]:
         assert np.array_equal(r.read(a, b), data[a:b]), (a, b)
         # Into a buffer laid out as the file is: its whole pages read in place.
-        into = disksort.scratch("in", b - a, np.uint32, r.at(a))
+        into = buffers.scratch("in", b - a, np.uint32, r.at(a))
         into[:] = 7
         assert r.read(a, b, into) is into and np.array_equal(into, data[a:b]), (a, b)
-    assert disksort._DIRECT_OK[key] in ((True, False) if direct else (False,))
+    assert files._DIRECT_OK[key] in ((True, False) if direct else (False,))
     with pytest.raises(EOFError):
         r.read(len(data) - 3, len(data) + 1)
     r.write(1001, data[:7])  # partial pages, through the page cache
@@ -233,7 +234,7 @@ TINY = ("--device", "cpu", "--no-progress", "--verify")
 def limit(x, payload=0, order="sort"):
     """``--host-memory-limit`` for about ten runs of ``x`` if three tasks took all of it
     (the plan's tasks take ``WORK_SHARE`` of it: some tens of runs)."""
-    per = disksort.element_bytes(x.dtype.itemsize, payload, order)
+    per = outofcore.element_bytes(x.dtype.itemsize, payload, order)
     return ("--host-memory-limit", str(3 * per * len(x) // 10))
 
 
@@ -247,7 +248,7 @@ def half_kept(monkeypatch):
 
     def plan(*args, **kwargs):
         p = real(*args, **kwargs)
-        return dataclasses.replace(p, kept=disksort.spread(len(p.runs) // 2, len(p.runs)))
+        return dataclasses.replace(p, kept=outofcore.spread(len(p.runs) // 2, len(p.runs)))
     monkeypatch.setattr(ondisk, "plan_disk_sort", plan)
 
 
@@ -261,7 +262,7 @@ def small_stride(monkeypatch):
     """Blocks of 64 elements, so that a search reads inside runs of a few thousand, and
     runs freed behind the merge every 256 bytes, so that a run is freed in pieces."""
     monkeypatch.setattr(disksort, "STRIDE", 64)
-    monkeypatch.setattr(disksort, "FREE_FROM", 256)
+    monkeypatch.setattr(disk_runs, "FREE_FROM", 256)
 
 
 def _keys(rng, n, dtype):

@@ -42,7 +42,7 @@ import bisect
 import numpy as np
 
 __all__ = ["co_ranks", "searcher", "segment_bounds", "kway_segment", "kway_bytes_moved",
-           "choose_merge", "sample_step", "brackets", "KWAY_FRACTION", "COPY_SECONDS",
+           "choose_merge", "sample_step", "brackets", "Samples", "KWAY_FRACTION", "COPY_SECONDS",
            "LINK_BYTES_PER_S", "SAMPLES_PER_RUN"]
 
 #: Part of the budget a k-way segment takes: two segments in flight, each its slices
@@ -144,47 +144,119 @@ def sample_step(length):
     return max(1, -(-int(length) // SAMPLES_PER_RUN))
 
 
-def brackets(lengths, steps, merged, ranks):
-    """For each of ``ranks``, two samples of the runs of ``lengths`` whose ranks in the
-    merge bracket it: ``(low, high)``, each ``(run, position)``, or None for the start
-    (low) or the end (high) of the merge.  The co-ranks of a rank lie between the
-    counts of each run's elements before ``low`` and before ``high``.
-
-    ``steps``: each run's :func:`sample_step`; ``merged``: the run of each sample, in
-    the order of the merge of all samples (ties: the lower run first).
+class Samples:
+    """The samples of ``k`` sorted runs (of ``lengths``; run ``j``'s at positions
+    ``step - 1, 2 * step - 1, ...`` with ``step = steps[j]``) in the order of their
+    merge (``merged``: the run of each sample, ties to the lower run), and what they say
+    of ranks without a search in any run (step 4): runs on several workers, runs on
+    disk.
 
     A sample of run ``i`` whose ``m``-th it is, with ``m_j`` samples of run ``j``
     before it, is at position ``(m + 1) * step_i - 1``, and each other run has at least
-    ``m_j * step_j`` elements before it and fewer than its next sample's position:
-    bounds on its rank without a search.  ``low`` is the last sample whose rank is at
-    most the rank sought by those bounds, ``high`` the first at least it.
+    ``m_j * step_j`` elements before it and fewer than its next sample's position
+    (:meth:`bounds`).  Both bounds' sums rise with the samples, so the samples that
+    bracket a rank are found by binary searches, all ranks' in lock step
+    (:meth:`brackets`), and between them lies a window of about two steps of every run
+    that holds the rank's co-ranks (:meth:`windows`).  Memory: a position per sample.
+
+    >>> s = Samples((4, 4), (2, 2), (0, 1, 0, 1))  # runs (1, 3, 5, 7), (2, 4, 6, 8)
+    >>> [b.tolist() for b in s.bounds([1])], s.sample(1)
+    ([[[2, 1]], [[3, 1]]], (1, 1))
+    >>> [w.tolist() for w in s.windows([4])]  # the co-ranks of rank 4: (2, 2)
+    [[[2, 1]], [[3, 3]]]
+    """
+
+    def __init__(self, lengths, steps, merged):
+        self.lengths = np.asarray(lengths, np.int64)
+        self.steps = np.asarray(steps, np.int64)
+        self.merged = np.asarray(merged, np.int64)
+        #: Where each run's samples stand in the merge of all samples.
+        by_run = np.argsort(self.merged, kind="stable")
+        counts = np.bincount(self.merged, minlength=len(self.lengths))
+        self._places = np.split(by_run, np.cumsum(counts)[:-1])
+
+    def __len__(self):
+        return len(self.merged)
+
+    def _seen(self, t):
+        """Each run's samples before each sample of ``t`` (an array): ``(len(t), k)``."""
+        return np.stack([np.searchsorted(p, t) for p in self._places], axis=-1).reshape(
+            len(t), len(self._places))
+
+    def bounds(self, t):
+        """``(lower, upper)``, each ``(len(t), k)``: at least and at most how many
+        elements of each run come before each sample of ``t`` (indices in the merge of
+        all samples); for a sample's own run, its position."""
+        t = np.asarray(t, np.int64)
+        seen = self._seen(t)
+        rows, i = np.arange(len(t)), self.merged[t]
+        pos = (seen[rows, i] + 1) * self.steps[i] - 1
+        lower = seen * self.steps
+        upper = np.where(seen < self.lengths // self.steps, (seen + 1) * self.steps - 1,
+                         self.lengths)
+        lower[rows, i] = upper[rows, i] = pos
+        return lower, upper
+
+    def sample(self, t):
+        """``(run, position)`` of sample ``t``."""
+        i = int(self.merged[t])
+        return i, int((np.searchsorted(self._places[i], t) + 1) * self.steps[i] - 1)
+
+    def brackets(self, ranks):
+        """For each of ``ranks``, the samples whose ranks bracket it: ``low``, the last
+        sample that surely has at most the rank's elements before it, and ``high``, the
+        first that surely has at least them; -1 for the start (low) and ``len(self)``
+        for the end (high) of the merge."""
+        ranks = np.asarray(ranks, np.int64)
+        after = self._first(ranks, lambda lower, upper, r: upper > r)
+        return after - 1, self._first(ranks, lambda lower, upper, r: lower >= r)
+
+    def _first(self, ranks, holds):
+        """For each rank, the first sample where ``holds(lower, upper, rank)`` (of the
+        sums of its bounds; false, then true), or ``len(self)``: binary searches in lock
+        step."""
+        a, b = np.zeros(len(ranks), np.int64), np.full(len(ranks), len(self), np.int64)
+        while (act := np.flatnonzero(a < b)).size:
+            mid = (a[act] + b[act]) // 2
+            lower, upper = self.bounds(mid)
+            ok = holds(lower.sum(axis=1), upper.sum(axis=1), ranks[act])
+            b[act[ok]] = mid[ok]
+            a[act[~ok]] = mid[~ok] + 1
+        return a
+
+    def windows(self, ranks):
+        """``(lo, hi)``, each ``(len(ranks), k)``: each run's co-rank of each rank lies in
+        ``[lo[r, j], hi[r, j]]``."""
+        low, high = self.brackets(ranks)
+        k = len(self.lengths)
+        lo, hi = np.zeros((len(low), k), np.int64), np.tile(self.lengths, (len(low), 1))
+        has = np.flatnonzero(low >= 0)
+        lo[has] = self.bounds(low[has])[0]
+        has = np.flatnonzero(high < len(self))
+        hi[has] = self.bounds(high[has])[1]
+        return lo, np.maximum(hi, lo)
+
+
+def brackets(lengths, steps, merged, ranks):
+    """For each of ``ranks``, two samples of the runs of ``lengths`` whose ranks in the
+    merge bracket it: ``(low, high)``, each ``(run, position)``, or None for the start
+    (low) or the end (high) of the merge (:meth:`Samples.brackets`).  The co-ranks of a
+    rank lie between the counts of each run's elements before ``low`` and before
+    ``high``.
+
+    ``steps``: each run's :func:`sample_step`; ``merged``: the run of each sample, in
+    the order of the merge of all samples (ties: the lower run first).
 
     >>> brackets((4, 4), (2, 2), (0, 1, 0, 1), (4,))  # runs (1, 3, 5, 7), (2, 4, 6, 8)
     [((1, 1), (0, 3))]
     >>> brackets((4, 4), (2, 2), (0, 1, 0, 1), (0, 8))
     [(None, (0, 1)), ((1, 3), None)]
     """
-    lengths, steps = np.asarray(lengths, np.int64), np.asarray(steps, np.int64)
-    merged = np.asarray(merged, np.int64)
-    rows = np.arange(len(merged))
-    seen = np.zeros((len(merged), len(lengths)), np.int64)
-    seen[rows, merged] = 1
-    seen = np.cumsum(seen, axis=0) - seen  # each run's samples before each sample
-    pos = (seen[rows, merged] + 1) * steps[merged] - 1
-    low = (seen * steps).sum(axis=1) + steps[merged] - 1
-    upper = np.where(seen < lengths // steps, (seen + 1) * steps - 1, lengths)
-    upper[rows, merged] = pos
-    high = upper.sum(axis=1)
-
-    def sample(t):
-        return int(merged[t]), int(pos[t])
-    out = []
-    for r in ranks:
-        below = np.flatnonzero(high <= r)
-        first = int(np.searchsorted(low, r, "left"))  # ``low`` rises with every sample
-        out.append((sample(below[-1]) if below.size else None,
-                    sample(first) if first < len(merged) else None))
-    return out
+    samples = Samples(lengths, steps, merged)
+    low, high = samples.brackets(ranks)
+    return [(samples.sample(a) if a >= 0 else None,
+             samples.sample(b) if b < len(samples) else None)
+            for a, b in zip(low.tolist(), high.tolist(), strict=True)]
 
 
 def segment_bounds(chunks, segment):

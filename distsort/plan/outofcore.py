@@ -26,6 +26,11 @@ its measured figures: ``docs/out_of_core.md``.
    merges that stream through the GPU in segments.
 4. *Finish.*  After the network, each output chunk is a slice of a run (copied to the
    GPU for CuPy output); after the k-way merge the merged chunks are the output.
+5. *Runs on disk.*  Files larger than host memory (the command's disk path,
+   ``distsort.io.disksort``) take the same plan with the host's memory as the budget
+   and the runs on disk (:func:`plan_disk_sort`): runs of equal sizes, as many kept in
+   memory as fit, one k-way merge in segments whose ends' co-ranks come from the runs'
+   samples (``kway.Samples``) and a window of every run (``kway.co_ranks``).
 
 Host memory (``distsort.backends.outofcore``): the input stays where it is (pageable
 input reaches the GPU through a small ring of pinned buffers filled by several
@@ -65,12 +70,18 @@ True
 """
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from distsort.plan.kway import segment_bounds
 from distsort.plan.network import Round, plan_network
 
 __all__ = ["OutOfCorePlan", "plan_out_of_core", "needs_out_of_core", "run_lengths",
-           "bytes_moved", "RUN_FRACTION", "SEGMENT_FRACTION", "IN_MEMORY_FRACTION"]
+           "bytes_moved", "RUN_FRACTION", "SEGMENT_FRACTION", "IN_MEMORY_FRACTION",
+           "DiskPlan", "plan_disk_sort", "needs_disk", "element_bytes", "spread", "disk_room",
+           "run_cuts", "IN_MEMORY_COPIES", "MEMORY_SHARE", "WORK_SHARE", "MAX_RUNS", "STRIDE",
+           "MIN_STRIDE"]
 
 #: Part of the budget a run may take on the GPU while it is sorted in place (the rest:
 #: the CUDA context's share of the pool, the crossing count, what Dask holds there).
@@ -186,3 +197,156 @@ def group_by_owner(owners) -> tuple[int, ...]:
         first.setdefault(o, len(first))
     body = sorted(range(len(owners) - 1), key=lambda i: (first[owners[i]], i))
     return (*body, len(owners) - 1)
+
+
+# -- runs on disk: files larger than host memory (``distsort.io.disksort``)
+#
+# The same plan with the runs in files instead of pinned memory: runs that the host's
+# memory bounds (``tasks`` sorting at once, :func:`element_bytes` each per element),
+# as many kept in memory as the rest of it holds, then one k-way merge in segments
+# whose ends' co-ranks come from every ``stride``-th element of each run kept in
+# memory (``kway.Samples``) and one read of a window of every run (``kway.co_ranks``).
+
+#: A sort in memory holds its data about this many times over (chunks, sorted
+#: copies, outputs waiting for the disk): past it, the command takes the disk path.
+IN_MEMORY_COPIES = 3
+#: Share of the memory available that the disk path takes: others' processes keep the
+#: rest, and the page cache, which large reads and writes bypass (``O_DIRECT``) and the
+#: small ones (the windows of the co-ranks, partial pages) need little of.
+MEMORY_SHARE = 0.75
+#: Share of the disk path's memory that its tasks in flight take (each one run or
+#: segment, :func:`element_bytes` per element); the runs that the rest holds stay in
+#: memory.  Runs cut to fit this share still pass the disk in large sequential
+#: transfers, and every byte kept in memory saves two trips through the disk.
+WORK_SHARE = 0.3
+#: Runs at most that a smaller share for the tasks may make: each merge segment reads a
+#: slice of every run and searches every run for its co-ranks (1 GiB within 61 MiB:
+#: the merge of 504 runs of 2 MiB took 35.8 s, of 151 runs of 6.8 MiB 6.9 s), so the
+#: tasks take more of the memory rather than cut more runs.
+MAX_RUNS = 64
+#: Elements between two samples kept in memory per run, at most: a segment's end reads
+#: and searches a window of about two strides of every run (``kway.Samples``).  Where
+#: runs are many and segments small, the plan takes a stride that keeps those reads to
+#: an eighth of a segment, down to ``MIN_STRIDE`` (more samples in memory instead).
+STRIDE = 1 << 12
+MIN_STRIDE = 1 << 8
+
+
+def needs_disk(nbytes, memory):
+    """Whether a sort of ``nbytes`` (keys and values) goes through the disk: it does
+    not fit ``memory`` (bytes of host memory) ``IN_MEMORY_COPIES`` times over.
+
+    >>> needs_disk(30 * 2**30, 22 * 2**30), needs_disk(2**30, 22 * 2**30)
+    (True, False)
+    """
+    return nbytes * IN_MEMORY_COPIES > memory
+
+
+def element_bytes(key_size, payload_size, order):
+    """Bytes of host memory an element takes while a task sorts it: read, scratch and
+    sorted copies of keys alone; keyed, the keys and the payload read and moved, up to
+    four 8-byte order codes and the permutation.
+
+    >>> element_bytes(4, 0, "sort"), element_bytes(4, 8, "stable")
+    (12, 64)
+    """
+    if order == "sort":
+        return 3 * key_size
+    return 2 * (key_size + payload_size) + 5 * 8
+
+
+@dataclass(frozen=True)
+class DiskPlan:
+    """How a sort through the disk runs: run lengths (elements, in input order),
+    elements per merge segment, tasks in flight at once, the elements between two
+    samples kept in memory, and which runs stay in memory (a bool per run; the others
+    go to the disk)."""
+
+    runs: tuple
+    segment: int
+    tasks: int
+    stride: int = STRIDE
+    kept: tuple = ()
+
+    @property
+    def n(self):
+        return sum(self.runs)
+
+    def is_kept(self, r):
+        return bool(self.kept) and self.kept[r]
+
+    @property
+    def kept_elements(self):
+        """Elements of the runs kept in memory."""
+        return sum(n for r, n in enumerate(self.runs) if self.is_kept(r))
+
+
+def plan_disk_sort(n, per_element, memory, tasks=3, stride=STRIDE, kept_bytes=0):  # noqa: PLR0913, PLR0917
+    """Runs and segments of a sort of ``n`` elements of ``per_element`` bytes
+    (:func:`element_bytes`) within ``memory`` bytes, ``tasks`` of them at once.
+
+    ``stride``: the samples' stride at most (see ``STRIDE``).
+    ``kept_bytes``: the bytes an element of a sorted run takes (its key and payload);
+    where given, the tasks take ``WORK_SHARE`` of the memory (more where that makes
+    over ``MAX_RUNS`` runs) and runs stay in memory as far as the tasks leave room for
+    them (:func:`spread`), else every run goes to the disk.
+
+    >>> p = plan_disk_sort(10_000, 12, 60_000, tasks=3)
+    >>> p.runs, p.segment
+    ((1428, 1429, 1428, 1429, 1428, 1429, 1429), 1666)
+    >>> p = plan_disk_sort(10_000, 12, 30_000, tasks=3, kept_bytes=4)
+    >>> len(p.runs), p.kept_elements  # elements of the runs kept in memory
+    (40, 5250)
+    >>> plan_disk_sort(10, 4, 1000, tasks=2).runs
+    (10,)
+    >>> plan_disk_sort(0, 4, 1000).runs
+    ()
+    >>> plan_disk_sort(12, 12, 120, tasks=1, kept_bytes=8).kept  # 36 bytes for the task
+    (False, True, True, True)
+    """
+    piece = max(1, int(memory) // (int(tasks) * int(per_element)))
+    if kept_bytes:
+        piece = min(piece, max(1, int(memory * WORK_SHARE) // (int(tasks) * int(per_element)),
+                               -(-n // MAX_RUNS)))
+    runs = run_cuts(n, piece)
+    kept = ()
+    if kept_bytes and runs:
+        room = int(memory) - int(tasks) * int(per_element) * max(runs)
+        kept = spread(max(0, room) // (max(runs) * int(kept_bytes)), len(runs))
+    segment = max(1, min(piece, n))
+    stride = min(int(stride), max(MIN_STRIDE, segment // (16 * max(1, len(runs)))))
+    return DiskPlan(runs, segment, int(tasks), max(1, stride), kept)
+
+
+def spread(k, count):
+    """``k`` of ``count`` places marked True, evenly apart (all where ``k >= count``).
+
+    >>> spread(2, 5), spread(9, 3)
+    ((False, False, True, False, True), (True, True, True))
+    """
+    k = min(int(k), count)
+    return tuple((i + 1) * k // count > i * k // count for i in range(count))
+
+
+def disk_room(run_bytes, output_bytes, flight_bytes, punch):
+    """Bytes of free disk the sort needs beside its input: the runs (in the outputs'
+    temporaries and, for ``--argsort``, the keys' runs), then the merged outputs as
+    they grow, less the runs freed behind them (``punch``), with the segments in
+    flight; without hole punching, both in full.
+
+    >>> disk_room(100, 100, 10, True), disk_room(100, 100, 10, False)
+    (110, 200)
+    """
+    return run_bytes + (flight_bytes if punch else output_bytes)
+
+
+def run_cuts(n, piece):
+    """Lengths of the runs that cut ``n`` elements into as few runs of at most
+    ``piece`` elements as there can be, of equal sizes (``kway.segment_bounds``).
+
+    >>> run_cuts(10, 4), run_cuts(0, 4)
+    ((3, 3, 4), ())
+    """
+    if not n:
+        return ()
+    return tuple(b - a for a, b in itertools.pairwise(segment_bounds((n,), piece)[0]))

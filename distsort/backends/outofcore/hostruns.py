@@ -157,13 +157,37 @@ def _count_before(keys, values, a, b, key, value, side):
 
 def _code_searcher(runs, order):
     """``run_searcher`` on the order codes, for every order."""
+    return _lockstep_before(lambda act, mid: probe_codes(*_gather(runs, act, mid), order),
+                            len(runs))
+
+
+def codes_searcher(runs):
+    """``before`` of ``distsort.plan.kway.co_ranks`` for runs given as their order codes
+    (each a tuple of code arrays, most significant first): the windows of runs that
+    lie elsewhere (on disk), read into memory.
+
+    >>> from distsort.plan.kway import co_ranks
+    >>> runs = [(np.array([1, 3, 3], np.uint64),), (np.array([3, 4], np.uint64),)]
+    >>> co_ranks([3, 2], 3, codes_searcher(runs))  # ties: the first run first
+    (3, 0)
+    """
+    width = len(runs[0]) if runs else 0
+    flat = [np.concatenate([r[c] for r in runs]) for c in range(width)]
+    offsets = np.cumsum([0] + [len(r[0]) for r in runs[:-1]]).astype(np.int64)
+    return _lockstep_before(lambda act, mid: tuple(c[offsets[act] + mid] for c in flat),
+                            len(runs))
+
+
+def _lockstep_before(codes_at, k):
+    """``before`` of ``co_ranks`` for ``k`` runs whose codes ``codes_at(which, at)``
+    gives (element ``at[n]`` of run ``which[n]`` for every n): the binary searches of
+    every run in one step at a time."""
     def before(i, p, lo, hi):
-        pivot = probe_codes(*_gather(runs, [i] * len(runs), [p] * len(runs)), order)
+        pivot = codes_at(np.full(k, i), np.full(k, p))
         a, b = np.array(lo, np.int64), np.array(hi, np.int64)
         a[i] = b[i] = p
-        lower = np.arange(len(runs)) < i  # equal elements of lower runs come first
-        return _search_codes(lambda act, mid: probe_codes(*_gather(runs, act, mid), order),
-                             pivot, a, b, lower).tolist()
+        lower = np.arange(k) < i  # equal elements of lower runs come first
+        return _search_codes(codes_at, pivot, a, b, lower).tolist()
     return before
 
 
@@ -204,11 +228,27 @@ def merge_samples(samples, order):
     >>> merge_samples([np.array([3., 7.]), np.array([np.nan, 3.])], Order())
     array([0, 1, 0, 1])
     """
-    runs = np.concatenate([np.full(length(s), j, np.int64) for j, s in enumerate(samples)])
-    pos = np.concatenate([np.arange(length(s), dtype=np.int64) for s in samples])
-    codes = probe_codes(*_joined(samples), order)
-    codes = codes if isinstance(codes, tuple) else (codes,)
-    return runs[np.lexsort((pos, runs, *reversed(codes)))]
+    return merge_codes([_as_codes(probe_codes(*parts(s), order)) for s in samples])
+
+
+def merge_codes(codes):
+    """The run of each element of ``codes`` (per run, a tuple of code arrays, most
+    significant first) in the order of their merge (ties: the lower run, then the
+    position).
+
+    >>> merge_codes([(np.array([3, 7], np.uint8),), (np.array([3, 4], np.uint8),)])
+    array([0, 1, 1, 0])
+    """
+    runs = np.concatenate([np.full(len(c[0]), j, np.int64) for j, c in enumerate(codes)])
+    joined = [np.concatenate([c[w] for c in codes]) for w in range(len(codes[0]))]
+    # Joined in run order, then position: a stable sort of the codes breaks ties so.
+    if len(joined) == 1:
+        return runs[np.argsort(joined[0], kind="stable")]
+    return runs[np.lexsort(joined[::-1])]
+
+
+def _as_codes(codes):
+    return codes if isinstance(codes, tuple) else (codes,)
 
 
 def _joined(pieces):
