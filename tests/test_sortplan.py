@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from distsort.plan.placement import group_bounds
-from distsort.plan.sortplan import (COALESCE_PER_SLOT, SortOptions, coalesced_chunks, cut_pieces,
+from distsort.plan.options import SortOptions
+from distsort.plan.sortplan import (COALESCE_PER_SLOT, coalesced_chunks, cut_pieces,
                                     one_device_budget, plan_sort, slot_budget)
 from distsort.plan.network import is_regular, regular_chunks
 from distsort.cluster.view import ClusterView
@@ -192,7 +193,8 @@ def test_chunks_sized_for_the_workers_are_not_coalesced():
     them) stay as they are: coalesced into one per slot, a compare-split's chunks would
     not fit a worker.  Chunks of 8 KiB are coalesced."""
     from distsort.plan.network import regular_chunks
-    from distsort.plan.sortplan import SortOptions, plan_sort
+    from distsort.plan.options import SortOptions
+    from distsort.plan.sortplan import plan_sort
     from distsort.cluster.view import ClusterView
 
     def plan(chunk):

@@ -119,7 +119,7 @@ def code_dtype(dtype):
     return np.dtype(f"u{np.dtype(dtype).itemsize}")
 
 
-def _float_constants(dtype):
+def float_constants(dtype):
     info = np.finfo(dtype)
     bits = 8 * dtype.itemsize
     sign = 1 << (bits - 1)
@@ -146,7 +146,7 @@ def encode(keys, *, canonical=False, descending=False):
     bits = 8 * dtype.itemsize
     u = keys.view(udt)
     if dtype.kind == "f":
-        sign, exp_mask, n_neg_nans, nmant = _float_constants(dtype)
+        sign, exp_mask, n_neg_nans, nmant = float_constants(dtype)
         if canonical:
             u = u.copy()
             u[u == udt.type(sign)] = 0
@@ -182,7 +182,7 @@ def decode(codes, dtype, *, descending=False, copy=True):
     if dtype.kind == "i":
         u ^= udt.type(1 << (bits - 1))
     elif dtype.kind == "f":
-        sign, _, n_neg_nans, _ = _float_constants(dtype)
+        sign, _, n_neg_nans, _ = float_constants(dtype)
         u += udt.type(n_neg_nans)
         # On the CPU in blocks, so the mask is a small reused buffer, not a second array.
         flat = u.reshape(-1)

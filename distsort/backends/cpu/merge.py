@@ -186,14 +186,14 @@ def _encoding(dtype, descending=False):
     multiplier (all ones for floats, 0 otherwise), the bits always flipped (the sign for
     signed kinds), the count subtracted (floats' negative NaNs) and the final
     complement (descending)."""
-    from distsort.core.order import _float_constants
+    from distsort.core.order import float_constants
     udt = np.dtype(f"u{dtype.itemsize}")
     bits = 8 * dtype.itemsize
     ones = (1 << bits) - 1
     sign = 1 << (bits - 1)
     fmul, flip, sub = 0, 0, 0
     if dtype.kind == "f":
-        fmul, flip, sub = ones, sign, _float_constants(dtype)[2]
+        fmul, flip, sub = ones, sign, float_constants(dtype)[2]
     elif dtype.kind == "i":
         flip = sign
     return np.array([bits - 1, fmul, flip, sub, ones if descending else 0], dtype=udt)
