@@ -57,14 +57,16 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
         order-independent 64-bit checksums: a few elementwise passes over the
         input and the output, no sort).  Raises
         :class:`distsort.VerificationError` when computed if not.
-    local : {"auto", "bitonic", "radix"}, optional
-        How each GPU sorts its chunks (NumPy chunks ignore it).  ``"auto"``
+    local : {'auto', 'bitonic', 'radix'}, optional
+        How each GPU sorts its chunks (NumPy chunks ignore it).  ``'auto'``
         (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
-        order codes, so the result is the same) where the worker's device budget
-        (dask-cuda's ``device_memory_limit`` less what the worker holds, else the
-        free device memory) has room for the extra chunk-sized buffers it needs,
-        else the in-place bitonic kernels; ``"bitonic"`` always sorts in place;
-        ``"radix"`` always uses the radix sort.
+        order codes, so the result is the same) where the plan finds room for the
+        extra chunk-sized buffers it needs in the device budget the cluster reports
+        (dask-cuda's ``device_memory_limit``, else the device's capacity) beside the
+        data, else the in-place bitonic kernels; ``'bitonic'`` always sorts in
+        place; ``'radix'`` always uses the radix sort.  A radix sort whose buffers
+        cannot be allocated sorts in place, with a warning on the ``"distsort"``
+        logger.
 
     Returns
     -------
@@ -149,7 +151,7 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
         pairs are those of the input (counts and order-independent 64-bit
         checksums).  Raises :class:`distsort.VerificationError` when computed
         if not.
-    local : {"auto", "bitonic", "radix"}, optional
+    local : {'auto', 'bitonic', 'radix'}, optional
         How each GPU sorts its chunks, as for :func:`sort`.
 
     Returns
@@ -220,7 +222,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         positions and the values gathered (measured within 1.3x of the default
         order's time, often below it: ``docs/performance.md``); on CuPy chunks
         values of up to 4 bytes travel packed with their positions as 8 bytes, wider
-        ones are gathered after an argsort (``distsort.api.stable_by_key``).  Both
+        ones are gathered after an argsort (``distsort.stable.stable_by_key``).  Both
         orders are deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
         order distsort always gave, and the faster one.
@@ -231,7 +233,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         64-bit checksums).  Raises :class:`distsort.VerificationError` when
         computed if not.  (With ``stable=True`` and values of 8 bytes, the
         argsort is checked and the gather is Dask's.)
-    local : {"auto", "bitonic", "radix"}, optional
+    local : {'auto', 'bitonic', 'radix'}, optional
         How each GPU sorts its chunks, as for :func:`sort`.
 
     Returns

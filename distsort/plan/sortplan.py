@@ -9,7 +9,7 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     the one device that sorts them (one GPU, one CPU worker, or this process on
     Dask's local schedulers): one task gathers the chunks, sorts them once and
     splits the result into the output chunks (one whole chunk into one, a plain
-    array: the output's own task, ``distsort.graph.layers.one_chunk``).  No network, no
+    array: the output's own task, ``SortPlan.one_task``).  No network, no
     round trip through the scheduler per round.
 ``"network"``
     The bitonic network of compare-splits between chunks (``distsort.plan.network``),
