@@ -161,8 +161,12 @@ def check_options(options: SortOptions) -> None:
                                 ("strategy", options.strategy, ("auto",) + STRATEGIES),
                                 ("exchange", options.exchange, EXCHANGES),
                                 ("placement", options.placement, PLACEMENTS)):
-        if value not in allowed:
-            raise ValueError(f"distsort.{key} must be one of {allowed}, got {value!r}")
+        _check(key, value, allowed)
+
+
+def _check(key, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"distsort.{key} must be one of {allowed}, got {value!r}")
 
 
 def exchange() -> str:
@@ -172,8 +176,7 @@ def exchange() -> str:
     block = _PLANNING.get()
     if block is not None:
         mode = block[0].get("exchange", mode)
-    if mode not in EXCHANGES:
-        raise ValueError(f"distsort.exchange must be one of {EXCHANGES}, got {mode!r}")
+    _check("exchange", mode, EXCHANGES)
     return mode
 
 
