@@ -145,15 +145,33 @@ class CuPyBackend(Backend):
     def sort_chunk(self, keys, order, local, part, finish_args=()):
         return sort_chunk(keys, order, local, part)
 
-    check_fits = staticmethod(check_fits)
-    probe = staticmethod(probe)
-    crossing_bound = staticmethod(crossing_bound)
-    merge_low = staticmethod(merge_low)
-    merge_high = staticmethod(merge_high)
-    finish_keys = staticmethod(finish_keys)
-    finish_values = staticmethod(finish_values)
-    sort_blocks = staticmethod(sort_blocks)
-    stable_sort = staticmethod(stable_sort)
+    # Each method calls this module's function by its name when it runs.
+    def check_fits(self, n, element_bytes):
+        return check_fits(n, element_bytes)
+
+    def probe(self, chunk, stride, top, order):
+        return probe(chunk, stride, top, order)
+
+    def crossing_bound(self, top_probe, bottom_probe, stride, limit, *order):
+        return crossing_bound(top_probe, bottom_probe, stride, limit, *order)
+
+    def merge_low(self, a, b_head, order, *k):
+        return merge_low(a, b_head, order, *k)
+
+    def merge_high(self, b, a_tail, order, *k):
+        return merge_high(b, a_tail, order, *k)
+
+    def finish_keys(self, chunk, order, dtype, *values_dtype):
+        return finish_keys(chunk, order, dtype, *values_dtype)
+
+    def finish_values(self, chunk, *dtypes):
+        return finish_values(chunk, *dtypes)
+
+    def sort_blocks(self, keys, values, axis, order, positions=False):
+        return sort_blocks(keys, values, axis, order, positions=positions)
+
+    def stable_sort(self, keys, values, order):
+        return stable_sort(keys, values, order)
 
 
 #: The GPU backend.

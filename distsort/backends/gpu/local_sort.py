@@ -77,9 +77,10 @@ def radix_or_in_place(radix, in_place, what):
 def increasing(values):
     """Whether uint64 ``values`` strictly increase (one reduction, one scalar read): the
     values of a stable ``sort_by_key``, packed under their positions
-    (``distsort.backends.packing.pack_positions``).  Ties of their keys are then in the keyed order already,
-    as a stable sort by the key alone keeps them.  Other values are not read (the
-    scalar read waits for the device): argsort's positions are known to increase.
+    (``distsort.backends.packing.pack_positions``).  Ties of their keys are then in
+    the keyed order already, as a stable sort by the key alone keeps them.  Other
+    values are not read (the scalar read waits for the device): argsort's positions
+    are known to increase.
 
     >>> increasing(np.array([1, 5, 9], np.uint64)), increasing(np.array([1, 5, 5], np.uint64))
     (True, False)

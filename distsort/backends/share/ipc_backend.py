@@ -50,9 +50,14 @@ class IPCBackend(SharingBackend, CuPyBackend):
     name = "cupy"
     stable = False
 
-    share = staticmethod(share)
-    merge_low_shared = staticmethod(merge_low_shared)
-    merge_high_shared = staticmethod(merge_high_shared)
+    def share(self, chunk):
+        return share(chunk)
+
+    def merge_low_shared(self, a, b_share, order):
+        return merge_low_shared(a, b_share, order)
+
+    def merge_high_shared(self, b, a_share, order):
+        return merge_high_shared(b, a_share, order)
 
     def sort_chunk(self, keys, order, local, part, finish_args=()):
         return SharingBackend.sort_chunk(self, keys, order, local, part, finish_args)
