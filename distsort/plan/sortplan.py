@@ -24,6 +24,12 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     them (:func:`fits_in_place`): runs in host memory and a merge between them
     (``distsort.plan.outofcore``).
 
+Beside the strategy the plan says how its tasks run, and nothing else decides it: the
+backend (``SortPlan.backend``), each task's local sort (``distsort.plan.localsort``:
+radix or in place, from the room the budget leaves beside the data), whether one task
+sorts one whole chunk and runs at once with no graph (``one_task``, ``eager``), and
+whether equal keys keep their input order in it (``stable``).
+
 >>> from distsort.cluster.view import ClusterView
 >>> view = ClusterView.local(cores=2, memory=16 * 2**30, chunks=4)
 >>> from distsort.plan.options import SortOptions
