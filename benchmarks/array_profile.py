@@ -26,7 +26,7 @@ def main(argv=None):
     import cupy
 
     import distsort
-    from distsort.api import wrap_plain
+    from distsort.inputs import wrap_plain
     from distsort.backends.gpu.local_sort import decode_codes, encode_codes
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--log2", type=int, default=28)

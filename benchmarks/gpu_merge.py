@@ -23,6 +23,7 @@ import numpy as np
 from driver import timings
 
 from distsort.backends.gpu import cupy_backend as cpb
+from distsort.backends.gpu.launcher import pass_count
 
 
 def random_run(rng_seed, n, dtype):
@@ -75,7 +76,7 @@ def one_case(case, runs, seed):
     b = sorted_run(seed + 7, n - n // 2, dtype, vdtype)
     ok = check(cpb.merge_runs(a, b), a, b) and check(copy_then_merge(a, b), a, b)
     row = {"case": case, "n": n, "checked": ok,
-           "passes": cpb.pass_count(n, dtype, vdtype, merge=True),
+           "passes": pass_count(n, dtype, vdtype, merge=True),
            "in_place_read_ms": median_seconds(lambda: cpb.merge_runs(a, b), runs) * 1e3,
            "copy_then_merge_ms": median_seconds(lambda: copy_then_merge(a, b), runs) * 1e3}
     nbytes = n * (np.dtype(dtype).itemsize + (np.dtype(vdtype).itemsize if vdtype else 0))

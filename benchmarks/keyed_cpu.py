@@ -36,7 +36,8 @@ import numpy as np
 from dask.diagnostics import Profiler
 
 import distsort
-from distsort import api
+from distsort.backends.packing import PACKED_VALUE_BYTES
+from distsort.stable import argsort_by_positions
 from distsort.graph.gather import gather
 from distsort.backends.cpu import merge
 from driver import (median_time, parser, print_table, save_rows, stage_seconds, timings,
@@ -116,12 +117,13 @@ def interleaved(cases, runs, warmup):
 
 def packed_under_positions(dk, dv):
     """The stable order with the values packed under their positions (8 bytes), one
-    network: ``distsort.api._stable_by_key``'s path for CuPy chunks."""
-    from distsort.api import _sort_1d
+    network: ``distsort.stable.stable_by_key``'s path for CuPy chunks."""
+    from distsort.backends.packing import pack_positions, unpack_positions
+    from distsort.sort1d import sort_1d
     from distsort.backends import Order
-    packed = dv.map_blocks(api._pack, dtype=np.uint64)
-    sk, sp = _sort_1d(dk, packed, Order(keyed=True), positions=False)
-    return sk, sp.map_blocks(api._unpack, dv.dtype, dtype=dv.dtype)
+    packed = dv.map_blocks(pack_positions, dtype=np.uint64)
+    sk, sp = sort_1d(dk, packed, Order(keyed=True), positions=False)
+    return sk, sp.map_blocks(unpack_positions, dv.dtype, dtype=dv.dtype)
 
 
 def stable_case(k, v, chunks, runs, warmup):
@@ -130,7 +132,7 @@ def stable_case(k, v, chunks, runs, warmup):
     row = {}
     cases = [("default", lambda: distsort.sort_by_key(dk, dv)),
              ("stable", lambda: distsort.sort_by_key(dk, dv, stable=True))]
-    if v.dtype.itemsize <= api._PACKED_VALUE_BYTES:  # packs under 32-bit positions
+    if v.dtype.itemsize <= PACKED_VALUE_BYTES:  # packs under 32-bit positions
         cases.append(("packed", lambda: packed_under_positions(dk, dv)))
     # Interleaved, run by run: load from other work on a shared machine falls on every
     # case alike.
@@ -155,7 +157,7 @@ def table_rows(rng, n, chunks, runs, warmup):
     dk, dva, dvb = (da.from_array(x, chunks=size).persist() for x in (k, a, b))
 
     def per_column():
-        sk, perm = api.argsort_by_positions(dk, False, False, "auto", "sort_by_key")
+        sk, perm = argsort_by_positions(dk, False, False, "auto", "sort_by_key")
         return (sk, *(gather((c,), perm)[0] for c in (dva, dvb)))
 
     def dask_take():

@@ -25,7 +25,7 @@ import cupy
 import numpy as np
 from driver import cuda_clock, timings
 
-from distsort.backends.gpu import cupy_backend as cpb
+from distsort.backends.gpu import launcher as cpb  # sort_inplace, pass_count
 
 HERE = Path(__file__).resolve().parent
 _mod = cupy.RawModule(code=(HERE / "bitonic_baseline.cu").read_text(), options=("-std=c++17",))

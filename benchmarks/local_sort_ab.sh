@@ -7,7 +7,7 @@
 #     benchmarks/local_sort_ab.sh OLD_TREE [OUT_DIR]
 #
 # OLD_TREE: a checkout of distsort (its distsort/ is imported; it must have
-# distsort.backends.gpu.cupy_backend.sort_inplace).  Writes OUT_DIR/local_sort_ab_<device>_<date>.json
+# distsort.backends.gpu.launcher.sort_inplace).  Writes OUT_DIR/local_sort_ab_<device>_<date>.json
 # (default benchmarks/results).  Takes about 3 minutes on an H200; TESTS=0 skips the
 # tests (run elsewhere in parallel: alone, one process, they take over 4 minutes).
 set -euo pipefail

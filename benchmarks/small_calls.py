@@ -87,7 +87,7 @@ def graph_construction(runs):
     """Seconds of ``distsort.sort(wrap_plain(x))`` (the graph, nothing computed) for a
     1 GiB float64 NumPy array, wrapped as the call on ``x`` itself wraps it."""
     import distsort
-    from distsort.api import wrap_plain
+    from distsort.inputs import wrap_plain
     distsort.sort(np.arange(10.0))  # imports done
     x = np.random.default_rng(2).random(2**27)
     last = {}

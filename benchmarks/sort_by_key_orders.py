@@ -40,13 +40,13 @@ import driver
 import numpy as np
 
 import distsort
-from distsort.api import _sort_1d
+from distsort.sort1d import sort_1d
 from distsort.graph.gather import gather
 from distsort.backends import Order
 
 
 def argsort_then_gather(keys, values):
-    out_keys, perm = _sort_1d(keys, None, Order(keyed=True), positions=True)
+    out_keys, perm = sort_1d(keys, None, Order(keyed=True), positions=True)
     return out_keys, gather((values,), perm)[0]
 
 

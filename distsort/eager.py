@@ -11,7 +11,7 @@ The sort is planned the same way either way (``distsort.plan.sortplan``).  Where
 ``distributed`` client is the scheduler, or inside a worker's task (whose arrays are
 here: its client would send them to the scheduler in the graph): a plain 1-D array
 that the plan sorts as one chunk is sorted by the function of that one task, called at
-once (``distsort.api._sorted_at_once``, no graph built); other plans whose outputs are one
+once (``distsort.sort1d.sorted_at_once``, no graph built); other plans whose outputs are one
 chunk each, in a graph of a few tasks, run here, in order, through ``dask.core.get``.
 A call of Dask's scheduler costs about 3 ms, five times ``cupy.sort`` of 2^24 float32 on
 an H200.  Other graphs (many chunks sorted in place, a cluster) run on the scheduler in
@@ -158,7 +158,7 @@ def like_input(*names: str) -> Callable[[F], F]:
         def call(*args: Any, **kwargs: Any) -> Any:
             result = function(*args, **kwargs)  # validates the arguments first
             if type(result) is not tuple and not isinstance(result, da.Array):
-                return result  # computed already (distsort.api._sorted_at_once)
+                return result  # computed already (distsort.sort1d.sorted_at_once)
             given = [args[i] if i < len(args) else kwargs.get(n) for i, n in where]
             return compute_now(result) if all(map(is_plain, given)) else result
         return cast(F, call)

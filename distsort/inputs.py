@@ -1,5 +1,8 @@
-"""What the public functions accept besides plain arrays in native byte order: arrays
-of the other byte order, memory-mapped files, and the checks of their flags.
+"""What the public functions accept, checked and converted before anything is planned:
+Dask, NumPy and CuPy arrays (plain ones wrapped as one chunk), lists; arrays of the
+other byte order; memory-mapped files; datetime keys as their order codes; the checks
+of the arguments and their flags.  Labelled and lazy collections are refused with the
+conversion to use.
 
 Every backend and ``verify=True`` compare the bit patterns of keys as unsigned
 integers of the machine's byte order, so keys and values of the other byte order
@@ -16,11 +19,25 @@ Examples
 from __future__ import annotations
 
 import functools
+import math
 import os
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+import dask.array as da
 import numpy as np
+from dask.base import is_dask_collection, tokenize
+
+try:  # NumPy >= 2
+    from numpy.lib.array_utils import normalize_axis_index
+except ImportError:  # pragma: no cover
+    from numpy.core.multiarray import normalize_axis_index  # type: ignore[no-redef]
+
+from distsort.backends import array_module_name
+from distsort.core.order import TIME_KINDS, check_key_dtype, time_codes, time_from_codes
+from distsort.core.xp import namespace
+from distsort.eager import plain_runs_here
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -191,3 +208,185 @@ def numpy_keywords(function: F) -> F:
                             "dtypes are not sorted): sort one field, or use sort_by_key")
         return function(*args, **kwargs)
     return cast(F, checked)
+
+
+#: Libraries whose objects carry labels (an index, coordinates) or are lazy: refused,
+#: never converted, so that nothing is computed and no label is silently dropped.
+_LABELLED = ("pandas", "xarray", "dask", "dask_expr", "dask_cudf", "cudf", "polars",
+             "pyarrow", "modin")
+
+
+_TABLE_NDIM = 2
+
+
+def _conversion(x: Any, what: str) -> tuple[str, str | None]:  # noqa: PLR0911
+    """``(conversion, labels lost)``: how to make ``x``, a labelled or lazy collection,
+    an array distsort sorts, and what that array does not carry."""
+    library = type(x).__module__.split(".")[0]
+    lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
+    if lazy and type(x).__module__.startswith("dask.bag"):
+        return (f"dask.array.from_delayed on each of "
+                f"{what}.map_partitions(numpy.asarray).to_delayed() (its length given), "
+                f"or numpy.asarray({what}.compute())"), None
+    if lazy and library == "dask" and not hasattr(type(x), "to_dask_array"):
+        # a Delayed, a Bag, ...: a Delayed answers every attribute asked of it
+        return f"dask.array.from_delayed(...), or {what}.compute()", None
+    table = type(x).__name__ == "DataFrame" or getattr(x, "ndim", 1) == _TABLE_NDIM
+    if hasattr(x, "data_vars"):  # xarray.Dataset
+        return f'{what}["var"].data', "variable names, dimension names and coordinates"
+    if library == "xarray":  # DataArray, Variable
+        return f"{what}.data", "dimension names and coordinates"
+    if lazy and hasattr(x, "to_dask_array"):  # dask DataFrame, Series or Index
+        if table:
+            return f'{what}["col"].to_dask_array(lengths=True)', "index labels"
+        return f"{what}.to_dask_array(lengths=True)", "index labels"
+    if lazy:  # a dask Bag, Delayed, ...: no array form without computing it
+        return f"dask.array.from_delayed(...), or {what}.compute()", None
+    if table:
+        return f'{what}["col"].to_numpy()', "index labels"
+    if hasattr(x, "to_cupy"):
+        return f"{what}.to_cupy()", "index labels"
+    return f"{what}.to_numpy()", "index labels"
+
+
+def _refuse_collection(x: Any, what: str) -> None:
+    """TypeError for a DataFrame, Series, xarray object or other lazy collection.
+
+    Such objects are never passed to ``np.asarray``: for a lazy one that computes
+    it on the client, and for any of them the labels would be silently lost.
+    """
+    kind = type(x)
+    lazy = is_dask_collection(x)
+    if kind.__module__.split(".")[0] not in _LABELLED and not lazy:
+        return
+    conversion, lost = _conversion(x, what)
+    raise TypeError(
+        f"distsort sorts arrays, not {kind.__module__}.{kind.__name__}: convert {what} "
+        f"with {conversion}" + (f" (its {lost} are not carried)" if lost else "")
+        + ("; nothing was computed" if lazy else ""))
+
+
+def as_dask_array(x: Any, what: str = "x") -> da.Array:
+    """``x`` as a Dask array; NumPy and CuPy arrays are wrapped as one chunk
+    (:func:`wrap_plain`), which the plan may cut (``distsort.plan.sortplan``).
+
+    DataFrames, Series, xarray objects and other lazy collections are refused with
+    the conversion to use; lists and tuples of numbers are converted.
+    """
+    if isinstance(x, da.Array):
+        array_module_name(x._meta)
+        return native_order(x)
+    if type(x).__module__.split(".")[0] == "cupy":
+        array_module_name(x)
+        return wrap_plain(x)
+    _refuse_collection(x, what)
+    if isinstance(x, np.ndarray) and not isinstance(x, np.memmap):
+        array_module_name(x)  # refuses subclasses (masked arrays, matrices) at once
+    elif not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    check_key_dtype(x.dtype, what)
+    # A memory map is cut as it is read (distsort.inputs.as_dask); an array in
+    # memory is wrapped whole, unhashed.
+    return native_order(as_dask(x) if isinstance(x, np.memmap) else wrap_plain(x))
+
+
+def wrap_plain(x: Any) -> da.Array:
+    """A NumPy or CuPy array as a Dask array of one chunk, without hashing or copying
+    its data (``dask.array.from_array`` does both: seconds per GiB, see
+    ``docs/performance.md``).
+
+    The name is unique to the call (a random UUID), so two wraps never share keys;
+    the array is read, never written, when the result is computed.
+
+    >>> w = wrap_plain(np.arange(5))
+    >>> w.chunks, w.name.startswith("array-"), w.name == wrap_plain(np.arange(5)).name
+    (((5,),), True, False)
+    """
+    name = "array-" + uuid.uuid4().hex
+    return da.Array({(name,) + (0,) * x.ndim: x}, name, tuple((s,) for s in x.shape),
+                    meta=x[(slice(0, 0),) * x.ndim], dtype=x.dtype)
+
+
+def as_codes(x: da.Array, descending: bool = False) -> da.Array:
+    """datetime64/timedelta64 ``x`` as its uint64 order codes, lazily and elementwise
+    (NaT last for both orders: ``distsort.core.order.time_codes``, whose ``descending``
+    codes sort ascending into the descending order); other arrays as they are."""
+    if x.dtype.kind not in TIME_KINDS:
+        return x
+    meta = namespace(x._meta, strict=True).empty((0,) * x.ndim, dtype=np.uint64)
+    return da.map_blocks(time_codes, x, descending, dtype=np.uint64, meta=meta,
+                         name="distsort-timecodes-" + tokenize(x, descending))
+
+
+def from_codes(codes: da.Array, dtype: Any, descending: bool = False) -> da.Array:
+    """The inverse of :func:`as_codes` for an array of ``dtype``."""
+    if np.dtype(dtype).kind not in TIME_KINDS:
+        return codes
+    meta = namespace(codes._meta, strict=True).empty((0,) * codes.ndim, dtype=dtype)
+    return da.map_blocks(time_from_codes, codes, dtype, descending, dtype=dtype, meta=meta,
+                         name="distsort-fromtimecodes-" + tokenize(codes, dtype, descending))
+
+
+def code_order(dtype: Any, order: Any) -> Any:
+    """The order in which the codes of keys of ``dtype`` (:func:`as_codes`) sort: the
+    descending order of times is in their codes (NaT last), so they sort ascending."""
+    if np.dtype(dtype).kind in TIME_KINDS and order.descending:
+        return type(order)(descending=False, keyed=order.keyed)
+    return order
+
+
+def check_known_chunks(x: da.Array, what: str) -> None:
+    """ValueError where ``x``'s chunk sizes are not known."""
+    if any(math.isnan(s) for s in x.shape):  # a sum of the chunks: NaN where one is
+        raise ValueError(
+            f"{what} has unknown chunk sizes; call {what}.compute_chunk_sizes() "
+            "(or persist it) before sorting")
+
+
+def validate(x: Any, axis: int | None, what: str = "x") -> tuple[da.Array, int]:
+    """Validate ``x`` and ``axis``; returns ``(x, axis)`` with ``x`` flattened for ``axis=None``."""
+    x = as_dask_array(x, what)
+    check_key_dtype(x.dtype, what)
+    check_known_chunks(x, what)
+    if x.size == 0 and x.ndim != 1:  # Dask does not reshape or rechunk these: one chunk
+        x = wrap_plain(namespace(x._meta, strict=True).empty(
+            x.shape if axis is not None else (0,), dtype=x.dtype))
+    if axis is None:
+        return x.reshape(-1) if x.ndim != 1 else x, 0
+    axis = normalize_axis_index(axis, x.ndim)
+    if x.ndim > 1 and x.numblocks[axis] > 1:
+        raise ValueError(
+            f"axis {axis} is split over {x.numblocks[axis]} chunks; distsort sorts an N-D "
+            f"array along an axis held in one chunk: rechunk it with "
+            f"x.rechunk({{{axis}: -1}}), or sort the flattened array with axis=None")
+    return x, axis
+
+
+def check_stable(stable: bool | None, default: bool) -> bool:
+    """``stable`` as a bool; None (NumPy's "not given") means ``default``."""
+    if stable is None:
+        return default
+    if not isinstance(stable, (bool, np.bool_)):  # a typo'd kind string must not pass
+        raise TypeError(f"stable must be True, False or None, got {stable!r}")
+    return bool(stable)
+
+
+def check_flags(descending: Any, verify: Any) -> None:
+    """TypeError unless ``descending`` and ``verify`` are bools (not ``"yes"``)."""
+    check_flag("descending", descending)
+    check_flag("verify", verify)
+
+
+def plain_here(*arrays: Any) -> bool:
+    """Whether ``arrays`` are plain 1-D NumPy (or all CuPy) arrays of native byte order
+    and no datetime dtype, sorted in this process (``eager.plain_runs_here``): what
+    ``distsort.sort1d.sorted_at_once`` and ``distsort.stable.stable_at_once`` sort with
+    no graph."""
+    kinds = {type(a) for a in arrays}
+    if len(kinds) != 1:
+        return False
+    (kind,) = kinds
+    if not (kind is np.ndarray or kind.__module__ == "cupy" and kind.__name__ == "ndarray"):
+        return False
+    return (all(a.ndim == 1 and a.dtype.isnative and a.dtype.kind not in TIME_KINDS
+                for a in arrays) and plain_runs_here())

@@ -23,8 +23,7 @@ class RMMPool(WorkerPlugin):
     CuPy then allocates.  It is set up before the worker runs any task, so every CuPy
     array of the worker comes from the pool (and can be shared through CUDA IPC).  The
     pool counts what it hands out (``rmm.statistics``): the driver sees the whole pool
-    as used, and the local sort's choice needs the room left in it
-    (``distsort.backends.gpu.local_sort.device_budget``).
+    as used, and the room left in it is read there.
 
     >>> RMMPool(1.5)
     Traceback (most recent call last):
@@ -81,12 +80,12 @@ def shared_gpu_cluster(n_workers=2, pool_fraction=None, device=0, **kw):
     ...     x = da.random.default_rng(0).random(2**24, chunks=2**21)
     ...     s = distsort.sort(x.map_blocks(cupy.asarray)).compute()
     """
-    from distsort.cluster import RMM_POOL_FRACTION, _dashboard_address
+    from distsort.cluster import RMM_POOL_FRACTION, dashboard_address_of
 
     if pool_fraction is None:
         pool_fraction = RMM_POOL_FRACTION / n_workers
     kw.setdefault("host", "127.0.0.1")
-    kw["dashboard_address"] = _dashboard_address(kw)
+    kw["dashboard_address"] = dashboard_address_of(kw)
     env = {**kw.pop("env", {}), "CUDA_VISIBLE_DEVICES": str(device)}
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                         plugins=(RMMPool(pool_fraction),), env=env, **kw)

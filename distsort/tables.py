@@ -27,7 +27,11 @@ from distsort import api
 from distsort.backends import Order, array_module_name
 from distsort.graph.gather import gather
 from distsort.eager import like_input, one_place
-from distsort.inputs import numpy_keywords
+from distsort.inputs import (as_codes, as_dask_array, check_stable, code_order, from_codes,
+                             numpy_keywords, validate)
+from distsort.plan.options import check_local
+from distsort.sort1d import sort_1d
+from distsort.stable import argsort_by_positions
 from distsort.core.order import TIME_KINDS, encode, time_codes
 from distsort.core.xp import namespace as _namespace
 
@@ -132,7 +136,7 @@ def _lexsort_perm(keys: Sequence[da.Array], descending: bool = False,  # noqa: P
         if perm is not None:
             (codes,) = gather((codes,), perm, together=together)
         order = Order(descending=False, keyed=True)
-        step = api._sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
+        step = sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
                         local=local)[1]
         perm = step if perm is None else gather((perm,), step, together=together)[0]
     assert perm is not None  # keys is not empty: one group at least
@@ -157,13 +161,13 @@ def _validated(arrays: Iterable[Any], what: str, shape: tuple | None = None,
     out, backend = [], None
     for i, given in enumerate(arrays):
         name = f"{what}[{i!r}]"
-        a = api.as_dask_array(given, name)
+        a = as_dask_array(given, name)
         if shape is None:
             shape = a.shape
         if not any(np.isnan(d) for d in a.shape + shape) and a.shape != shape:
             raise ValueError(f"keys and values must have the same shape, got {shape} and "
                              f"{a.shape} ({name})")
-        flat, _ = api._validate(a, None, name)
+        flat, _ = validate(a, None, name)
         module = array_module_name(flat._meta)
         if backend not in (None, module):
             raise TypeError("keys and values must all have NumPy chunks or all CuPy chunks")
@@ -214,7 +218,7 @@ def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") ->
     array([2, 0, 1, 3])
     """
     keys = _key_rows(keys)
-    api._check_local(local)
+    check_local(local)
     keys, _ = _validated(keys, "keys")
     return _lexsort_perm(keys, verify=verify, local=local)
 
@@ -245,7 +249,7 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
     of value arrays: the sorted keys and the values in the same structure.
 
     Equal keys keep their input order.  One key: it is sorted with its positions
-    (``distsort.api.argsort_by_positions``) and the value arrays are gathered together
+    (``distsort.argsort_by_positions``) and the value arrays are gathered together
     (:func:`distsort.graph.gather.gather`).
     Several keys (the last primary, as ``numpy.lexsort``): their permutation
     (:func:`_lexsort_perm`) gathers the keys and the values together.
@@ -257,7 +261,7 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
     >>> sk.compute().tolist(), out["a"].compute().tolist(), out["b"].compute().tolist()
     ([0.5, 1.0, 2.0, 2.0], [4, 2, 1, 3], [0.4, 0.2, 0.1, 0.3])
     """
-    api._check_local(local)
+    check_local(local)
     several = isinstance(keys, tuple)
     names, columns = _as_columns(values) if isinstance(values, (tuple, dict)) else (None,
                                                                                    (values,))
@@ -273,11 +277,10 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
         out_keys, out_values = moved[:len(key_list)], moved[len(key_list):]
     else:
         (key,) = key_list
-        order = api._code_order(key.dtype, Order(descending=bool(descending)))
-        sorted_codes, perm = api.argsort_by_positions(api._as_codes(key, descending),
-                                                      order.descending, verify, local,
-                                                      "sort_by_key")
-        out_keys = api._from_codes(sorted_codes, key.dtype, descending)
+        order = code_order(key.dtype, Order(descending=bool(descending)))
+        sorted_codes, perm = argsort_by_positions(as_codes(key, descending), order.descending,
+                                                  verify, local, "sort_by_key")
+        out_keys = from_codes(sorted_codes, key.dtype, descending)
         out_values = gather(columns, perm, together=together) if columns else ()
     if not isinstance(values, (tuple, dict)):
         return out_keys, out_values[0]
@@ -293,7 +296,7 @@ def sort_by_key(keys: Any, values: Any, *, descending: bool = False,
     one value array, :func:`sort_table` for a tuple of keys or a tuple (or dict) of
     value arrays (the docstring below is the API's)."""
     if isinstance(keys, tuple) or isinstance(values, (tuple, dict)):
-        api._check_stable(stable, False)  # any order asked for: ties keep input order
+        check_stable(stable, False)  # any order asked for: ties keep input order
         return sort_table(keys, values, descending=descending, verify=verify, local=local)
     return api.sort_by_key(keys, values, descending=descending, stable=stable,
                            verify=verify, local=local)

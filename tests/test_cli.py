@@ -771,7 +771,7 @@ def test_in_process_on_one_gpu_decision(monkeypatch):
     import psutil
 
     from distsort.cli import connection
-    monkeypatch.setattr(connection, "_wants_gpu", lambda args: True)
+    monkeypatch.setattr(connection, "wants_gpu", lambda args: True)
     monkeypatch.setattr(connection, "first_gpu", lambda: ("Fake GPU", 100 * 10**9))
     args = SimpleNamespace(scheduler_address=None, scheduler_file=None, workers=None,
                            memory_limit=None, spill_dir=None, report=None,
@@ -794,9 +794,9 @@ def test_in_process_on_one_gpu_decision(monkeypatch):
     huge = SimpleNamespace(**{**vars(args), "device_memory_limit": 99 * 10**9})
     assert not connection.fits_in_process(huge, job(small))
     cpu = SimpleNamespace(**{**vars(args), "device_memory_limit": 8 * 10**9})
-    monkeypatch.setattr(connection, "_wants_gpu", lambda args: False)
+    monkeypatch.setattr(connection, "wants_gpu", lambda args: False)
     assert not connection.fits_in_process(cpu, job(small))  # a CPU cluster, as before
-    monkeypatch.setattr(connection, "_wants_gpu", lambda args: True)
+    monkeypatch.setattr(connection, "wants_gpu", lambda args: True)
     cluster = connection.open_cluster(args, in_process_ok=True)
     assert cluster.client is None and cluster.gpu and "GPU 0 (Fake GPU" in cluster.description
     monkeypatch.setattr(connection, "first_gpu", lambda: None)  # CuPy sees no device

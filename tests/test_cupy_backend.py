@@ -175,10 +175,10 @@ def test_compare_split(dtype, order, keyed):
                                     stride, limit, order)
             assert cpb.crossing_count(ca, cb, order.descending) == npb.crossing_count(na, nb, order)
             for k in sorted({kb, limit}):
-                _same(npb.merge_low(na, npb.head(nb, k), order),
-                      cpb.merge_low(ca, cpb.head(cb, k), order), order, dtype)
-                _same(npb.merge_high(nb, npb.tail(na, k), order),
-                      cpb.merge_high(cb, cpb.tail(ca, k), order), order, dtype)
+                _same(npb.merge_low(na, npb.BACKEND.head(nb, k), order),
+                      cpb.merge_low(ca, cpb.BACKEND.head(cb, k), order), order, dtype)
+                _same(npb.merge_high(nb, npb.BACKEND.tail(na, k), order),
+                      cpb.merge_high(cb, cpb.BACKEND.tail(ca, k), order), order, dtype)
 
 
 @pytest.mark.parametrize("order", ORDERS, ids=["asc", "desc"])
@@ -326,5 +326,6 @@ def test_backend_protocols():
     from distsort.backends import Backend, SharingBackend
     from distsort.backends.share import ipc_backend as cupy_ipc
 
-    assert isinstance(cpb, Backend) and not isinstance(cpb, SharingBackend)
-    assert isinstance(cupy_ipc, SharingBackend)
+    assert isinstance(cpb.BACKEND, Backend) and not isinstance(cpb.BACKEND, SharingBackend)
+    assert isinstance(cupy_ipc.BACKEND, SharingBackend) and cupy_ipc.BACKEND.shares
+    assert cpb.BACKEND.stable and not cupy_ipc.BACKEND.stable

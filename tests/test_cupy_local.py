@@ -17,7 +17,7 @@ import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
 import distsort  # noqa: E402
-from distsort.api import wrap_plain  # noqa: E402
+from distsort.inputs import wrap_plain  # noqa: E402
 from distsort.backends import Order  # noqa: E402
 from distsort.backends.cpu import numpy_backend as npb  # noqa: E402
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort import api
+from distsort import sort1d
 from distsort.core.taskkeys import TASK_KINDS, round_task_kind, task_name, task_round
 from distsort.plan.network import plan_network
 from test_graph_shared import _shared_numpy
@@ -71,7 +71,7 @@ def test_prefixes_and_groups_are_the_pages(client, monkeypatch):
     _sort_and_read_names(client, x, verify=True)
     k, v = distsort.sort_by_key(da.from_array(x, chunks=1000), da.from_array(-x, chunks=1000))
     assert np.array_equal(v.compute(), -np.sort(x))
-    monkeypatch.setattr(api, "get_backend", lambda meta, share=False: _shared_numpy())
+    monkeypatch.setattr(sort1d, "backend_named", lambda name: _shared_numpy())
     shared, _ = _sort_and_read_names(client, x)
     prefixes, _ = client.run_on_scheduler(_scheduler_names)
     ours = {p for p in prefixes if p.startswith("distsort-")}

@@ -15,10 +15,11 @@ import functools
 import numpy as np
 import pytest
 
-from distsort.backends.gpu.local_sort import radix_extra_bytes
+from distsort.core.memory import radix_extra_bytes
 from distsort.plan.placement import group_bounds
 from distsort.plan.network import group_steps, plan_network, regular_chunks, spread_order
-from distsort.plan.sortplan import (SortOptions, one_device_bytes, plan_sort, resident_bytes,
+from distsort.plan.options import SortOptions
+from distsort.plan.sortplan import (one_device_bytes, plan_sort, resident_bytes,
                                     usable_bytes)
 from distsort.cluster.view import ClusterView
 

@@ -29,11 +29,9 @@ COUNTS = {"inputs": 0, "results_checked": 0, "elements_lost": 0}
 
 
 def backend_module(name):
-    if name == "cupy":
-        from distsort.backends.gpu import cupy_backend as backend
-    else:
-        from distsort.backends.cpu import numpy_backend as backend
-    return backend
+    """The backend of chunks of ``name`` (``distsort.backends.Backend``)."""
+    from distsort.backends.registry import backend_named
+    return backend_named(name)
 
 
 def device(x, name):
@@ -172,7 +170,7 @@ def test_backend_compare_split_against_concatenate_and_sort(backend_name, case):
     for k, v, start in parts:  # prepare: a sorted copy of each chunk
         chunk = b.prepare(device(k, backend_name),
                           device(v, backend_name) if kind == "values" else None,
-                          order, start if kind == "positions" else None)
+                          order, start if kind == "positions" else None, local="bitonic")
         refs.append(reference(k, v, order))
         assert b.length(chunk) == len(k)
         assert_chunk_equals(*finished(b, chunk, order, keys.dtype, vdtype), *refs[-1], order)

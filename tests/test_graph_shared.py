@@ -1,8 +1,6 @@
 """The compare-split of backends that share whole chunks (``share``; on GPUs of one host
 ``distsort.backends.share.ipc_backend``), run on the CPU: the NumPy backend, its chunks "shared"
 as they are, must sort exactly as the edges/head/tail graph does."""
-import types
-
 import dask
 import dask.array as da
 import numpy as np
@@ -10,26 +8,39 @@ import pytest
 
 import distsort
 from arrays import assert_sorted_like_numpy, random_keys, stable_argsort
-from distsort import api
+from distsort import sort1d
+from distsort.backends import Order, SharingBackend
 from distsort.backends.cpu import numpy_backend as npb
 from distsort.core.taskkeys import round_task_kind
 from test_api import sort_by_key_reference
 
 
+class SharedNumPy(SharingBackend, npb.NumPyBackend):
+    """The NumPy backend that ``shares``: a merge gets the partner's whole chunk."""
+
+    stable = False  # as a backend of shared chunks: no plan sorts every chunk as one
+
+    @staticmethod
+    def share(chunk):
+        return ("shared", chunk)
+
+    @staticmethod
+    def merge_low_shared(a, s, order):
+        return npb.merge_low(a, s[1], order)
+
+    @staticmethod
+    def merge_high_shared(b, s, order):
+        return npb.merge_high(b, s[1], order)
+
+
 def _shared_numpy():
-    """The NumPy backend with ``share``: a merge gets the partner's whole chunk."""
-    b = types.SimpleNamespace(**{k: getattr(npb, k) for k in dir(npb) if not k.startswith("_")})
-    b.CAPABILITIES = frozenset({"share"})
-    b.share = lambda chunk: ("shared", chunk)
-    b.merge_low_shared = lambda a, s, order: npb.merge_low(a, s[1], order)
-    b.merge_high_shared = lambda b_, s, order: npb.merge_high(b_, s[1], order)
-    return b
+    return SharedNumPy()
 
 
 @pytest.fixture
 def shared_backend(monkeypatch):
     backend = _shared_numpy()
-    monkeypatch.setattr(api, "get_backend", lambda meta, share=False: backend)
+    monkeypatch.setattr(sort1d, "backend_named", lambda name: backend)
     return backend
 
 
@@ -61,7 +72,7 @@ def test_shared_graph_gates_pairs_on_small_keys(shared_backend):
     each chunk's worker), never for the chunks themselves (a gate fetches its keys)."""
     from distsort.graph.layers import SortGraph, sort_layers
     g = SortGraph("t")
-    sort_layers(g, "x", None, (10,) * 8, shared_backend, api.Order(), False, window=2)
+    sort_layers(g, "x", None, (10,) * 8, shared_backend, Order(), False, window=2)
     tasks = {k: t for layer in g.layers.values() for k, t in layer.items()}
     shares = [t for k, t in tasks.items() if "-share-" in k[0]]
     gated = [t for t in shares if t[1]]

@@ -123,8 +123,8 @@ def test_the_walk_sees_function_local_and_relative_imports():
     # from . import merge
     assert "distsort.backends.cpu.merge" in graph["distsort.backends.cpu.codes"]
     assert "distsort.api" in graph["distsort.cli.sort"] or "distsort" in graph["distsort.cli.sort"]
-    # distsort.api imports distsort.cluster.locality inside _sort_1d only
-    assert "distsort.cluster.locality" in graph["distsort.api"]
+    # distsort.sort1d imports distsort.cluster.locality inside plan_1d only
+    assert "distsort.cluster.locality" in graph["distsort.sort1d"]
 
 
 def test_cycles_are_found():
@@ -159,13 +159,15 @@ def test_no_upward_import_at_all():
 
 
 #: What the command may import besides its own modules: the public API (with the
-#: checks of ``verify=``, its configuration and its NumPy-or-CuPy answer), the plan, the
+#: checks of ``verify=``, its configuration and its NumPy-or-CuPy answer), the plan (its
+#: options too: the ``distsort.*`` values the command reads), the
 #: file modules (``inputs``: arrays read from files; ``disksort``: files larger than
 #: memory sorted through the disk; ``libc``: the system calls of file writes) and the
 #: names of the tasks it times (``taskkeys``).
 CLI_MAY_IMPORT = {"distsort", "distsort.api", "distsort.cluster", "distsort.core.config",
                   "distsort.graph.verify", "distsort.core.xp", "distsort.plan.network",
-                  "distsort.plan.sortplan", "distsort.cluster.view", "distsort.inputs",
+                  "distsort.plan.sortplan", "distsort.plan.options", "distsort.cluster.view",
+                  "distsort.inputs",
                   "distsort.io.disksort", "distsort.core.libc", "distsort.core.taskkeys"}
 
 

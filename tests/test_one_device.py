@@ -10,7 +10,8 @@ import pytest
 
 import distsort
 from arrays import assert_sorted_like_numpy, bits, random_chunks, random_keys, stable_argsort
-from distsort.api import planning, wrap_plain
+from distsort.api import planning
+from distsort.inputs import wrap_plain
 from test_api import sort_by_key_reference
 
 #: Run the default plan (``tests/conftest.py``: other modules force the network).

@@ -7,13 +7,17 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort import api
+from distsort import sort1d
 from distsort.cluster import locality
 from distsort.backends.gpu import local_sort as cupy_local
 from distsort.core.taskkeys import task_round
 from distsort.plan.placement import floor_pow2, group_bounds, group_size, placement, starts
 from distsort.plan.network import plan_network
-from distsort.plan.sortplan import SortOptions, plan_sort
+from distsort.core.memory import radix_extra_bytes
+from distsort.plan.clusterview import ClusterView
+from distsort.plan.localsort import choose_local
+from distsort.plan.options import SortOptions
+from distsort.plan.sortplan import plan_sort
 from distsort.cluster.view import read_view
 
 from arrays import descending_of, random_keys
@@ -72,20 +76,38 @@ def test_plan_run_skips_the_group_stages():
 
 # ---------------------------------------------------------------- local="auto"
 def test_choose_local_by_budget():
-    extra = cupy_local.radix_extra_bytes(2**28, 4)  # 2^28 float32 keys
+    extra = radix_extra_bytes(2**28, 4)  # 2^28 float32 keys
     assert extra == 3 * 2**30
-    assert cupy_local.choose_local(extra, extra) == "radix"
-    assert cupy_local.choose_local(extra, extra - 1) == "bitonic"
-    assert cupy_local.choose_local(extra, None) == "bitonic"  # budget unknown: in place
-    assert cupy_local.choose_local(extra, 10 * extra, "bitonic") == "bitonic"
-    assert cupy_local.choose_local(extra, 0, "radix") == "radix"
+    assert choose_local(extra, extra) == "radix"
+    assert choose_local(extra, extra - 1) == "bitonic"
+    assert choose_local(extra, None) == "radix"  # budget unknown: radix, in place if it fails
+    assert choose_local(extra, 10 * extra, "bitonic") == "bitonic"
+    assert choose_local(extra, 0, "radix") == "radix"
     with pytest.raises(ValueError, match="local must be"):
-        cupy_local.choose_local(1, 1, "merge")
+        choose_local(1, 1, "merge")
 
 
-def test_choose_local_through_sort_owned(monkeypatch):
-    """``sort_owned`` asks the budget only under "auto", and picks by it (budget mocked:
-    the sorts themselves are replaced, so no GPU is needed)."""
+def test_the_plan_decides_the_local_sort():
+    """One GPU of 8 GB (its ClusterView): 2^28 float32 keys leave room for the radix
+    sort's buffer beside the input and its sorted copy, an argsort's do not (forced
+    onto one device), and ``local=`` given wins."""
+    view = ClusterView(workers=("a",), hosts=("h",), threads=(1,), device_limits=(8 * 10**9,),
+                       memory_limits=(64 * 10**9,))
+    n = 2**28
+    keys = SortOptions(gpu=True, in_place=True)
+    assert plan_sort((n,), 4, view, keys).local == "radix"
+    argsort = SortOptions(gpu=True, value_bytes=8, positions=True, strategy="one-device")
+    assert plan_sort((n,), 4, view, argsort).local == "bitonic"
+    assert plan_sort((n,), 4, view, keys._replace(local="bitonic")).local == "bitonic"
+    assert plan_sort((n,), 4, view, argsort._replace(local="radix")).local == "radix"
+    # NumPy chunks: never in place unless asked for
+    assert plan_sort((n,), 4, view, SortOptions(value_bytes=8, positions=True)).local == "radix"
+
+
+def test_sort_owned_follows_the_plan_and_falls_back_in_place(monkeypatch, caplog):
+    """``sort_owned`` takes the local sort it is given; a radix sort whose allocation
+    fails sorts in place instead, with a warning (the sorts themselves are replaced,
+    so no GPU is needed)."""
     picked = []
     monkeypatch.setattr(cupy_local, "radix_sort", lambda k, v, o, *flags: picked.append("radix"))
     import types
@@ -94,27 +116,17 @@ def test_choose_local_through_sort_owned(monkeypatch):
     monkeypatch.setitem(sys.modules, "distsort.backends.gpu.launcher", fake)
     keys = np.zeros(1000, dtype=np.float32)  # only its size and dtype are read
     order = distsort.backends.Order()
-    for budget, want in ((10**6, "radix"), (10**3, "bitonic")):
-        monkeypatch.setattr(cupy_local, "device_budget", lambda owned, b=budget: b)
-        cupy_local.sort_owned(keys, None, order, "auto")
-        assert picked[-1] == want
-    monkeypatch.setattr(cupy_local, "device_budget", lambda owned: pytest.fail("budget asked"))
-    cupy_local.sort_owned(keys, None, order, "bitonic")
-    cupy_local.sort_owned(keys, None, order, "radix")
-    assert picked[-2:] == ["bitonic", "radix"]
+    for local in ("radix", "bitonic", "auto"):
+        cupy_local.sort_owned(keys, None, order, local)
+    assert picked == ["radix", "bitonic", "radix"]
 
-
-def test_device_budget_in_a_dask_cuda_worker(monkeypatch):
-    """A worker that tracks its device data: its limit less what it holds and what the
-    task owns (not the driver's free memory, which an RMM pool hides)."""
-    from distsort.core import memory
-    monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (100 * 2**30, 60 * 2**30))
-    assert cupy_local.device_budget(4 * 2**30) == 36 * 2**30
-    monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (100, 160))
-    assert cupy_local.device_budget() == 0
-    monkeypatch.setattr(memory, "device_capacity", lambda: 1000)
-    monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (None, 100))
-    assert cupy_local.device_budget(50) == 950 - 150  # capacity less the reserve
+    def short(*args):
+        raise MemoryError("out of memory allocating 4,000 bytes")
+    monkeypatch.setattr(cupy_local, "radix_sort", short)
+    with caplog.at_level("WARNING", logger="distsort"):
+        cupy_local.sort_owned(keys, None, order, "radix")
+    assert picked[-1] == "bitonic"
+    assert "sorted in place instead" in caplog.text
 
 
 def test_api_refuses_unknown_local():
@@ -141,8 +153,8 @@ def test_permuted_grouped_sorts_match_numpy(seed, monkeypatch):
     values = rng.integers(-5, 5, size=n).astype(np.int32)
     short = n % chunk != 0
     perm = list(rng.permutation(c - 1 if short else c)) + ([c - 1] if short else [])
-    real = api.plan_sort
-    monkeypatch.setattr(api, "plan_sort", lambda chunks, *a, **k: real(chunks, *a, **k)._replace(
+    real = sort1d.plan_sort
+    monkeypatch.setattr(sort1d, "plan_sort", lambda chunks, *a, **k: real(chunks, *a, **k)._replace(
         chunks=tuple(chunks), pieces=None, perm=tuple(perm), group=group))
     x, v = da.from_array(keys, chunks=chunk), da.from_array(values, chunks=chunk)
     with dask.config.set(scheduler="sync"):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from distsort.plan.placement import group_bounds
-from distsort.plan.sortplan import (COALESCE_PER_SLOT, SortOptions, coalesced_chunks, cut_pieces,
+from distsort.plan.options import SortOptions
+from distsort.plan.sortplan import (COALESCE_PER_SLOT, coalesced_chunks, cut_pieces,
                                     one_device_budget, plan_sort, slot_budget)
 from distsort.plan.network import is_regular, regular_chunks
 from distsort.cluster.view import ClusterView
@@ -192,7 +193,8 @@ def test_chunks_sized_for_the_workers_are_not_coalesced():
     them) stay as they are: coalesced into one per slot, a compare-split's chunks would
     not fit a worker.  Chunks of 8 KiB are coalesced."""
     from distsort.plan.network import regular_chunks
-    from distsort.plan.sortplan import SortOptions, plan_sort
+    from distsort.plan.options import SortOptions
+    from distsort.plan.sortplan import plan_sort
     from distsort.cluster.view import ClusterView
 
     def plan(chunk):
@@ -236,3 +238,27 @@ def test_one_gpu_keeps_room_beside_the_data_it_holds():
     assert plan(10**11, 50, 125 * gib, 125 * gib).strategy == "out-of-core"
     # past dask-cuda's default limit (0.65 of the device) the data go out of core
     assert plan(10**11, 50, 90 * gib, 90 * gib, persisted=False).strategy == "out-of-core"
+
+
+def test_the_plan_says_how_its_tasks_run():
+    """Beside the strategy, the plan names the backend, each task's local sort, whether
+    one task sorts one whole chunk and runs at once (a plain array here), and whether
+    equal keys keep their order in the one task that sorts every chunk."""
+    local = ClusterView.local(cores=2, memory=16 * 2**30, chunks=1)
+    one = plan_sort((1000,), 8, local, SortOptions(here=True))
+    assert (one.backend, one.local, one.one_task, one.eager) == ("numpy", "radix", True, True)
+    assert not plan_sort((1000,), 8, local, SortOptions()).eager  # a Dask array: a graph
+    bitonic = plan_sort((1000,), 8, local, SortOptions(here=True, local="bitonic"))
+    assert (bitonic.local, bitonic.one_task, bitonic.eager) == ("bitonic", False, False)
+    assert not plan_sort((500, 500), 8, local, SortOptions(here=True)).one_task
+    stable = SortOptions(value_bytes=12, stable=True)
+    assert plan_sort((500, 500), 8, local, stable).stable
+    assert not plan_sort((500, 500), 8, local, stable._replace(strategy="network")).stable
+    gpu = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(1, 1),
+                      device_limits=(8 * 10**9,) * 2, owners=("a", "b"))
+    shared = plan_sort((10**6, 10**6), 4, gpu, SortOptions(gpu=True))
+    assert (shared.strategy, shared.backend, shared.engine) == ("network", "cuda-ipc", "gpu")
+    assert plan_sort((10**6, 10**6), 4, gpu,
+                     SortOptions(gpu=True, exchange="comm")).backend == "cupy"
+    ooc = plan_sort((100,) * 8, 8, local, SortOptions(device_memory_limit=4000, engine="cpu"))
+    assert (ooc.strategy, ooc.backend) == ("out-of-core", "host-runs")

@@ -28,14 +28,23 @@ disk floor), ``progress`` and ``metrics`` (running and measuring), ``summary``,
 scripts and tests; a test that monkeypatches a function patches it in the module that
 calls it.
 """
-from distsort.cli.args import build_parser
-from distsort.cli.command import main
-from distsort.cli.errors import (BAD_INPUT, EXIT_CODES, INTERRUPTED, OK, RUNTIME_FAILURE,
-                                 VERIFY_FAILED, CLIError, Interrupted)
-from distsort.cli.files import NpyFile, ZarrFile, file_kind
-from distsort.cli.outputs import Output
-from distsort.cli.sources import Source, open_source
+#: The names re-exported for scripts and tests, each from its module, imported on first
+#: use: the executable (``distsort.cli.launch``) is a module of this package, and must
+#: install its signal handlers before anything heavy (``args`` imports Dask) is imported.
+_EXPORTS = {"main": "command", "build_parser": "args", "EXIT_CODES": "errors", "OK": "errors",
+            "VERIFY_FAILED": "errors", "BAD_INPUT": "errors", "RUNTIME_FAILURE": "errors",
+            "INTERRUPTED": "errors", "CLIError": "errors", "Interrupted": "errors",
+            "NpyFile": "files", "ZarrFile": "files", "file_kind": "files", "Output": "outputs",
+            "Source": "sources", "open_source": "sources"}
+__all__ = list(_EXPORTS)
 
-__all__ = ["main", "build_parser", "EXIT_CODES", "OK", "VERIFY_FAILED", "BAD_INPUT",
-           "RUNTIME_FAILURE", "INTERRUPTED", "CLIError", "Interrupted", "NpyFile", "ZarrFile",
-           "file_kind", "Output", "Source", "open_source"]
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -74,7 +74,7 @@ IN_PROCESS_GPU_COPIES = 3
 IN_PROCESS_GPU_HOST_COPIES = 2
 
 
-def _wants_gpu(args):
+def wants_gpu(args):
     from distsort import cluster as cl
     device = getattr(args, "device", "auto")
     return device == "gpu" or (device == "auto" and cl.gpu_available())
@@ -111,7 +111,7 @@ def fits_in_process(args, job):
         return False
     available = psutil.virtual_memory().available
     limit = getattr(args, "device_memory_limit", None)
-    if not _wants_gpu(args):
+    if not wants_gpu(args):
         return not limit and job.src.n * job.per_element() * IN_PROCESS_SHARE <= available
     gpu = first_gpu()
     data = job.src.n * job.sort_bytes()
@@ -126,7 +126,7 @@ def _in_process(args):
     import psutil
     threads, cores = in_process_threads(), os.cpu_count()
     memory = psutil.virtual_memory().available // (cores or 1)
-    gpu = first_gpu() if _wants_gpu(args) else None
+    gpu = first_gpu() if wants_gpu(args) else None
     if gpu is None:
         return Cluster(None, f"{threads} threads of this process on {cores} cores "
                              "(the input fits in memory; --workers N starts worker "
@@ -152,7 +152,7 @@ def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
         raise CLIError(f"scheduler file {file}: no such file")
     kw = {}
     if not (address or file):
-        gpu = _wants_gpu(args)
+        gpu = wants_gpu(args)
         kw = _local_options(args, gpu)
     try:
         client = cl.connect(address, file, gpu=gpu if not (address or file) else None, **kw)

@@ -143,9 +143,9 @@ def write_behind(fd, offset, nbytes):
     value ``distsort.write-behind`` (default True; ``DASK_DISTSORT__WRITE_BEHIND=0``)
     turns it off.
     """
-    import dask
+    from distsort.plan.options import writes_behind
     f = libc("sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    if f is None or nbytes <= 0 or not dask.config.get("distsort.write-behind", True):
+    if f is None or nbytes <= 0 or not writes_behind():
         return
     f(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure only leaves it to the kernel
 

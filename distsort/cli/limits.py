@@ -79,9 +79,9 @@ def check_memory_limit(args, job):
     """Refuse (exit 2), before starting a local CPU cluster, a ``--memory-limit`` under
     which a worker cannot merge the chunks that the command would give it.  (GPU
     workers and running clusters do not take the option.)"""
-    from distsort.cli.connection import Cluster, _wants_gpu
+    from distsort.cli.connection import Cluster, wants_gpu
     if (not getattr(args, "memory_limit", None) or args.scheduler_address
-            or args.scheduler_file or _wants_gpu(args)):
+            or args.scheduler_file or wants_gpu(args)):
         return
     limit = _limit_bytes(args)
     if limit is None:

@@ -41,8 +41,8 @@ def host_budget(args, job):
     ``--host-memory-limit``, or the memory available now (psutil)."""
     import psutil
 
-    from distsort.cli.connection import _wants_gpu
-    if (_cluster_asked(args) or _wants_gpu(args) or not job.src.n or args.report
+    from distsort.cli.connection import wants_gpu
+    if (_cluster_asked(args) or wants_gpu(args) or not job.src.n or args.report
             or any(file_kind(p) != "npy" for p in job.outputs)):
         return None
     limit = getattr(args, "host_memory_limit", None)

@@ -73,7 +73,7 @@ def ucx_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("distributed_ucxx", "rmm"))
 
 
-def _dashboard_address(kw: dict[str, Any]) -> str:
+def dashboard_address_of(kw: dict[str, Any]) -> str:
     # A random port: jobs sharing a host must not fight over 8787 (distributed
     # serves its HTTP routes there even when the dashboard itself is off).
     return kw.get("dashboard_address", ":0")
@@ -130,7 +130,7 @@ def local_cuda_cluster(n_workers: int | None = None,
     if rmm_pool_size is not None:
         # CuPy must allocate from the pool, or the pool only takes memory away.
         kw.setdefault("rmm_allocator_external_lib_list", ["cupy"])
-    kw["dashboard_address"] = _dashboard_address(kw)
+    kw["dashboard_address"] = dashboard_address_of(kw)
     return LocalCUDACluster(n_workers=n_workers, device_memory_limit=device_memory_limit,
                             protocol=protocol, rmm_pool_size=rmm_pool_size, **kw)
 
@@ -171,7 +171,7 @@ def local_cpu_cluster(n_workers: int | None = None, memory_limit: int | str = "a
     if n_workers is None:
         n_workers = max(1, (os.cpu_count() or 1) // threads_per_worker)
     kw.setdefault("host", "127.0.0.1")
-    kw["dashboard_address"] = _dashboard_address(kw)
+    kw["dashboard_address"] = dashboard_address_of(kw)
     return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                         memory_limit=memory_limit, processes=True, **kw)
 

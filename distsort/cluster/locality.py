@@ -30,18 +30,17 @@ import os
 import sys
 import warnings
 
-import dask
 
 from distsort.core.taskkeys import PLUGIN_NAME
+from distsort.plan.options import exchange
+from distsort.plan.sortplan import shares_chunks  # the plan's rule, which every sort follows
 
 #: Pairs in flight per worker: one merging while the next one's crossing part travels.
 PAIRS_PER_WORKER = 2
-#: Values of the config ``distsort.exchange``: how crossing parts travel between GPUs.
-EXCHANGES = ("auto", "ipc", "comm")
 _registered: dict = {}  # scheduler address -> whether the plugin is there
 
 
-def _current_client(client=None):
+def current_client(client=None):
     """``client``, else the current distributed client, else None (Dask's local
     schedulers).  Without distributed imported there is no client: it is not
     imported to find that out."""
@@ -59,7 +58,7 @@ def _current_client(client=None):
 def worker_hosts(client=None):
     """The host of each worker of ``client`` (default: the current client), in one
     round trip to the scheduler; None without a client, ``[None]`` without an answer."""
-    client = _current_client(client)
+    client = current_client(client)
     if client is None:
         return None
     if client.asynchronous:
@@ -96,21 +95,16 @@ def share_crossing_parts(client=None, hosts=...) -> bool:
     of one host that cannot map each other's GPU memory (separate containers).
 
     >>> import dask
-
-from distsort.core.taskkeys import PLUGIN_NAME
     >>> with dask.config.set({"distsort.exchange": "comm"}):
     ...     share_crossing_parts()
     False
     """
-    mode = dask.config.get("distsort.exchange", "auto")
-    if mode not in EXCHANGES:
-        raise ValueError(f"distsort.exchange must be one of {EXCHANGES}, got {mode!r}")
+    mode = exchange()
     if mode != "auto":
         return mode == "ipc"
     if hosts is ...:
         hosts = worker_hosts(client)
-    from distsort.plan.sortplan import _shares  # the plan's rule, which every sort follows
-    return _shares(mode, hosts, gpu=True)
+    return shares_chunks(mode, hosts, gpu=True)
 
 
 def keep_chunks_in_place(client=None) -> bool:
@@ -123,7 +117,7 @@ def keep_chunks_in_place(client=None) -> bool:
     >>> keep_chunks_in_place(Client("tcp://scheduler:8786"))  # doctest: +SKIP
     True
     """
-    client = _current_client(client)
+    client = current_client(client)
     if client is None:  # the local schedulers need no plugin
         return False
     address = getattr(client.scheduler, "address", None)
@@ -150,16 +144,16 @@ def chunk_owners(keys, client=None):
     a chunk not in memory (lazy input) and for every chunk without a client: the
     scheduler's ``who_has``, in one round trip.  Where a chunk has copies on several
     workers, the first by address."""
-    client = _current_client(client)
+    client = current_client(client)
     if client is None or client.asynchronous:
         return [None] * len(keys)
     try:
-        return client.run_on_scheduler(_first_holders, list(keys))
+        return client.run_on_scheduler(first_holders, list(keys))
     except Exception:  # noqa: BLE001  (no answer only costs locality)
         return [None] * len(keys)
 
 
-def _first_holders(keys, dask_scheduler=None):
+def first_holders(keys, dask_scheduler=None):
     """On the scheduler: the first worker (by address) holding each key, or None."""
     out = []
     for k in keys:
@@ -169,5 +163,3 @@ def _first_holders(keys, dask_scheduler=None):
     return out
 
 
-#: Values of the config ``distsort.placement``: positions from where chunks live, or not.
-PLACEMENTS = ("auto", "identity")

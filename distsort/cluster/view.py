@@ -47,10 +47,10 @@ def _local_device():
 def _scheduler_facts(keys, value_keys, dask_scheduler=None):
     """On the scheduler: its workers' ``(address, host, nthreads, memory_limit)`` and
     the first worker (by address) holding each of ``keys`` and ``value_keys``."""
-    from distsort.cluster.locality import _first_holders
+    from distsort.cluster.locality import first_holders
 
     def holders(ks):
-        return _first_holders(ks, dask_scheduler=dask_scheduler)
+        return first_holders(ks, dask_scheduler=dask_scheduler)
 
     workers = [(ws.address, ws.host, ws.nthreads, ws.memory_limit or None)
                for ws in dask_scheduler.workers.values()]
@@ -60,8 +60,8 @@ def _scheduler_facts(keys, value_keys, dask_scheduler=None):
 def _device_facts(gpu, dask_worker=None):
     """On a worker: ``(dask-cuda's device_memory_limit or None, its device limit or
     None)``; the GPU is asked only for a sort of CuPy chunks."""
-    from distsort.core.memory import _worker_device_budget
-    budget = _worker_device_budget(dask_worker)
+    from distsort.core.memory import worker_device_budget
+    budget = worker_device_budget(dask_worker)
     limit = None
     if gpu:
         try:
@@ -82,9 +82,9 @@ def read_view(keys: Iterable = (), value_keys: Iterable | None = None, gpu: bool
     >>> read_view([("x", 0), ("x", 1)]).owners  # no client: Dask's local schedulers
     (None, None)
     """
-    from distsort.cluster.locality import _current_client
+    from distsort.cluster.locality import current_client
     keys = list(keys)
-    client = _current_client()
+    client = current_client()
     if client is None:
         return ClusterView.local(*local_facts(gpu), len(keys))
     unknown = ClusterView(hosts=(None,), owners=(None,) * len(keys), cores=cores())

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check_chunk_fits", "largest_fitting_chunk", "device_capacity", "format_bytes"]
+__all__ = ["check_chunk_fits", "largest_fitting_chunk", "device_capacity", "format_bytes",
+           "usable", "worker_device_budget", "radix_extra_bytes", "RESERVE"]
 
 #: Part of a device kept for the CUDA context, kernels' modules and small buffers.
 RESERVE = 0.05
@@ -56,10 +57,15 @@ def largest_fitting_chunk(itemsize: int, capacity_bytes: int, copies: int = 3,
     if itemsize <= 0 or copies <= 0 or not 0 <= reserve < 1:
         raise ValueError(f"need itemsize > 0, copies > 0 and 0 <= reserve < 1, got "
                          f"{itemsize}, {copies} and {reserve}")
-    return _usable(capacity_bytes, reserve) // (int(itemsize) * int(copies))
+    return usable(capacity_bytes, reserve) // (int(itemsize) * int(copies))
 
 
-def _usable(capacity_bytes: int, reserve: float) -> int:
+def usable(capacity_bytes: int, reserve: float = RESERVE) -> int:
+    """Bytes of a device of ``capacity_bytes`` that a sort counts on: less ``reserve`` of it.
+
+    >>> usable(1000, 0.05)
+    950
+    """
     return max(0, int(capacity_bytes) - int(-(-int(capacity_bytes) * reserve // 1)))
 
 
@@ -110,7 +116,7 @@ def check_chunk_fits(length: int, itemsize: int, capacity_bytes: int, *, copies:
         f"a chunk of {length} elements of {itemsize} bytes "
         f"({format_bytes(int(length) * int(itemsize))}) needs {format_bytes(need)} of GPU "
         f"memory ({copies} chunk-sized buffers) but the GPU has "
-        f"{format_bytes(int(capacity_bytes))} ({format_bytes(_usable(capacity_bytes, reserve))}"
+        f"{format_bytes(int(capacity_bytes))} ({format_bytes(usable(capacity_bytes, reserve))}"
         f" usable): {advice}")
 
 
@@ -129,7 +135,35 @@ def device_capacity() -> int:
     return _CAPACITY[device]
 
 
-def _worker_device_budget(dask_worker: Any = None) -> int | None:
+def worker_device_budget(dask_worker: Any = None) -> int | None:
     """This worker's device budget: dask-cuda's ``device_memory_limit`` (bytes), or None."""
     from distsort.core import dask_cuda_store
     return dask_cuda_store.spill_budget(getattr(dask_worker, "data", None))
+
+
+def radix_extra_bytes(n: int, key_size: int, value_size: int = 0,
+                      increasing_values: bool = False, in_place: bool = False) -> int:
+    """Bytes CUB's radix sort of a chunk of ``n`` keys (and values) allocates beyond the
+    chunk, an upper estimate (the plan's memory model of the local sort:
+    ``distsort.plan.localsort``; the out-of-core merge sizes its segments by it too).
+
+    Keys alone: CUB's double buffer where they are sorted in their own storage
+    (``in_place``: ``distsort.plan.localsort.sorts_in_place``), else also their codes
+    and a temporary of the code arithmetic (3 key-sized arrays).  With values: the key
+    codes and their temporaries, the int64 permutation, CUB's buffers of codes and
+    indices, and the gathered keys and values; with values that are not increasing
+    positions (a ``sort_by_key``), also the value's codes, sorted least significant
+    first.
+
+    >>> radix_extra_bytes(10, 4), radix_extra_bytes(10, 4, in_place=True)
+    (120, 40)
+    >>> radix_extra_bytes(10, 4, 8, increasing_values=True)  # argsort
+    480
+    """
+    n, ks, vs = int(n), int(key_size), int(value_size)
+    if not vs:
+        return (1 if in_place else 3) * n * ks
+    extra = n * (3 * ks + 3 * 8 + ks + vs)
+    if not increasing_values:
+        extra += n * 3 * max(ks, vs)
+    return extra

@@ -145,7 +145,7 @@ def code_dtype(dtype: DTypeLike) -> np.dtype:
     return np.dtype(f"u{np.dtype(dtype).itemsize}")
 
 
-def _float_constants(dtype: np.dtype) -> tuple[int, int, int, int]:
+def float_constants(dtype: np.dtype) -> tuple[int, int, int, int]:
     info = np.finfo(dtype)
     bits = 8 * dtype.itemsize
     sign = 1 << (bits - 1)
@@ -170,7 +170,7 @@ def code_shift(dtype: DTypeLike, descending: bool = False) -> int:
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         return 0
-    n = _float_constants(dtype)[2]
+    n = float_constants(dtype)[2]
     return (-n) % (1 << (8 * dtype.itemsize)) if descending else n
 
 
@@ -190,7 +190,7 @@ def encode(keys: Array, *, canonical: bool = False, descending: bool = False) ->
     bits = 8 * dtype.itemsize
     u = keys.view(udt)
     if dtype.kind == "f":
-        sign, exp_mask, _, nmant = _float_constants(dtype)
+        sign, exp_mask, _, nmant = float_constants(dtype)
         if canonical:
             u = u.copy()
             u[u == udt.type(sign)] = 0
@@ -228,7 +228,7 @@ def decode(codes: Array, dtype: DTypeLike, *, descending: bool = False,
     if dtype.kind == "i":
         u ^= udt.type(1 << (bits - 1))
     elif dtype.kind == "f":
-        sign = _float_constants(dtype)[0]
+        sign = float_constants(dtype)[0]
         u += udt.type(code_shift(dtype, descending))
         # On the CPU in blocks, so the mask is a small reused buffer, not a second array.
         flat = u.reshape(-1)

@@ -39,14 +39,12 @@ and outputs of the pairs in the window.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from distsort.backends import capabilities
 from distsort.backends.chunk import make_chunk, slice_chunk
 from distsort.backends.chunk import parts as parts_of
 from distsort.plan.placement import group_bounds, starts
@@ -181,7 +179,7 @@ class _Network:
 
 
 def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1,
-                   local="auto"):
+                   local="radix"):
     """Add one layer per round of the network; returns the keys of the sorted chunks.
 
     At most ``window`` pairs (None: no limit) are between their ``tail`` and ``head``
@@ -191,7 +189,7 @@ def network_layers(graph, chunk_keys, chunks, backend, order, window=None, run=1
     (``group_steps``), on its worker."""
     net = _Network(graph, chunk_keys, chunks, backend, order)
     steps = group_steps(plan_network(len(chunks), run=run), run)
-    shared = "share" in capabilities(backend)
+    shared = backend.shares
     if steps and not shared:
         tasks = {}
         for i in range(len(chunks)):
@@ -241,21 +239,15 @@ def regroup_tasks(net, tasks, round_id, run, local, edges):
 
 
 def regroup(backend, local, order, sizes, parts):
-    """The backend chunks ``parts`` sorted as one run, as chunks of ``sizes``, each in
-    storage of its own (:func:`split_run`)."""
+    """The backend chunks ``parts`` sorted as one run (``backend.sort_run``), as chunks
+    of ``sizes``, each in storage of its own (:func:`split_run`)."""
     keyed = isinstance(parts[0], tuple)
     xp = _namespace(parts[0][0] if keyed else parts[0])
     if keyed:
         k, v = (xp.concatenate([p[j] for p in parts]) for j in (0, 1))
     else:
         k, v = xp.concatenate(parts), None
-    if "sort_owned" in capabilities(backend):  # chunks hold the keys (CuPy): sort them again
-        run = backend.sort_owned(k, v, order, local)
-    elif keyed:
-        run = backend.prepare(k, v, order, None)
-    else:  # NumPy keys-only chunks hold order codes, ordered as integers
-        k.sort()
-        run = k
+    run = backend.sort_run(k, v, order, local)
     del k, v, parts  # the run alone is held while its chunks are copied out
     return split_run(run, sizes, separate=True)
 
@@ -283,7 +275,7 @@ def split_run(run, sizes, separate):
 
 
 def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
-                window=None, perm=None, group=1, local="auto"):
+                window=None, perm=None, group=1, local="radix"):
     """Prepare (copy and sort) every chunk, then run the network.
 
     ``keys_name`` and ``values_name`` (or None) name the input arrays, whose
@@ -293,8 +285,8 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
     feeds input chunk ``perm[p]`` to position ``p`` of the network (None: chunk ``p``);
     positions stay the input's element indices.  ``group`` (a power of two): every
     ``group`` consecutive positions are sorted as one (``group_prepare``) and the
-    network starts past them.  ``local``: the local sort (``"auto"``, ``"bitonic"``,
-    ``"radix"``), for backends whose ``prepare`` takes it.
+    network starts past them.  ``local``: the plan's local sort (``SortPlan.local``),
+    for backends that have more than one.
     Returns the keys of the sorted chunks, in backend form.
     """
     perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
@@ -306,11 +298,10 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
                       order, group, local, positions, separate=group < len(chunks))
     else:
         first = starts(perm, chunks[0]) if positions else (None,) * len(chunks)
-        prep = _prepare_func(backend, local)
         tasks = {}
         for p, i in enumerate(perm):
             value = (values_name, i) if values_name is not None else None
-            tasks[keys[p]] = (prep, (keys_name, i), value, order, first[p])
+            tasks[keys[p]] = (backend.prepare, (keys_name, i), value, order, first[p], local)
         graph.add("prepare", tasks, _input_names(keys_name, values_name))
     return network_layers(graph, keys, chunks, backend, order, window, run=group, local=local)
 
@@ -351,13 +342,6 @@ def _reads(source, indices):
     if isinstance(source, READ_IN_PLACE):
         return source.take(indices)
     return [(source, i) for i in indices]
-
-
-def _prepare_func(backend, local):
-    """``backend.prepare``, told the local sort where it takes one."""
-    if "local" in capabilities(backend):
-        return functools.partial(backend.prepare, local=local)
-    return backend.prepare
 
 
 def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name, backend,
@@ -411,11 +395,9 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values,
             return parts[0]
         return xp.concatenate(parts)
 
-    if "fits" in capabilities(backend):  # refuse a chunk too large before gathering it
-        vbytes = (values[0].dtype.itemsize if values is not None
-                  else 8 if firsts is not None else 0)
-        backend.check_fits(max((b - a for a, b in bounds), default=0),
-                           keys[0].dtype.itemsize + vbytes)
+    # A chunk too large for the device is refused before it is gathered.
+    vbytes = values[0].dtype.itemsize if values is not None else 8 if firsts is not None else 0
+    backend.check_fits(max((b - a for a, b in bounds), default=0), keys[0].dtype.itemsize + vbytes)
     k = gathered(keys)
     increasing = firsts is not None and bool(np.all(firsts[1:] > firsts[:-1]))
     if stable:
@@ -426,23 +408,13 @@ def group_prepare(backend, local, order, firsts, bounds, sizes, keys, values,
     else:
         v = (_positions_of(xp, firsts, bounds) if firsts is not None
              else gathered(values) if values is not None else None)
-        if "sort_owned" in capabilities(backend):  # sorts our concatenation in place
-            run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
-        else:
-            run = backend.prepare(k, v, order, None)
+        run = backend.sort_owned(k, v, order, local, increasing_values=increasing)
     del k, v  # the run alone is held while its chunks are copied out
     return split_run(run, sizes, separate)
 
 
-def one_chunk(plan, in_chunks, local) -> bool:
-    """Whether a one-device sort reads one whole input chunk into one output chunk (a
-    plain array that fits), which :func:`chunk_output_layer` sorts in one task."""
-    return (plan.strategy == "one-device" and len(in_chunks) == 1
-            and len(plan.chunks) == 1 and local != "bitonic")
-
-
 def chunk_output_layer(graph, out_name, source, backend, order, local, part, finish_args):
-    """The output array's layer of a one-chunk sort (:func:`one_chunk`): one task,
+    """The output array's layer of a one-chunk sort (``SortPlan.one_task``): one task,
     ``sort_chunk``, reads the input's chunk (``source``: the input's name, or its chunk
     :class:`Inline`) and gives part ``part`` (0 the keys, 1 an argsort's positions) of
     the sorted chunk; no other task runs.
@@ -463,10 +435,7 @@ def sort_chunk(backend, local, order, part, chunk, finish_args):
     or a sort by ``prepare`` then ``finish_keys``/``finish_values`` (``finish_args``)."""
     if isinstance(chunk, Inline):
         chunk = chunk.chunks[0]
-    if "sort_chunk" in capabilities(backend):
-        return backend.sort_chunk(chunk, order, local, part)
-    run = _prepare_func(backend, local)(chunk, None, order, 0 if order.keyed else None)
-    return (backend.finish_values if part else backend.finish_keys)(run, *finish_args)
+    return backend.sort_chunk(chunk, order, local, part, finish_args)
 
 
 def _positions_of(xp, firsts, bounds):

@@ -45,7 +45,7 @@ from distsort.backends.disk.pipeline import READERS, Pipeline
 from distsort.backends.disk.runs import (ORDERS, Frontier, RunStore, run_sample, sort_piece,
                                          sortable_dtype)
 from distsort.backends.outofcore.hostruns import codes_searcher, merge_codes
-from distsort.core.order import as_sortable, from_sortable
+from distsort.core.order import TIME_KINDS, as_sortable, from_sortable
 from distsort.plan.kway import Samples, co_ranks, segment_bounds
 from distsort.plan.outofcore import (MEMORY_SHARE, STRIDE, disk_room, element_bytes,
                                      needs_disk, plan_disk_sort)

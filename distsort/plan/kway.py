@@ -47,7 +47,7 @@ __all__ = ["co_ranks", "searcher", "segment_bounds", "kway_segment", "kway_bytes
 
 #: Part of the budget a k-way segment takes: two segments in flight, each its slices
 #: and the radix sort's buffers (``4 * segment`` key-sized arrays, see
-#: ``distsort.backends.gpu.local_sort.radix_extra_bytes``).
+#: ``distsort.core.memory.radix_extra_bytes``).
 KWAY_FRACTION = 0.8
 #: Seconds a copy costs beyond its bytes (launch, the driver's setup): what makes
 #: thousands of tiny slices dearer than the network's few large ones.

@@ -9,7 +9,7 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     the one device that sorts them (one GPU, one CPU worker, or this process on
     Dask's local schedulers): one task gathers the chunks, sorts them once and
     splits the result into the output chunks (one whole chunk into one, a plain
-    array: the output's own task, ``distsort.graph.layers.one_chunk``).  No network, no
+    array: the output's own task, ``SortPlan.one_task``).  No network, no
     round trip through the scheduler per round.
 ``"network"``
     The bitonic network of compare-splits between chunks (``distsort.plan.network``),
@@ -24,8 +24,15 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     them (:func:`fits_in_place`): runs in host memory and a merge between them
     (``distsort.plan.outofcore``).
 
+Beside the strategy the plan says how its tasks run, and nothing else decides it: the
+backend (``SortPlan.backend``), each task's local sort (``distsort.plan.localsort``:
+radix or in place, from the room the budget leaves beside the data), whether one task
+sorts one whole chunk and runs at once with no graph (``one_task``, ``eager``), and
+whether equal keys keep their input order in it (``stable``).
+
 >>> from distsort.cluster.view import ClusterView
 >>> view = ClusterView.local(cores=2, memory=16 * 2**30, chunks=4)
+>>> from distsort.plan.options import SortOptions
 >>> p = plan_sort((250,) * 4, 8, view, SortOptions())
 >>> p.strategy, p.chunks, p.pieces
 ('one-device', (250, 250, 250, 250), (((0, 0, 250), (1, 0, 250), (2, 0, 250), (3, 0, 250)),))
@@ -38,9 +45,10 @@ import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from distsort.backends.gpu.local_sort import radix_extra_bytes
+from distsort.core.memory import RESERVE, radix_extra_bytes, usable
 from distsort.plan.kway import choose_merge
-from distsort.core.memory import RESERVE, _usable
+from distsort.plan.localsort import IN_PLACE, RADIX, plan_local
+from distsort.plan.options import SortOptions, check_options
 from distsort.plan.outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner,
                                      needs_out_of_core, plan_out_of_core, run_lengths)
 from distsort.plan.placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size,
@@ -48,14 +56,11 @@ from distsort.plan.placement import (GROUP_COPIES, floor_pow2, group_bounds, gro
 from distsort.plan.network import group_steps, normalize_chunks, plan_network, regular_chunks
 from distsort.plan.clusterview import ClusterView
 
-__all__ = ["STRATEGIES", "MERGES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
+__all__ = ["OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
            "one_device_bytes", "resident_bytes", "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR",
            "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks"]
 
-#: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
-#: with ``"auto"``).
-STRATEGIES = ("one-device", "network", "out-of-core")
 #: An input of more chunks than this per slot is coalesced before the network.
 COALESCE_PER_SLOT = 8
 #: CPU memory budgets are this fraction of a worker's memory limit (or of this
@@ -72,36 +77,6 @@ WORK_CHUNKS = 2 * PAIRS_PER_WORKER + 1
 #: gathered copy and the chunk it copies out (or the radix sort's buffer), beside the
 #: outputs of the pairs in flight of the groups sorted before it.
 GROUP_WORK = GROUP_COPIES + 2 * PAIRS_PER_WORKER
-
-
-class SortOptions(NamedTuple):
-    """What the caller asks for, configuration included (read by ``distsort.api``).
-
-    ``value_bytes``: bytes of a value riding with each key (8 for argsort's
-    positions, 0 for keys alone).  ``in_place``: keys alone whose radix sort takes one
-    buffer beside them (``gpu.local_sort.sorts_in_place``).  The rest are the
-    Dask config values ``distsort.strategy``, ``distsort.exchange``,
-    ``distsort.placement``, ``distsort.group``, ``distsort.out-of-core-engine``,
-    ``distsort.out-of-core-merge`` (``merge``) and ``distsort.device-memory-limit``
-    (bytes, None: unset).
-    """
-
-    gpu: bool = False
-    value_bytes: int = 0
-    positions: bool = False
-    local: str = "auto"
-    strategy: str = "auto"
-    exchange: str = "auto"
-    placement: str = "auto"
-    group: str | int = "auto"
-    engine: str = "auto"
-    device_memory_limit: int | None = None
-    in_place: bool = False
-    merge: str = "auto"
-
-
-#: Values of ``distsort.out-of-core-merge``.
-MERGES = ("auto", "kway", "network")
 
 
 class OutOfCore(NamedTuple):
@@ -136,7 +111,13 @@ class SortPlan(NamedTuple):
     slices ``(chunk, start, stop)`` it gathers, in order; None where the input is
     rechunked to ``chunks`` and position ``p`` takes input chunk ``perm[p]``.
     ``window``: pairs of the network in flight; ``share``: GPU chunks shared through
-    CUDA IPC; ``local``: the local sort; ``out_of_core``: an :class:`OutOfCore`.
+    CUDA IPC; ``local``: each task's local sort, ``"radix"`` or ``"bitonic"`` (in place;
+    ``distsort.plan.localsort``); ``out_of_core``: an :class:`OutOfCore`.
+    ``engine``: ``"gpu"`` (CuPy chunks) or ``"cpu"``.  ``one_task``: one whole input
+    chunk sorted into the one output chunk by one task; ``eager``: that task is run at
+    once, with no graph (a plain array sorted in this process); ``stable``: equal keys
+    keep their input order in the one task that sorts every chunk
+    (``sort_by_key(..., stable=True)``: the backend's ``stable_sort``).
     """
 
     strategy: str
@@ -146,8 +127,46 @@ class SortPlan(NamedTuple):
     group: int
     window: int = 1
     share: bool = False
-    local: str = "auto"
+    local: str = RADIX
     out_of_core: OutOfCore | None = None
+    engine: str = "cpu"
+    one_task: bool = False
+    eager: bool = False
+    stable: bool = False
+
+    @property
+    def backend(self) -> str:
+        """The backend its tasks run on (``distsort.backends.backend_named``):
+        ``"host-runs"`` out of core, ``"cuda-ipc"`` for GPU chunks shared between the
+        workers of one host, else ``"cupy"`` or ``"numpy"``.
+
+        >>> SortPlan("network", (4, 4), None, (0, 1), 1, engine="gpu", share=True).backend
+        'cuda-ipc'
+        """
+        if self.out_of_core is not None:
+            return "host-runs"
+        if self.share:
+            return "cuda-ipc"
+        return "cupy" if self.engine == "gpu" else "numpy"
+
+    @property
+    def sorted_as_one(self) -> bool:
+        """Whether every chunk is sorted in one task, in input order, with no merge
+        after: the one-device plan, or a network whose one group holds every chunk (a
+        network of one worker).
+
+        >>> SortPlan("network", (4, 4), None, (0, 1), 2, 2).sorted_as_one
+        True
+        >>> SortPlan("network", (4, 4), None, (1, 0), 2, 2).sorted_as_one
+        False
+        """
+        if self.strategy == "one-device":
+            return True
+        n = len(self.chunks)
+        return (self.strategy == "network" and self.pieces is None
+                and self.out_of_core is None
+                and self.group > 1 and self.rounds == 0  # one group task (a chunk alone: none)
+                and tuple(self.perm or range(n)) == tuple(range(n)))
 
     @property
     def rechunk(self) -> bool:
@@ -180,7 +199,7 @@ def usable_bytes(capacity: int) -> int:
     >>> usable_bytes(100 * 10**9)
     95000000000
     """
-    return _usable(capacity, RESERVE)
+    return usable(capacity, RESERVE)
 
 
 def _limit_of(limit, budgets):
@@ -434,7 +453,7 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     return OutOfCore(engine, budget, plan, perm, gpu, held, merge), regular
 
 
-def _shares(exchange, hosts, gpu):
+def shares_chunks(exchange, hosts, gpu):
     """Whether GPU chunks are shared through CUDA IPC (``distsort.backends.share``): the
     Dask config value ``distsort.exchange`` (``exchange``) where it names one, else with
     several workers, all on one host."""
@@ -465,6 +484,19 @@ def _no_room_message(nbytes, budget, held):
             "device memory")
 
 
+def _slot_room(chunks, itemsize, view, options):
+    """``(held, room)``: bytes of the input a slot holds beside its share of the sort
+    (its share of the input the caller keeps, and an input chunk made for the sort
+    that a group sort reads in part), and the bytes of its budget left beside them
+    (None: the budget is not known)."""
+    n, slots, budget = sum(chunks), view.slots(options.gpu), slot_budget(view, options)
+    ie = _input_element(itemsize, options)
+    resident = resident_bytes(chunks, ie, view, options)
+    held = -(-resident // max(1, slots)) + (
+        0 if resident >= n * ie else max(chunks, default=0) * ie)
+    return held, None if budget is None else max(0, usable_bytes(budget) - held)
+
+
 def _network(chunks, itemsize, view, options, window):
     """The network's plan: coalesced where the input has too many chunks (or one too
     large for a slot), else on its own chunking made regular."""
@@ -473,17 +505,13 @@ def _network(chunks, itemsize, view, options, window):
     n, regular = sum(chunks), normalize_chunks(chunks)
     fixed = options.group
     grouped = view.workers or gpu  # the local schedulers' CPU cores run pairs at once
-    share = _shares(options.exchange, view.hosts, gpu)
+    share = shares_chunks(options.exchange, view.hosts, gpu)
     owners = (list(view.owners) if options.placement == "auto"
               and len(view.owners) == len(chunks) else [None] * len(chunks))
     # Beside a slot's share of the data: its share of the input the caller keeps, and
     # an input chunk made for the sort that a group sort reads in part (its rest is
     # held for the next; a kept chunk is counted once, as the caller's).
-    ie = _input_element(itemsize, options)
-    resident = resident_bytes(chunks, ie, view, options)
-    held = -(-resident // max(1, slots)) + (
-        0 if resident >= n * ie else max(chunks, default=0) * ie)
-    room = None if budget is None else max(0, usable_bytes(budget) - held)
+    held, room = _slot_room(chunks, itemsize, view, options)
     # One chunk (a plain array) larger than a group sort fits is cut; many small ones
     # are coalesced.
     too_large = len(chunks) == 1 and budget is not None and (
@@ -511,7 +539,7 @@ def _network(chunks, itemsize, view, options, window):
         if fixed == "auto" and view.workers:
             group = local_group([owners[p[0][0]] if p else None for p in per_position], group)
         pieces = tuple(sum(per_position[lo:hi], ()) for lo, hi in group_bounds(len(out), group))
-        return SortPlan("network", out, pieces, None, group, window, share, options.local)
+        return SortPlan("network", out, pieces, None, group, window, share)
     c = len(regular)
     if fixed != "auto":
         group = int(fixed)
@@ -521,15 +549,14 @@ def _network(chunks, itemsize, view, options, window):
     else:
         group = 1
     if not view.workers or c == 1:
-        return SortPlan("network", regular, None, tuple(range(c)), group, window, share,
-                        options.local)
+        return SortPlan("network", regular, None, tuple(range(c)), group, window, share)
     if regular != tuple(chunks):  # rechunked: the new chunks are held nowhere yet
         owners = [None] * c
     align = max(group, floor_pow2(c // len(view.workers)))  # whole blocks of a worker's
     perm = placement(owners, align, short_last=regular[-1] < regular[0])
     if fixed == "auto":  # a group sort should move no chunk between workers
         group = local_group([owners[i] for i in perm], group)
-    return SortPlan("network", regular, None, perm, group, window, share, options.local)
+    return SortPlan("network", regular, None, perm, group, window, share)
 
 
 def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
@@ -550,23 +577,18 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
     """
     chunks = tuple(map(int, chunks))
     options = SortOptions() if options is None else options
-    if options.merge not in MERGES:
-        raise ValueError(f"distsort.out-of-core-merge must be one of {MERGES}, "
-                         f"got {options.merge!r}")
-    if options.strategy not in ("auto",) + STRATEGIES:
-        raise ValueError(f"distsort.strategy must be one of {('auto',) + STRATEGIES}, "
-                         f"got {options.strategy!r}")
+    check_options(options)
     workers = len(view.hosts) if view.distributed else view.cores
     window = PAIRS_PER_WORKER * max(1, workers)
     ooc = _plan_out_of_core(chunks, itemsize, view, options)
-    if ooc is not None:
+    if ooc is not None:  # the host runs' engine sorts with its own buffers
         ooc, regular = ooc
-        return SortPlan("out-of-core", regular, None, None, 1, window, False, options.local,
-                        ooc)
+        plan = SortPlan("out-of-core", regular, None, None, 1, window, False, RADIX, ooc)
+        return _decided(plan, chunks, itemsize, options, None)
     n = sum(chunks)
+    budget = one_device_budget(view, options)
     one = options.strategy == "one-device" or (
-        options.strategy == "auto"
-        and _fits_one_device(n, itemsize, options, one_device_budget(view, options)))
+        options.strategy == "auto" and _fits_one_device(n, itemsize, options, budget))
     if one:
         out = normalize_chunks(chunks)
         if len(out) > view.slots(options.gpu) * COALESCE_PER_SLOT:  # tiny chunks out too
@@ -574,7 +596,33 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
                                    None)
         every = zip(range(len(chunks)), itertools.repeat(0), chunks)  # each chunk whole
         whole = tuple(p for p in every if p[2]) if 0 in chunks else tuple(every)
-        return SortPlan("one-device", out, (whole or ((0, 0, 0),),), None, len(out), window,
-                        False, options.local)
-    return _network(chunks, itemsize, view, options, window)
+        plan = SortPlan("one-device", out, (whole or ((0, 0, 0),),), None, len(out), window)
+        data = n * (_input_element(itemsize, options) + itemsize + options.value_bytes)
+        room = None if budget is None else usable_bytes(budget) - data
+        return _decided(plan, chunks, itemsize, options, room)
+    plan = _network(chunks, itemsize, view, options, window)
+    room = _slot_room(chunks, itemsize, view, options)[1]
+    if room is not None:  # beside the slot's share of the data, a task's own copy
+        element = itemsize + options.value_bytes
+        slots = view.slots(options.gpu)
+        room -= -(-n * element // max(1, slots)) + plan.group * plan.chunks[0] * element
+    return _decided(plan, chunks, itemsize, options, room)
+
+
+def _decided(plan, chunks, itemsize, options, room):
+    """``plan`` with what it decides beyond the strategy: the engine, each task's local
+    sort (``distsort.plan.localsort.plan_local``: the radix sort where its buffers for
+    the largest task fit ``room``, the bytes a task may allocate beside the data),
+    whether one task sorts one whole chunk (and at once, where the input is a plain
+    array here: ``options.here``), and whether equal keys keep their input order in
+    it (``options.stable``)."""
+    task = sum(chunks) if plan.strategy == "one-device" else plan.group * plan.chunks[0]
+    local = plan_local(options.local, options.gpu, task, itemsize, options.value_bytes,
+                       options.positions, options.in_place, room)
+    one_task = (plan.strategy == "one-device" and len(chunks) == 1 and len(plan.chunks) == 1
+                and options.local != IN_PLACE)
+    stable = (options.stable and plan.sorted_as_one
+              and (not options.gpu or local != IN_PLACE))
+    return plan._replace(local=local, engine="gpu" if options.gpu else "cpu",
+                         one_task=one_task, eager=one_task and options.here, stable=stable)
 

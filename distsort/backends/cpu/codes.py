@@ -86,7 +86,7 @@ def _kernel(name):
     return _KERNELS[name]
 
 
-def _constants(dtype, descending):
+def code_constants(dtype, descending):
     """``(consts, is_float)`` of the module docstring's maps for keys of ``dtype``."""
     dtype = np.dtype(dtype)
     bits = 8 * dtype.itemsize
@@ -113,7 +113,7 @@ def signed_codes(keys, descending):
     if keys.ndim != 1 or not _usable(keys.shape[0]):
         return None
     width = keys.dtype.itemsize
-    consts, is_float = _constants(keys.dtype, descending)
+    consts, is_float = code_constants(keys.dtype, descending)
     out = np.empty(keys.shape[0], dtype=f"u{width}")
     _kernel("encode")(keys.view(f"u{width}"), out, consts)
     return out.view(f"i{width}")
@@ -125,7 +125,7 @@ def keys_from_signed(codes, dtype, descending):
     if codes.ndim != 1 or not _usable(codes.shape[0]):
         return None
     width = codes.dtype.itemsize
-    consts, is_float = _constants(dtype, descending)
+    consts, is_float = code_constants(dtype, descending)
     out = np.empty(codes.shape[0], dtype=f"u{width}")
     _kernel("decode")(np.ascontiguousarray(codes).view(f"u{width}"), out, consts, is_float)
     return out.view(dtype)

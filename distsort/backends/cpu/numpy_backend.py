@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from distsort.backends.chunk import head, length, split_high, split_low, tail  # noqa: F401  (the Backend)
+from distsort.backends import Backend
+from distsort.backends.chunk import length, split_high, split_low
 from distsort.core.order import decode, encode
 
 #: Chunks shorter than this keep the NumPy code where a compiled pass exists
@@ -54,9 +55,6 @@ def _compiled(name):
     numba (half a second or more), which a sort of small chunks as one never needs."""
     return importlib.import_module(f"{__package__}.{name}")
 
-
-#: What this backend can do beyond ``distsort.backends.Backend``: :func:`stable_sort`.
-CAPABILITIES = frozenset({"stable"})
 
 # Widths of a packed (key, value) code.
 _CODE32_BYTES, _CODE64_BYTES = 4, 8
@@ -92,7 +90,7 @@ def _unsigned(scodes):
         1 << (8 * scodes.itemsize - 1))
 
 
-def _keyed_perm(keys, values, descending, axis=-1):
+def keyed_perm(keys, values, descending, axis=-1):
     return np.lexsort(order_codes(keys, values, descending)[::-1], axis=axis)
 
 
@@ -545,6 +543,53 @@ def sort_blocks(keys, values, axis, order, positions=False):
         codes = np.sort(encode(keys, descending=order.descending), axis=axis)
         return decode(codes, keys.dtype, descending=order.descending), None
     values = _positions(0, keys.shape, axis) if positions else np.asarray(values)
-    perm = _keyed_perm(keys, values, order.descending, axis=axis)
+    perm = keyed_perm(keys, values, order.descending, axis=axis)
     return (np.take_along_axis(keys, perm, axis=axis),
             np.take_along_axis(values, perm, axis=axis))
+
+
+class NumPyBackend(Backend):
+    """The CPU backend (this module's functions): keys alone as signed order codes, keyed
+    chunks as packed (key, value) codes or ``(keys, values)`` pairs.  One sort of its
+    own, whatever the local sort a plan names."""
+
+    name = "numpy"
+    stable = True
+
+    def prepare(self, keys, values, order, start=None, local="radix"):
+        return prepare(keys, values, order, start)
+
+    def sort_run(self, keys, values, order, local="radix"):
+        if values is None:  # keys-only chunks hold order codes, ordered as integers
+            keys.sort()
+            return keys
+        return prepare(keys, values, order, None)
+
+    # Each method calls this module's function by its name when it runs.
+    def probe(self, chunk, stride, top, order):
+        return probe(chunk, stride, top, order)
+
+    def crossing_bound(self, top_probe, bottom_probe, stride, limit, *order):
+        return crossing_bound(top_probe, bottom_probe, stride, limit, *order)
+
+    def merge_low(self, a, b_head, order):
+        return merge_low(a, b_head, order)
+
+    def merge_high(self, b, a_tail, order):
+        return merge_high(b, a_tail, order)
+
+    def finish_keys(self, chunk, order, dtype, *values_dtype):
+        return finish_keys(chunk, order, dtype, *values_dtype)
+
+    def finish_values(self, chunk, *dtypes):
+        return finish_values(chunk, *dtypes)
+
+    def sort_blocks(self, keys, values, axis, order, positions=False):
+        return sort_blocks(keys, values, axis, order, positions=positions)
+
+    def stable_sort(self, keys, values, order):
+        return stable_sort(keys, values, order)
+
+
+#: The CPU backend.
+BACKEND = NumPyBackend()

@@ -29,7 +29,7 @@ import numpy as np
 
 from distsort.core.order import decode, encode
 from distsort.backends.cpu import merge as _merge
-from distsort.backends.cpu.codes import _constants
+from distsort.backends.cpu.codes import code_constants
 
 #: Bits of a digit: 256 destinations per move (:func:`_counts` is written for bytes).
 DIGIT_BITS = 8
@@ -40,7 +40,7 @@ RADIX_FROM = 1 << 12
 @_merge._jit_inline
 def _code(x, consts):  # pragma: no cover - compiled
     """The code of key bits ``x`` in the unsigned order (``consts``: a tuple of
-    ``codes._constants``: ``S, shift, flip, B - 1, F, 1, 2**B - 1``; ``S`` the sign
+    ``codes.code_constants``: ``S, shift, flip, B - 1, F, 1, 2**B - 1``; ``S`` the sign
     bit of signed keys, 0 for others; a tuple, not an array, so that they stay in
     registers).  The codes there are signed (``flip`` holds the top bit): here the
     top bit is flipped back."""
@@ -150,7 +150,7 @@ def sort_keys(keys, descending=False, out=None, tmp=None):
     width = keys.dtype.itemsize
     udt = np.dtype(f"u{width}")
     tmp = np.empty(keys.shape[0], udt) if tmp is None else tmp.view(udt)
-    consts, is_float = _constants(keys.dtype, descending)
+    consts, is_float = code_constants(keys.dtype, descending)
     consts = tuple(consts)  # NumPy scalars: numba keeps their width
     _radix(keys.view(udt), out.view(udt), tmp, consts, is_float)
     return out

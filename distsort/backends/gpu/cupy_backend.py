@@ -16,18 +16,13 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from distsort.core import memory
-from distsort.backends.chunk import (head, length, make_chunk, parts, slice_chunk,  # noqa: F401  (the Backend)
-                      split_high, split_low, tail)
+from distsort.backends import Backend
+from distsort.backends.chunk import make_chunk, parts, split_high, split_low
+from distsort.backends.cpu.numpy_backend import crossing_bound, probe_codes
 from distsort.backends.gpu import launcher, local_sort
-from distsort.backends.gpu.launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
-from distsort.backends.gpu.local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
-from distsort.backends.cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
-from distsort.backends.gpu.passes import schedule  # noqa: F401  (part of this backend's interface)
-
-#: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``;
-#: ``sort_chunk``; ``stable``; ``fits``.
-CAPABILITIES = frozenset({"local", "sort_owned", "sort_chunk", "stable", "fits"})
+from distsort.backends.gpu.launcher import sort_inplace
+from distsort.backends.gpu.local_sort import sort_owned
+from distsort.core import memory
 
 
 def merge_runs(a, b, descending=False):
@@ -51,8 +46,8 @@ def check_fits(n, element_bytes):
 
 def prepare(keys, values, order, start=None, local="bitonic"):
     """Copy one chunk (the input is never modified) and sort the copy: in place, or by
-    CUB's radix sort (``local``: ``local_sort.sort_owned``; the graph passes the
-    ``local=`` of ``distsort.sort``, whose default is ``"auto"``)."""
+    CUB's radix sort (``local``: ``local_sort.sort_owned``; the graph passes the local
+    sort its plan decided)."""
     vbytes = 8 if start is not None else (values.dtype.itemsize if order.keyed else 0)
     check_fits(keys.size, keys.dtype.itemsize + vbytes)
     keys = cupy.array(keys, copy=True).ravel()
@@ -132,3 +127,52 @@ def stable_sort(keys, values, order):
     (``local_sort.radix_sort(..., by_position=True)``; the arrays are only read)."""
     return local_sort.radix_sort(cupy.asarray(keys), cupy.asarray(values), order,
                                  by_position=True)
+
+
+class CuPyBackend(Backend):
+    """The GPU backend (this module's functions): chunks of CuPy keys, or
+    ``(keys, values)`` pairs, sorted by the plan's local sort."""
+
+    name = "cupy"
+    stable = True
+
+    def prepare(self, keys, values, order, start=None, local="radix"):
+        return prepare(keys, values, order, start, local)
+
+    def sort_owned(self, keys, values, order, local="radix", increasing_values=False):
+        return sort_owned(keys, values, order, local, increasing_values=increasing_values)
+
+    def sort_chunk(self, keys, order, local, part, finish_args=()):
+        return sort_chunk(keys, order, local, part)
+
+    # Each method calls this module's function by its name when it runs.
+    def check_fits(self, n, element_bytes):
+        return check_fits(n, element_bytes)
+
+    def probe(self, chunk, stride, top, order):
+        return probe(chunk, stride, top, order)
+
+    def crossing_bound(self, top_probe, bottom_probe, stride, limit, *order):
+        return crossing_bound(top_probe, bottom_probe, stride, limit, *order)
+
+    def merge_low(self, a, b_head, order, *k):
+        return merge_low(a, b_head, order, *k)
+
+    def merge_high(self, b, a_tail, order, *k):
+        return merge_high(b, a_tail, order, *k)
+
+    def finish_keys(self, chunk, order, dtype, *values_dtype):
+        return finish_keys(chunk, order, dtype, *values_dtype)
+
+    def finish_values(self, chunk, *dtypes):
+        return finish_values(chunk, *dtypes)
+
+    def sort_blocks(self, keys, values, axis, order, positions=False):
+        return sort_blocks(keys, values, axis, order, positions=positions)
+
+    def stable_sort(self, keys, values, order):
+        return stable_sort(keys, values, order)
+
+
+#: The GPU backend.
+BACKEND = CuPyBackend()

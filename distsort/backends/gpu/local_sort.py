@@ -1,7 +1,7 @@
-"""Local sorts of the CuPy backend: CUB's radix sort where memory allows, else in place.
+"""Local sorts of the CuPy backend: CUB's radix sort, or the in-place kernels.
 
-``distsort.backends.gpu.cupy_backend.prepare`` sorts each chunk it owns (a copy of the input)
-through :func:`sort_owned`, which picks the path by :func:`choose_local`:
+The plan decides which for each task (``distsort.plan.localsort.plan_local``) and the
+tasks pass it here as ``local``:
 
 ``"radix"``
     ``cupy.sort`` / ``cupy.argsort`` (CUB's radix sort, several times faster than the
@@ -10,93 +10,32 @@ through :func:`sort_owned`, which picks the path by :func:`choose_local`:
     distsort's order), on distsort's order codes otherwise, so the result is the one
     of every other path bit for bit: NaNs last, ``-0.0`` before ``+0.0``, argsort
     stable, ties of ``sort_by_key`` broken by the value (or by position).
-    It needs several chunk-sized buffers beyond the chunk (:func:`radix_extra_bytes`).
+    It needs several chunk-sized buffers beyond the chunk
+    (``distsort.core.memory.radix_extra_bytes``).  The one check made at run time:
+    where one of them cannot be allocated, the chunk is sorted in place instead and
+    the ``"distsort"`` logger warns (:func:`radix_or_in_place`).
 ``"bitonic"``
     The in-place kernels (``distsort.backends.gpu.launcher.sort_inplace``): no extra memory.
-``"auto"``
-    Radix where the worker's device budget (:func:`device_budget`: dask-cuda's
-    ``device_memory_limit`` less what the worker holds, or the free device memory)
-    has room for its extra buffers, else bitonic.
 
-The choice is pure arithmetic (tested on the CPU with made-up budgets); only
-:func:`device_budget` and the sorts touch a GPU, and CuPy is imported inside them,
-so this module imports without one.
+``"auto"`` (a caller that did not plan) is taken as ``"radix"``.  CuPy is imported
+inside the functions, so this module imports without a GPU.
 """
 from __future__ import annotations
 
 import functools
-import sys
+import logging
 
 import numpy as np
 
 from distsort.core import dask_cuda_store
 from distsort.core.xp import namespace
 
-__all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "sorts_in_place", "device_budget",
-           "device_limit", "sort_owned", "radix_sort", "sort_keys", "stable_perm",
+__all__ = ["device_limit", "radix_or_in_place", "sort_owned", "radix_sort", "sort_keys",
+           "stable_perm",
            "float_bounds", "cub_float_order", "fix_float_order", "encode_codes", "decode_codes"]
 
-#: Values of ``local=``.
-LOCAL_SORTS = ("auto", "bitonic", "radix")
-
-
-def sorts_in_place(dtype, descending=False):
-    """Whether the radix sort of keys alone of ``dtype`` runs in the keys' own storage,
-    CUB's double buffer its only key-sized allocation (:func:`sort_keys`): float32/64
-    (sorted as they are and put in distsort's order in place, or turned into their
-    codes in place where descending), and ascending (u)int keys.
-
-    >>> sorts_in_place(np.dtype("f4")), sorts_in_place(np.dtype("i8"), descending=True)
-    (True, False)
-    """
-    dtype = np.dtype(dtype)
-    return dtype in (np.float32, np.float64) or (dtype.kind in "iu" and not descending)
-
-
-def radix_extra_bytes(n, key_size, value_size=0, increasing_values=False, in_place=False):
-    """Bytes the radix path allocates beyond a chunk of ``n`` keys (and values), an
-    upper estimate.
-
-    Keys alone: CUB's double buffer where they are sorted in their own storage
-    (``in_place``: :func:`sorts_in_place`), else also their codes and a temporary of
-    the code arithmetic (3 key-sized arrays).  With values: the key codes and their
-    temporaries, the int64 permutation, CUB's buffers of codes and indices, and the
-    gathered keys and values; with values that are not increasing positions (a
-    ``sort_by_key``), also the value's codes, sorted least significant first.
-
-    >>> radix_extra_bytes(10, 4), radix_extra_bytes(10, 4, in_place=True)
-    (120, 40)
-    >>> radix_extra_bytes(10, 4, 8, increasing_values=True)  # argsort
-    480
-    """
-    n, ks, vs = int(n), int(key_size), int(value_size)
-    if not vs:
-        return (1 if in_place else 3) * n * ks
-    extra = n * (3 * ks + 3 * 8 + ks + vs)
-    if not increasing_values:
-        extra += n * 3 * max(ks, vs)
-    return extra
-
-
-def choose_local(extra_bytes, budget_bytes, local="auto"):
-    """``"radix"`` or ``"bitonic"``: the local sort for a chunk whose radix sort needs
-    ``extra_bytes`` beyond the chunk, on a worker that may still allocate
-    ``budget_bytes`` (None: unknown, so in place).
-
-    >>> choose_local(3 * 2**30, 10 * 2**30)
-    'radix'
-    >>> choose_local(3 * 2**30, 2 * 2**30)
-    'bitonic'
-    >>> choose_local(3 * 2**30, None), choose_local(1, 10**9, "bitonic")
-    ('bitonic', 'bitonic')
-    >>> choose_local(3 * 2**30, 0, "radix")
-    'radix'
-    """
-    if local not in LOCAL_SORTS:
-        raise ValueError(f"local must be one of {LOCAL_SORTS}, got {local!r}")
-    if local != "auto":
-        return local
-    return "radix" if budget_bytes is not None and extra_bytes <= budget_bytes else "bitonic"
+#: Where a radix sort's allocation failed and the chunk was sorted in place instead.
+log = logging.getLogger("distsort")
 
 
 def _dask_cuda_limits():
@@ -104,46 +43,6 @@ def _dask_cuda_limits():
     each None where not known."""
     data = dask_cuda_store.current()
     return (None, None) if data is None else dask_cuda_store.limits(data)
-
-
-def device_budget(owned_bytes=0):
-    """Bytes this worker may still allocate on its GPU, beyond ``owned_bytes`` that the
-    task has allocated already.
-
-    In a dask-cuda worker that tracks its device data: its ``device_memory_limit``
-    (or, where that is off, the device's capacity less ``memory.RESERVE``) less the
-    bytes it holds and ``owned_bytes`` -- an RMM pool hides its unused part from the
-    driver's free memory, so the free memory would undercount.  Elsewhere: the free
-    device memory plus what CuPy's own pool caches."""
-    limit, held = _dask_cuda_limits()
-    if held is not None:
-        from distsort.core import memory
-        if limit is None:
-            limit = memory.largest_fitting_chunk(1, memory.device_capacity(), copies=1)
-        return max(0, limit - held - int(owned_bytes))
-    import cupy
-    free = int(cupy.cuda.runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
-    return free + (_rmm_pool_free() or 0)
-
-
-def _rmm_pool_free():
-    """Bytes unused in the RMM pool this process allocates from, where the pool's use is
-    counted (``rmm.statistics``, as ``distsort.shared_gpu.RMMPool`` sets it up); else
-    None.  The driver counts the whole pool as used: without this, a worker with a
-    large pool would see almost no room and never take the radix path."""
-    rmm = sys.modules.get("rmm")  # never imported here: only a process that uses RMM has it
-    if rmm is None:
-        return None
-    try:
-        mr = rmm.mr.get_current_device_resource()
-        if not isinstance(mr, rmm.mr.StatisticsResourceAdaptor):
-            return None
-        pool = mr.get_upstream()
-        if not isinstance(pool, rmm.mr.PoolMemoryResource):
-            return None
-        return max(0, int(pool.pool_size()) - int(mr.allocation_counts.current_bytes))
-    except Exception:  # noqa: BLE001  (another RMM layout: the driver's figure alone)
-        return None
 
 
 def device_limit():
@@ -154,21 +53,34 @@ def device_limit():
     return limit if limit is not None else memory.device_capacity()
 
 
-def _path(keys, value_size, local, increasing_values, owned, descending=False):
-    """The local sort (:func:`choose_local`) of a chunk of ``keys`` with values of
-    ``value_size`` bytes, the task holding ``owned`` bytes of it already."""
-    in_place = not value_size and sorts_in_place(keys.dtype, descending)
-    return choose_local(radix_extra_bytes(keys.size, keys.dtype.itemsize, value_size,
-                                          increasing_values, in_place),
-                        device_budget(owned) if local == "auto" else None, local)
+def radix_or_in_place(radix, in_place, what):
+    """``radix()``, the radix sort the plan chose; where it fails to allocate its
+    buffers (``MemoryError``, which CuPy's out-of-memory error is), ``in_place()``,
+    with a warning on the ``"distsort"`` logger: the one decision made at run time
+    (the plan's budget counted on memory the device no longer had).
+
+    >>> radix_or_in_place(lambda: "radix", lambda: "in place", "a chunk")
+    'radix'
+    >>> def short():
+    ...     raise MemoryError("out of memory allocating 8 bytes")
+    >>> radix_or_in_place(short, lambda: "in place", "a chunk")
+    'in place'
+    """
+    try:
+        return radix()
+    except MemoryError as err:
+        log.warning("distsort: the radix sort of %s could not allocate its buffers (%s); "
+                    "sorted in place instead", what, err)
+        return in_place()
 
 
 def increasing(values):
     """Whether uint64 ``values`` strictly increase (one reduction, one scalar read): the
     values of a stable ``sort_by_key``, packed under their positions
-    (``distsort.api._pack``).  Ties of their keys are then in the keyed order already,
-    as a stable sort by the key alone keeps them.  Other values are not read (the
-    scalar read waits for the device): argsort's positions are known to increase.
+    (``distsort.backends.packing.pack_positions``).  Ties of their keys are then in
+    the keyed order already, as a stable sort by the key alone keeps them.  Other
+    values are not read (the scalar read waits for the device): argsort's positions
+    are known to increase.
 
     >>> increasing(np.array([1, 5, 9], np.uint64)), increasing(np.array([1, 5, 5], np.uint64))
     (True, False)
@@ -182,15 +94,17 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False):
     ``increasing_values``: the values are increasing (argsort's positions), so a
     stable sort by the key alone orders them; uint64 values are checked for it
     (:func:`increasing`: those of a stable ``sort_by_key``, packed with positions)."""
-    owned = keys.nbytes + (0 if values is None else values.nbytes)
-    vsize = 0 if values is None else values.dtype.itemsize
+    def in_place():
+        from distsort.backends.gpu.launcher import sort_inplace
+        sort_inplace(keys, values, order.descending)
+        return keys if values is None else (keys, values)
+
+    if local == "bitonic":
+        return in_place()
     if values is not None and not increasing_values:
         increasing_values = increasing(values)
-    if _path(keys, vsize, local, increasing_values, owned, order.descending) == "radix":
-        return radix_sort(keys, values, order, increasing_values)
-    from distsort.backends.gpu.launcher import sort_inplace
-    sort_inplace(keys, values, order.descending)
-    return keys if values is None else (keys, values)
+    return radix_or_in_place(lambda: radix_sort(keys, values, order, increasing_values),
+                             in_place, f"a chunk of {keys.size} keys")
 
 
 def sort_chunk(keys, order, local="auto", part=0):
@@ -202,25 +116,25 @@ def sort_chunk(keys, order, local="auto", part=0):
     their codes where codes are sorted), an argsort sorts new codes or a copy.
     """
     keys = keys.ravel()
-    # The sorted copy is made before the radix sort's buffers: counted as held.
-    path = _path(keys, 8 if order.keyed else 0, local, order.keyed,
-                 0 if order.keyed else keys.nbytes, order.descending)
-    if not order.keyed:
-        if path == "radix":
-            return sort_keys(keys, order.descending, owned=False)
+
+    def in_place():
+        import cupy
+
         from distsort.backends.gpu.launcher import sort_inplace
-        keys = keys.copy()
-        sort_inplace(keys, None, order.descending)
-        return keys
-    if path == "radix":
+        copy = keys.copy()
+        positions = cupy.arange(keys.size, dtype=np.int64) if order.keyed else None
+        sort_inplace(copy, positions, order.descending)
+        return positions if part else copy
+
+    def radix():
+        if not order.keyed:
+            return sort_keys(keys, order.descending, owned=False)
         perm = stable_perm(keys, order.descending)
         return perm if part else keys[perm]
-    import cupy
-    from distsort.backends.gpu.launcher import sort_inplace
-    keys = keys.copy()
-    positions = cupy.arange(keys.size, dtype=np.int64)
-    sort_inplace(keys, positions, order.descending)
-    return positions if part else keys
+
+    if local == "bitonic":
+        return in_place()
+    return radix_or_in_place(radix, in_place, f"a chunk of {keys.size} keys")
 
 
 def radix_sort(keys, values, order, increasing_values=False, by_position=False):
@@ -273,7 +187,11 @@ def sort_keys(keys, descending=False, owned=True):
         keys.sort()
         return fix_float_order(keys) if keys.dtype.kind == "f" else keys
     codes = encode_codes(keys, descending=descending, in_place=owned)
-    codes.sort()  # thrust/CUB radix sort in place
+    try:
+        codes.sort()  # thrust/CUB radix sort in place
+    except MemoryError:  # the keys' storage may hold their codes: keys again, for the
+        decode_codes(codes, keys.dtype, descending=descending)  # in-place fallback
+        raise
     return decode_codes(codes, keys.dtype, descending=descending)
 
 

@@ -33,7 +33,8 @@ from distsort.core import dask_cuda_store
 from distsort.backends.chunk import length, make_chunk as make_run, parts, split_high, split_low
 from distsort.backends.chunk import slice_chunk as slice_run
 from distsort.core.order import encode
-from distsort.backends.cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
+from distsort.backends import Backend
+from distsort.backends.cpu.numpy_backend import crossing_bound  # probes are NumPy's codes
 from distsort.backends.cpu.numpy_backend import first_not, order_codes, probe_codes
 
 
@@ -292,7 +293,7 @@ def pick(chunk, part):
 
 
 @dataclass(frozen=True)
-class HostRuns:
+class HostRuns(Backend):
     """The backend of an out-of-core sort: runs in host memory merged by ``engine``
     (``"gpu"`` or ``"cpu"``) in segments of ``segment`` elements, within a device
     ``budget`` in bytes (None: no limit).  ``read``: how a task reads a persisted
@@ -306,6 +307,8 @@ class HostRuns:
     budget: int | None = None
     read: Callable | None = None
     runs: tuple[int, ...] = ()
+
+    name = "host-runs"
 
     def _engine(self):
         if self.engine == "gpu":

@@ -8,7 +8,7 @@ import numpy as np
 
 from distsort.core.order import decode, encode
 from distsort.backends.outofcore.runs import make_run, parts, positions
-from distsort.backends.cpu.numpy_backend import _keyed_perm
+from distsort.backends.cpu.numpy_backend import keyed_perm
 
 
 def record(name, seconds):
@@ -24,7 +24,7 @@ def _sorted(keys, values, order):
         codes = encode(keys, descending=order.descending)
         codes.sort(kind="stable")  # a merge of the runs in a concatenation
         return decode(codes, keys.dtype, descending=order.descending, copy=False), None
-    perm = _keyed_perm(keys, values, order.descending)
+    perm = keyed_perm(keys, values, order.descending)
     return keys[perm], values[perm]
 
 

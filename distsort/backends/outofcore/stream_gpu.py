@@ -292,10 +292,10 @@ def _warm(device, keys_dtype, values_dtype, order):
 
 def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     """Elements per segment of a k-way merge: two segments in flight, each its slices
-    and the radix sort's buffers (``gpu.local_sort.radix_extra_bytes``), beside the output
+    and the radix sort's buffers (``distsort.core.memory.radix_extra_bytes``), beside the output
     chunk itself when it stays on the device (``like_gpu``), in ``fraction`` of the
     budget."""
-    from distsort.backends.gpu.local_sort import radix_extra_bytes
+    from distsort.core.memory import radix_extra_bytes
     ks = np.dtype(keys_dtype).itemsize
     vs = 0 if values_dtype is None else np.dtype(values_dtype).itemsize
     room = (budget or cupy.cuda.Device().mem_info[0]) * fraction
@@ -319,7 +319,8 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
 
 
 def _merge_segments(runs, cuts, order, like_gpu, budget):
-    from distsort.backends.gpu.local_sort import radix_extra_bytes, radix_sort
+    from distsort.backends.gpu.local_sort import radix_sort
+    from distsort.core.memory import radix_extra_bytes
     keys, values = parts(runs[0])
     kdt, vdt = keys.dtype, None if values is None else values.dtype
     n = sum(cuts[-1]) - sum(cuts[0])

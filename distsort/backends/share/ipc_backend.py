@@ -5,20 +5,15 @@ The functions of :mod:`distsort.backends.gpu.cupy_backend`, and for the compare-
 partner's whole chunk as a :class:`~distsort.backends.share.cuda_ipc.Shared` (handles,
 no data), finds the crossing count across the two GPUs and copies only the
 crossing elements (see :mod:`distsort.backends.share.cuda_ipc`).  The graph uses them
-instead of ``edges``/``head``/``tail`` when the backend has ``share``;
+instead of ``edges``/``head``/``tail`` where the backend ``shares``;
 ``distsort.sort`` picks this backend where its plan says so (``distsort.plan.sortplan``).
 """
 from __future__ import annotations
 
-from distsort.backends.share.cuda_ipc import copy_in, opened, share  # noqa: F401  (the Backend's share)
-from distsort.backends.gpu.cupy_backend import (crossing_bound, crossing_count,  # noqa: F401  (the Backend)
-                                finish_keys, finish_values, head, length, make_chunk, merge_high,
-                                merge_low, parts, prepare, probe, slice_chunk, sort_blocks,
-                                sort_owned, tail)
-
-#: ``distsort.backends.CAPABILITIES``: those of ``distsort.backends.gpu.cupy_backend``,
-# and ``share``.
-CAPABILITIES = frozenset({"local", "sort_owned", "share"})
+from distsort.backends import SharingBackend
+from distsort.backends.chunk import length, make_chunk, parts, slice_chunk
+from distsort.backends.gpu.cupy_backend import CuPyBackend, crossing_count, merge_high, merge_low
+from distsort.backends.share.cuda_ipc import copy_in, opened, share
 
 
 def _fetched(part, borrowed):
@@ -45,3 +40,31 @@ def merge_high_shared(b, a, order):
         n = length(a_open)
         tail_part = _fetched(slice_chunk(a_open, n - k, n), borrowed)
     return merge_high(b, tail_part, order, k)
+
+
+class IPCBackend(SharingBackend, CuPyBackend):
+    """The GPU backend of workers of one host: :class:`CuPyBackend`'s methods, and whole
+    chunks shared through CUDA IPC for the compare-splits.  Its plans never sort every
+    chunk in one task, so it has no stable sort and no one-chunk task of its own."""
+
+    name = "cupy"
+    stable = False
+
+    def share(self, chunk):
+        return share(chunk)
+
+    def merge_low_shared(self, a, b_share, order):
+        return merge_low_shared(a, b_share, order)
+
+    def merge_high_shared(self, b, a_share, order):
+        return merge_high_shared(b, a_share, order)
+
+    def sort_chunk(self, keys, order, local, part, finish_args=()):
+        return SharingBackend.sort_chunk(self, keys, order, local, part, finish_args)
+
+    def check_fits(self, n, element_bytes):
+        return None  # as before: group sorts on shared GPUs gather without the check
+
+
+#: The GPU backend of workers of one host.
+BACKEND = IPCBackend()

@@ -30,7 +30,7 @@ template <typename U_, int KIND_> struct Scalar {
     static constexpr U ONES = (U)~(U)0;
     static constexpr int NMANT = Bits<U>::nmant;
     // Negative NaNs are the lowest codes after the sign fold; subtracting their
-    // count rotates them above the positive NaNs (order.py, _float_constants).
+    // count rotates them above the positive NaNs (order.py, float_constants).
     static constexpr U NNEG = (U)(((U)1 << (NMANT > 0 ? NMANT : 1)) - 1);
     static constexpr U EXP = (U)(((SIGN - 1) >> NMANT) << NMANT);  // exponent mask
     static constexpr U QNAN = (U)(EXP | ((U)1 << (NMANT > 0 ? NMANT - 1 : 0)));

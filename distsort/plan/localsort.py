@@ -1,0 +1,85 @@
+"""The local sort of each task, decided by the plan: CUB's radix sort or in place.
+
+A GPU task sorts its chunks (or a group of them) either with CUB's radix sort
+(``cupy.sort`` on distsort's order codes: several times faster) or with the in-place
+bitonic kernels (no memory beyond the chunk).  The radix sort needs chunk-sized buffers
+beside the data (``distsort.core.memory.radix_extra_bytes``); the plan takes it where
+the budget the ``ClusterView`` reports has room for them beside what the task and its
+device hold (:func:`plan_local`), and the task follows.  The one check left at run
+time: a radix sort whose allocation fails sorts in place instead, with a warning on
+the ``"distsort"`` logger (``distsort.backends.gpu.local_sort``).
+
+NumPy chunks have no in-place path of their own: their local sort is ``"radix"``
+unless ``local="bitonic"`` was asked for (which keeps them off the one-chunk task).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from distsort.core.memory import radix_extra_bytes
+
+__all__ = ["LOCAL_SORTS", "RADIX", "IN_PLACE", "sorts_in_place", "choose_local", "plan_local"]
+
+#: Values of ``local=``.
+LOCAL_SORTS = ("auto", "bitonic", "radix")
+#: The local sorts a plan names: CUB's radix sort, the in-place bitonic kernels.
+RADIX, IN_PLACE = "radix", "bitonic"
+
+
+def sorts_in_place(dtype, descending: bool = False) -> bool:
+    """Whether the radix sort of keys alone of ``dtype`` runs in the keys' own storage,
+    CUB's double buffer its only key-sized allocation
+    (``distsort.backends.gpu.local_sort.sort_keys``): float32/64 (sorted as they are and
+    put in distsort's order in place, or turned into their codes in place where
+    descending), and ascending (u)int keys.
+
+    >>> sorts_in_place(np.dtype("f4")), sorts_in_place(np.dtype("i8"), descending=True)
+    (True, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype in (np.float32, np.float64) or (dtype.kind in "iu" and not descending)
+
+
+def choose_local(extra_bytes: int, budget_bytes: int | None, local: str = "auto") -> str:
+    """``"radix"`` or ``"bitonic"``: the local sort for a task whose radix sort needs
+    ``extra_bytes`` beyond its data, where ``budget_bytes`` more may be allocated
+    (None: not known; then radix, the fallback in place catching a failed allocation).
+
+    >>> choose_local(3 * 2**30, 10 * 2**30)
+    'radix'
+    >>> choose_local(3 * 2**30, 2 * 2**30)
+    'bitonic'
+    >>> choose_local(3 * 2**30, None), choose_local(1, 10**9, "bitonic")
+    ('radix', 'bitonic')
+    >>> choose_local(3 * 2**30, 0, "radix")
+    'radix'
+    """
+    if local not in LOCAL_SORTS:
+        raise ValueError(f"local must be one of {LOCAL_SORTS}, got {local!r}")
+    if local != "auto":
+        return local
+    return RADIX if budget_bytes is None or extra_bytes <= budget_bytes else IN_PLACE
+
+
+def plan_local(local: str, gpu: bool, elements: int, itemsize: int, value_bytes: int,  # noqa: PLR0913, PLR0917
+               increasing: bool, in_place: bool, room: int | None) -> str:
+    """The local sort of a plan's tasks: ``local`` where it names one; on the GPU the
+    radix sort where its buffers for the largest task (``elements`` keys of ``itemsize``
+    bytes, values of ``value_bytes``; ``increasing``: argsort's positions; ``in_place``:
+    keys sorted in their own storage) fit ``room``, the bytes a task may still allocate
+    beside its data (None: not known), else in place.  NumPy chunks: radix.
+
+    >>> plan_local("auto", True, 10**6, 4, 0, False, True, 10**7)
+    'radix'
+    >>> plan_local("auto", True, 10**6, 4, 8, True, False, 10**7)  # argsort: 4.8e7 needed
+    'bitonic'
+    >>> plan_local("auto", False, 10**6, 4, 8, True, False, 0)  # NumPy chunks
+    'radix'
+    >>> plan_local("bitonic", False, 1, 4, 0, False, False, None)
+    'bitonic'
+    """
+    if not gpu and local == "auto":
+        return RADIX
+    extra = radix_extra_bytes(elements, itemsize, value_bytes, increasing_values=increasing,
+                              in_place=in_place)
+    return choose_local(extra, None if room is None else max(0, room), local)
