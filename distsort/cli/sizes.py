@@ -145,3 +145,37 @@ def chunk_elements(args, cluster, itemsize, per_element, n=None):
                               smallest=MIN_SPLIT_BYTES // itemsize)
     kind, size = args.chunk_size
     return max(1, size // itemsize if kind == "bytes" else size)
+
+
+def size_text(n):
+    """A size option's text for at least ``n`` bytes, rounded up to a whole KiB, MiB or
+    GiB (that unit's count at least 10 where larger), which parses back exactly: the
+    value an error suggests is the value that passes.
+
+    >>> size_text(1000), size_text(5 * 2**20 + 1), size_text(452 * 2**20)
+    ('1000B', '5121KiB', '452MiB')
+    """
+    n = int(n)
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        count = -(-n >> shift)
+        if count >= 10:
+            return f"{count}{unit}"
+    return f"{n}B"
+
+
+def smallest_passing(passes, low, high):
+    """The smallest integer in ``[low, high]`` for which ``passes`` (false below, true
+    from some value on) holds; None where even ``high`` fails.
+
+    >>> smallest_passing(lambda x: x * x >= 50, 1, 100), smallest_passing(bool, 0, 0)
+    (8, None)
+    """
+    if not passes(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if passes(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return high
