@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import disksort
-from ..disksort import (IN_MEMORY_COPIES, MEMORY_SHARE, DiskJob, Region, can_free, disk_room, disk_sort,
-                        element_bytes, merged_file, needs_disk, plan_disk_sort,
+from ..disksort import (IN_MEMORY_COPIES, MEMORY_SHARE, DiskJob, Region, can_free,
+                        disk_room, disk_sort, element_bytes, merged_file, needs_disk,
+                        plan_disk_sort,
                         sortable_dtype, summaries)
 from .errors import BAD_INPUT, VERIFY_FAILED, CLIError
 from .files import file_kind

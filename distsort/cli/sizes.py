@@ -147,6 +147,10 @@ def chunk_elements(args, cluster, itemsize, per_element, n=None):
     return max(1, size // itemsize if kind == "bytes" else size)
 
 
+#: A size is written in a unit of which it takes at least this many.
+_UNITS_AT_LEAST = 10
+
+
 def size_text(n):
     """A size option's text for at least ``n`` bytes, rounded up to a whole KiB, MiB or
     GiB (that unit's count at least 10 where larger), which parses back exactly: the
@@ -158,7 +162,7 @@ def size_text(n):
     n = int(n)
     for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
         count = -(-n >> shift)
-        if count >= 10:
+        if count >= _UNITS_AT_LEAST:
             return f"{count}{unit}"
     return f"{n}B"
 

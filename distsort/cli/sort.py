@@ -34,6 +34,7 @@ from .disk import disk_floor
 from ..verify import VerificationError
 from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
 from .files import local_path, url_protocol
+from .budgets import check_device_memory_limit
 from .limits import check_memory_limit, end_on_worker_deaths
 from .metrics import cluster_counters, crossing_tasks
 from .outputs import Output, check_not_input, check_output_path, publish
@@ -321,10 +322,13 @@ def cmd_sort(args: Namespace) -> int:
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
     from .ondisk import host_budget  # not on the workers that import distsort.cli
+    from .spill import check_spill_dir
+    check_spill_dir(getattr(args, "spill_dir", None))
     memory = host_budget(args, job)
     if memory:
         return _sort_on_disk(job, args, memory, t0)
     in_process = fits_in_process(args, job)
+    check_device_memory_limit(args, job, in_process)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
         # A sort in this process measures the disk first, alone: beside the sort's

@@ -1,0 +1,101 @@
+"""``--device-memory-limit`` checked before any work, on the plan the command's sort
+would run (:mod:`distsort.cli.planned`).
+
+Below a few kilobytes the out-of-core plan cut an input into chunks of a few hundred
+bytes (``--device-memory-limit 1KB``: 424-byte chunks, under the 1 KiB that
+``--chunk-size`` takes) and thousands of runs, whose merges never ended on 200,000
+elements.  So a limit below :data:`MIN_DEVICE_LIMIT`, or one under which the plan
+makes more than :data:`MAX_OUT_OF_CORE_RUNS` runs (or refuses the chunks), is refused
+(exit 2), naming the smallest limit that works.
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import BAD_INPUT, CLIError
+from .sizes import fmt_bytes, size_text, smallest_passing
+
+#: The smallest ``--device-memory-limit``: a GPU sort's own buffers, the CUDA
+#: context's share of its pool and the chunks of a run need more.
+MIN_DEVICE_LIMIT = 1 << 20
+#: Runs at most of an out-of-core sort under ``--device-memory-limit``: each is a task
+#: of its own and a merge reads every run, so a limit that cuts thousands of runs
+#: makes a sort that does not end.
+MAX_OUT_OF_CORE_RUNS = 256
+#: The largest limit the search for the smallest looks at: 1 PiB.
+_LARGEST = 1 << 50
+
+
+def _planned(args, job, in_process):
+    """``(Cluster stand-in, ClusterView)`` of the sort the command would run; None for
+    a running cluster (its workers are not known before it is reached)."""
+    import psutil
+
+    from ..clusterview import ClusterView
+    from .connection import Cluster, _wants_gpu, first_gpu, in_process_threads
+    from .planned import cpu_view, local_workers, planned_cpu_cluster
+    if args.scheduler_address or args.scheduler_file:
+        return None
+    gpu = _wants_gpu(args)
+    device = first_gpu()[1] if gpu and first_gpu() else None
+    cores = os.cpu_count() or 1
+    if in_process:
+        memory = psutil.virtual_memory().available
+        return (Cluster(None, "", gpu, worker_memory=memory // cores,
+                        threads=in_process_threads()),
+                ClusterView.local(cores, memory, device))
+    if gpu:  # one worker per GPU: one GPU counted, the budgets are per worker
+        view = ClusterView(workers=("worker-0",), hosts=("127.0.0.1",), threads=(1,),
+                           device_limits=(device,))
+        return Cluster(None, "", True, threads=1), view
+    workers = local_workers(args)
+    memory = psutil.virtual_memory().total // workers
+    return planned_cpu_cluster(workers, memory), cpu_view(workers, memory)
+
+
+def plan_runs(args, job, limit, planned):
+    """Runs of the out-of-core plan under ``limit`` (0: sorted in memory); None where
+    the plan refuses the chunks (a chunk alone does not fit)."""
+    from .planned import job_plan, with_chunk_size
+    cluster, view = planned
+    options = with_chunk_size(args, args.chunk_size)
+    options.device_memory_limit = limit
+    try:
+        _, plan = job_plan(job, options, cluster, view)
+    except MemoryError:
+        return None
+    return plan.out_of_core.plan.runs if plan.out_of_core is not None else 0
+
+
+def check_device_memory_limit(args, job, in_process):
+    """Refuse (exit 2) a ``--device-memory-limit`` below :data:`MIN_DEVICE_LIMIT`, or
+    one under which the plan refuses the chunks or cuts more than
+    :data:`MAX_OUT_OF_CORE_RUNS` runs, naming the smallest limit that works.
+    ``in_process``: the sort runs in this process
+    (:func:`distsort.cli.connection.fits_in_process`)."""
+    limit = getattr(args, "device_memory_limit", None)
+    if not limit or not job.src.n:
+        return
+    planned = _planned(args, job, in_process)
+
+    def passes(value):
+        if value < MIN_DEVICE_LIMIT:
+            return False
+        if planned is None:
+            return True
+        runs = plan_runs(args, job, value, planned)
+        return runs is not None and runs <= MAX_OUT_OF_CORE_RUNS
+
+    if passes(limit):
+        return
+    runs = None if planned is None else plan_runs(args, job, limit, planned)
+    why = (f"below the smallest, {fmt_bytes(MIN_DEVICE_LIMIT)}" if limit < MIN_DEVICE_LIMIT
+           else "a chunk alone does not fit it (--chunk-size)" if runs is None
+           else f"it would cut the data into {runs:,} runs, more than the "
+                f"{MAX_OUT_OF_CORE_RUNS} an out-of-core sort takes")
+    smallest = smallest_passing(passes, MIN_DEVICE_LIMIT, _LARGEST)
+    fix = (f"--device-memory-limit {size_text(smallest)}" if smallest
+           else "a larger --device-memory-limit")
+    raise CLIError(f"--device-memory-limit {fmt_bytes(limit)} is too small for "
+                   f"{fmt_bytes(job.src.nbytes)} of input: {why}; the smallest that works "
+                   f"here: {fix}", BAD_INPUT)

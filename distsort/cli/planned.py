@@ -1,0 +1,57 @@
+"""The plan the command's sort will run, made before any work: the chunk size it
+picks (:func:`distsort.cli.sizes.chunk_elements`) and the plan of those chunks
+(``distsort.sortplan.plan_sort``, through ``distsort.api``, with the command's plan
+options), on the cluster the command would start.  The limits are checked on it
+(:mod:`distsort.cli.limits`), so that a limit the check accepts is one the plan meets.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+from .connection import Cluster, plan_options
+from .sizes import chunk_elements
+
+
+def local_workers(args):
+    """Worker processes of the local cluster the command starts: ``--workers``, else
+    one per core (``distsort.cluster.local_cpu_cluster``)."""
+    return getattr(args, "workers", None) or os.cpu_count() or 1
+
+
+def cpu_view(workers, memory_limit):
+    """The ``ClusterView`` of a local CPU cluster of ``workers`` one-thread workers of
+    ``memory_limit`` bytes each, before it starts."""
+    from ..clusterview import ClusterView
+    names = tuple(f"worker-{i}" for i in range(workers))
+    return ClusterView(workers=names, hosts=("127.0.0.1",) * workers,
+                       threads=(1,) * workers, memory_limits=(memory_limit,) * workers)
+
+
+def with_chunk_size(args, chunk_size):
+    """``args`` with ``--chunk-size`` set to ``chunk_size`` (``("elements", n)``)."""
+    other = copy.copy(args)
+    other.chunk_size = chunk_size
+    return other
+
+
+def job_plan(job, args, cluster, view):
+    """``(chunk, plan)``: the elements per chunk the command picks for ``job`` on
+    ``cluster`` (a ``Cluster`` stand-in: ``worker_memory``, ``threads`` as its slots)
+    and the ``SortPlan`` of those chunks on ``view``.  Raises MemoryError where a chunk
+    cannot be sorted within ``--device-memory-limit``."""
+    from ..api import _plan_chunks, planning
+    from ..plan import regular_chunks
+    n = job.src.n
+    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(), n)
+    value_bytes = (8 if job.mode == "argsort"
+                   else job.vals.dtype.itemsize if job.vals is not None else 0)
+    with planning(**plan_options(args, cluster)):
+        plan = _plan_chunks(regular_chunks(n, chunk), job.src.dtype, view, cluster.gpu,
+                            value_bytes, job.mode == "argsort", "auto", job.descending)
+    return chunk, plan
+
+
+def planned_cpu_cluster(workers, memory_limit):
+    """The stand-in ``Cluster`` of :func:`job_plan` for a local CPU cluster."""
+    return Cluster(None, "", gpu=False, worker_memory=memory_limit, threads=workers)
