@@ -67,6 +67,13 @@ def plan_runs(args, job, limit, planned):
     return plan.out_of_core.plan.runs if plan.out_of_core is not None else 0
 
 
+def _chunk(args, job, planned):
+    """Elements of the chunks the command picks."""
+    from .sizes import chunk_elements
+    cluster, _ = planned
+    return chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(), job.src.n)
+
+
 def check_device_memory_limit(args, job, in_process):
     """Refuse (exit 2) a ``--device-memory-limit`` below :data:`MIN_DEVICE_LIMIT`, or
     one under which the plan refuses the chunks or cuts more than
@@ -90,7 +97,8 @@ def check_device_memory_limit(args, job, in_process):
         return
     runs = None if planned is None else plan_runs(args, job, limit, planned)
     why = (f"below the smallest, {fmt_bytes(MIN_DEVICE_LIMIT)}" if limit < MIN_DEVICE_LIMIT
-           else "a chunk alone does not fit it (--chunk-size)" if runs is None
+           else f"a chunk of {_chunk(args, job, planned):,} elements alone does not fit it "
+                "(a smaller --chunk-size may)" if runs is None
            else f"it would cut the data into {runs:,} runs, more than the "
                 f"{MAX_OUT_OF_CORE_RUNS} an out-of-core sort takes")
     smallest = smallest_passing(passes, MIN_DEVICE_LIMIT, _LARGEST)

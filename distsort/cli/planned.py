@@ -55,3 +55,35 @@ def job_plan(job, args, cluster, view):
 def planned_cpu_cluster(workers, memory_limit):
     """The stand-in ``Cluster`` of :func:`job_plan` for a local CPU cluster."""
     return Cluster(None, "", gpu=False, worker_memory=memory_limit, threads=workers)
+
+
+def adjusted_chunks(args, chunk, plan, n):
+    """The summary's words on ``--chunk-size`` where the plan sorts other chunks than
+    the ``chunk`` elements asked for, with the reason; None where it sorts those.
+
+    >>> from types import SimpleNamespace
+    >>> from distsort.sortplan import SortPlan
+    >>> p = SortPlan("network", (500_000, 500_000), (), None, 1, 4, False, "auto")
+    >>> print(adjusted_chunks(SimpleNamespace(chunk_size=("elements", 1000)), 1000, p, 10**6))
+    --chunk-size 1000: sorted as 2 chunks of 500,000 elements: 1,000 chunks of 1,000 \
+are more than the plan sorts (8 per chunk sorted at once), whose tasks would cost more \
+than their sorts
+    """
+    from ..plan import regular_chunks
+    from ..sortplan import COALESCE_PER_SLOT
+    if getattr(args, "chunk_size", None) is None or not n:
+        return None
+    asked = regular_chunks(n, chunk)
+    if tuple(plan.chunks) == asked:
+        return None
+    kind, size = args.chunk_size
+    got = max(plan.chunks)
+    what = (f"--chunk-size {size if kind == 'elements' else f'{size}B'}: sorted as "
+            f"{len(plan.chunks):,} chunks of {got:,} elements: ")
+    if got > chunk:
+        return what + (f"{len(asked):,} chunks of {chunk:,} are more than the plan sorts "
+                       f"({COALESCE_PER_SLOT} per chunk sorted at once), whose tasks would "
+                       "cost more than their sorts")
+    if plan.strategy == "out-of-core":
+        return what + "a chunk of that size does not fit --device-memory-limit"
+    return what + "a chunk of that size does not fit a worker's memory budget"

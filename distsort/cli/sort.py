@@ -41,6 +41,7 @@ from .outputs import Output, check_not_input, check_output_path, publish
 from .temporaries import clean_directory
 from .progress import compute
 from .options import check_cluster_options
+from .planned import adjusted_chunks
 from .sizes import check_chunk_count, chunk_elements
 from .sources import Source, open_source
 from .summary import print_summary
@@ -266,7 +267,8 @@ def run_sort(job: SortJob, args: Namespace, cluster: Cluster, facts: dict[str, A
     inputs, sorted_arrays, plan = sort_graph(job, chunk, cluster, plan_options(args, cluster),
                                              args.verify)
     chunks = sorted_arrays[0].chunks[0]
-    facts.update(chunks=chunks, rounds=plan.rounds, strategy=plan.strategy)
+    facts.update(chunks=chunks, rounds=plan.rounds, strategy=plan.strategy,
+                 adjusted=adjusted_chunks(args, chunk, plan, job.src.n))
     if plan.out_of_core is not None:  # the runs are merged, not the chunks
         ooc = plan.out_of_core
         facts.update(out_of_core=(ooc.budget, ooc.plan.runs), merge=ooc.merge)
