@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from distsort import cli
-from distsort.cli import budgets, limits, ondisk
+from distsort.cli import limits, ondisk
 from distsort.cli.errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,6 +216,7 @@ def test_device_memory_limit_that_cuts_too_many_runs_is_refused():
     args = SimpleNamespace(device_memory_limit=1 << 20, scheduler_address=None,
                            scheduler_file=None, device="cpu", workers=2,
                            chunk_size=("elements", 100_000), memory_limit=None)
+    from distsort.cli import budgets
     with pytest.raises(CLIError) as e:
         budgets.check_device_memory_limit(args, job, in_process=False)
     assert "runs, more than the 256" in str(e.value)

@@ -16,8 +16,8 @@ import time
 
 from ..cluster import worker_pids
 from .errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
-from .sizes import (MAX_CHUNKS, MIN_CHUNK_ELEMENTS, chunk_elements, fmt_bytes, size_text,
-                    smallest_passing)
+from .sizes import (MAX_CHUNKS, MIN_CHUNK_ELEMENTS, bracket, chunk_elements, fmt_bytes,
+                    size_text, smallest_passing)
 
 #: What a worker process takes before it holds any data: 62 MiB (RSS) when it starts,
 #: 127 MiB once it has run a sort (NumPy, dask.array, distsort and numba imported),
@@ -91,27 +91,33 @@ class _Check:
         from .planned import local_workers
         self.args, self.job = args, job
         self.workers, self.pause = local_workers(args), _pause_fraction()
+        self.options = None
 
     def need(self, limit, args=None):
         """Bytes a worker of ``limit`` bytes holds at its peak (``args``: other
         options, e.g. another ``--chunk-size``)."""
-        from .planned import cpu_view, job_plan, planned_cpu_cluster
+        from .planned import cpu_view, job_plan, planned_cpu_cluster, sort_options
         job, workers = self.job, self.workers
-        _, plan = job_plan(job, args or self.args, planned_cpu_cluster(workers, limit),
-                           cpu_view(workers, limit))
+        cluster = planned_cpu_cluster(workers, limit)
+        if self.options is None:  # the same for every limit: read once
+            self.options = sort_options(job, self.args, cluster)
+        _, plan = job_plan(job, args or self.args, cluster, cpu_view(workers, limit),
+                           self.options)
         return worker_bytes(plan, job.src.n, job.per_element(), workers)
 
     def passes(self, limit, args=None):
         return self.need(limit, args) <= self.pause * limit
 
     def smallest_limit(self):
-        """The smallest limit (whole MiB) that passes; None past 1 TiB."""
-        mib = smallest_passing(lambda m: self.passes(m << 20), 1, 1 << 20)
+        """The smallest limit (whole MiB, within 1% of it) that passes; None past
+        1 TiB."""
+        low = int(WORKER_FOOTPRINT / self.pause) >> 20  # the footprint alone
+        mib = smallest_passing(lambda m: self.passes(m << 20), low, 1 << 20, 1 / 128)
         return None if mib is None else mib << 20
 
     def fitting_chunk(self, limit):
-        """The most elements per chunk (``--chunk-size``) that pass under ``limit``;
-        0 where none does."""
+        """The most elements per chunk (``--chunk-size``, within an eighth of it) that
+        pass under ``limit``; 0 where none does."""
         from .planned import planned_cpu_cluster, with_chunk_size
         n, job = self.job.src.n, self.job
         low = max(MIN_CHUNK_ELEMENTS, -(-n // MAX_CHUNKS))
@@ -125,10 +131,10 @@ class _Check:
 
         def fails(c):
             return not self.passes(limit, with_chunk_size(self.args, ("elements", c)))
-        first_failing = smallest_passing(fails, low, high)  # fails from some size on
-        if first_failing is None:
+        fitting, failing = bracket(fails, low, high, 1 / 8)  # fails from some size on
+        if failing is None:
             return high
-        return first_failing - 1 if first_failing > low else 0
+        return fitting if fitting >= low else 0
 
 
 def check_memory_limit(args, job):

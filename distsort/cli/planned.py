@@ -35,21 +35,31 @@ def with_chunk_size(args, chunk_size):
     return other
 
 
-def job_plan(job, args, cluster, view):
-    """``(chunk, plan)``: the elements per chunk the command picks for ``job`` on
-    ``cluster`` (a ``Cluster`` stand-in: ``worker_memory``, ``threads`` as its slots)
-    and the ``SortPlan`` of those chunks on ``view``.  Raises MemoryError where a chunk
-    cannot be sorted within ``--device-memory-limit``."""
-    from ..api import _plan_chunks, planning
-    from ..plan import regular_chunks
-    n = job.src.n
-    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(), n)
+def sort_options(job, args, cluster):
+    """The ``SortOptions`` of the job's sort on ``cluster``: ``distsort.api``'s, read
+    within the command's plan options (``distsort.api.planning``)."""
+    from ..api import _options, planning
+    from ..backends.gpu.local_sort import sorts_in_place
     value_bytes = (8 if job.mode == "argsort"
                    else job.vals.dtype.itemsize if job.vals is not None else 0)
+    in_place = cluster.gpu and not value_bytes and sorts_in_place(job.src.dtype,
+                                                                 job.descending)
     with planning(**plan_options(args, cluster)):
-        plan = _plan_chunks(regular_chunks(n, chunk), job.src.dtype, view, cluster.gpu,
-                            value_bytes, job.mode == "argsort", "auto", job.descending)
-    return chunk, plan
+        return _options(cluster.gpu, value_bytes, job.mode == "argsort", "auto", in_place)
+
+
+def job_plan(job, args, cluster, view, options=None):
+    """``(chunk, plan)``: the elements per chunk the command picks for ``job`` on
+    ``cluster`` (a ``Cluster`` stand-in: ``worker_memory``, ``threads`` as its slots)
+    and the ``SortPlan`` of those chunks on ``view`` (``options``: the
+    :func:`sort_options`, made again where not given).  Raises MemoryError where a
+    chunk cannot be sorted within ``--device-memory-limit``."""
+    from ..plan import regular_chunks
+    from ..sortplan import plan_sort
+    n = job.src.n
+    chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(), n)
+    options = options or sort_options(job, args, cluster)
+    return chunk, plan_sort(regular_chunks(n, chunk), job.src.dtype.itemsize, view, options)
 
 
 def planned_cpu_cluster(workers, memory_limit):

@@ -135,10 +135,16 @@ def sort_slots(cluster):
 
 
 def chunk_elements(args, cluster, itemsize, per_element, n=None):
-    """Elements per chunk: ``--chunk-size``, else the default (:func:`default_chunk`),
-    balanced over the chunks the cluster sorts at once where ``n`` is given."""
+    """Elements per chunk: ``--chunk-size``, else the default (:func:`default_chunk`; at
+    most two to a run of ``--device-memory-limit``'s out-of-core sort, as the plan cuts
+    one large chunk), balanced over the chunks the cluster sorts at once where ``n`` is
+    given."""
     if args.chunk_size is None:
         largest = max(1, default_chunk(cluster, itemsize, per_element))
+        limit = getattr(args, "device_memory_limit", None)
+        if limit:  # two chunks to an out-of-core run (``distsort.sortplan``)
+            from ..outofcore import RUN_FRACTION
+            largest = min(largest, max(1, int(limit * RUN_FRACTION) // (2 * per_element)))
         if n is None:
             return largest
         return balanced_chunk(n, largest, sort_slots(cluster),
@@ -167,19 +173,37 @@ def size_text(n):
     return f"{n}B"
 
 
-def smallest_passing(passes, low, high):
+def smallest_passing(passes, low, high, tolerance=0.0):
     """The smallest integer in ``[low, high]`` for which ``passes`` (false below, true
-    from some value on) holds; None where even ``high`` fails.
+    from some value on) holds, within ``tolerance`` of it (a share: a value that passes,
+    at most that much larger); None where even ``high`` fails.
 
     >>> smallest_passing(lambda x: x * x >= 50, 1, 100), smallest_passing(bool, 0, 0)
     (8, None)
+    >>> 1000 <= smallest_passing(lambda x: x >= 1000, 1, 10**9, 0.01) <= 1010
+    True
     """
-    if not passes(high):
-        return None
-    while low < high:
-        mid = (low + high) // 2
+    return bracket(passes, low, high, tolerance)[1]
+
+
+def bracket(passes, low, high, tolerance=0.0):
+    """``(below, x)``: the largest value tried that fails (``low - 1`` where none
+    does) and the smallest that passes (None where even ``high`` fails), at most
+    ``max(1, tolerance * x)`` apart.  Doubles from ``low`` first, so that a value near
+    ``low`` takes few calls of ``passes``.
+
+    >>> bracket(lambda x: x >= 37, 5, 100)
+    (36, 37)
+    """
+    below, x = low - 1, low
+    while not passes(x):
+        if x >= high:
+            return x, None
+        below, x = x, min(high, max(x + 1, 2 * x))
+    while x - below > max(1, tolerance * x):
+        mid = (below + x) // 2
         if passes(mid):
-            high = mid
+            x = mid
         else:
-            low = mid + 1
-    return high
+            below = mid
+    return below, x
