@@ -21,8 +21,10 @@ from .sizes import (MAX_CHUNKS, MIN_CHUNK_ELEMENTS, bracket, chunk_elements, fmt
 
 #: What a worker process takes before it holds any data: 62 MiB (RSS) when it starts,
 #: 127 MiB once it has run a sort (NumPy, dask.array, distsort and numba imported),
-#: measured on the 2-core CPU machine (Python 3.11, distributed 2026.8, 2026-11-25).
-WORKER_FOOTPRINT = 128 << 20
+#: measured on the 2-core CPU machine (Python 3.11, distributed 2026.8, 2026-11-25);
+#: 185-187 MiB at the peak of a sort of 400,000 float64 (3.2 MB) on 2 workers of 1 GB
+#: (2026-11-29), whose workers of 187 MiB were killed again and again.
+WORKER_FOOTPRINT = 192 << 20
 #: A worker's memory at its peak, beyond its footprint, as a multiple of the bytes the
 #: plan counts for it (:func:`plan_bytes`): the group sorts' and merges' temporaries
 #: (gathered copies, order codes, split outputs) and memory freed but not yet given

@@ -67,7 +67,7 @@ MAX_DISK_RUNS = 128
 def disk_plan_works(job, memory):
     """Whether the disk plan of ``job`` within ``memory`` bytes makes at most
     :data:`MAX_DISK_RUNS` runs."""
-    return len(plan_for(job, memory).runs) <= MAX_DISK_RUNS
+    return _runs(job, memory) <= MAX_DISK_RUNS
 
 
 def smallest_host_memory(job):
@@ -84,7 +84,7 @@ def _too_little_memory(job, memory, limit):
     what = f"--host-memory-limit {fmt_bytes(limit)}" if limit else (
         f"the {fmt_bytes(memory)} of host memory available to it")
     return (f"{what} is too little for {fmt_bytes(job.src.nbytes)} of input: the sort "
-            f"through the disk would cut {len(plan_for(job, memory).runs):,} runs, more than "
+            f"through the disk would cut {_runs(job, memory):,} runs, more than "
             f"the {MAX_DISK_RUNS} its merge takes (each segment reads a slice of every "
             f"run: the merge's time grows with the square of the runs); the smallest "
             f"limit that works here: --host-memory-limit "
@@ -102,14 +102,34 @@ def _payload_size(job):
     return 8 if job.mode == "argsort" else (job.vals.dtype.itemsize if job.vals else 0)
 
 
+def _tasks():
+    """Tasks of the disk path at once: one sorting per core, and two reading or
+    writing."""
+    return (os.cpu_count() or 1) + 2
+
+
 def plan_for(job, memory):
-    """The disk plan of ``job`` within ``memory`` bytes (tasks: one sorting per core
-    and two reading or writing; the runs that the rest of the memory holds kept
-    there)."""
+    """The disk plan of ``job`` within ``memory`` bytes (:func:`_tasks`; the runs that
+    the rest of the memory holds kept there)."""
     per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
     kept = sortable_dtype(job.src.dtype).itemsize + _payload_size(job)
-    return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 2,
+    return plan_disk_sort(job.src.n, per, memory, tasks=_tasks(),
                           stride=disksort.STRIDE, kept_bytes=kept)
+
+
+def _fewest_runs(job, memory):
+    """Runs the disk plan within ``memory`` cuts at least: no run is longer than the
+    memory's share of one task (``plan_disk_sort``), counted without making the plan
+    (a limit of 1 byte would make one run per element)."""
+    per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
+    return -(-job.src.n // max(1, int(memory) // (_tasks() * per)))
+
+
+def _runs(job, memory):
+    """Runs of the disk plan within ``memory`` (at least as many, where too many to make
+    the plan for)."""
+    fewest = _fewest_runs(job, memory)
+    return fewest if fewest > MAX_DISK_RUNS else len(plan_for(job, memory).runs)
 
 
 def check_room(job, plan):
