@@ -203,7 +203,7 @@ def test_device_memory_limit_below_the_minimum_is_refused(tmp_path, capsys, rng,
                                 "--device-memory-limit", "1KB", "--device", "cpu")
     assert code == BAD_INPUT, err
     assert seconds < REFUSED_WITHIN
-    assert "below the smallest, 1.00 MiB" in err
+    assert "below the smallest, 16.00 kiB" in err
     assert not (tmp_path / "o.npy").exists()
 
 
@@ -219,7 +219,7 @@ def test_device_memory_limit_that_cuts_too_many_runs_is_refused():
     from distsort.cli import budgets
     with pytest.raises(CLIError) as e:
         budgets.check_device_memory_limit(args, job, in_process=False)
-    assert "runs, more than the 256" in str(e.value)
+    assert "runs, more than the 64" in str(e.value)
     smallest = suggested(str(e.value), "--device-memory-limit")
     from dask.utils import parse_bytes
     args.device_memory_limit = parse_bytes(smallest)

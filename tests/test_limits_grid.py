@@ -17,7 +17,7 @@ import pytest
 from dask.utils import parse_bytes
 
 from distsort import cli
-from distsort.cli import limits, ondisk
+from distsort.cli import budgets, limits, ondisk
 from distsort.cli.errors import BAD_INPUT, CLIError
 
 #: Seconds a refusal may take, once the command runs.
@@ -101,16 +101,20 @@ def test_chunk_sizes_in_process(capsys, tmp_path, inputs, chunk):
 
 # -------------------------------------------------------------------- device memory
 def test_device_memory_limits(capsys, tmp_path, inputs):
-    """Below the minimum: refused at once; from the value named on: sorted (on a
-    local cluster's CPU workers here, out of core)."""
-    for n in (SIZES[0], SIZES[2]):
-        for value in ("1KB", "512KiB"):
-            smallest = accepted_or_refused(capsys, tmp_path, inputs, n,
-                                           "--device-memory-limit", value, "--device", "cpu")
-            assert smallest == "1024KiB"  # the minimum, whose plan cuts few runs here
-        for value in ("1MiB",):
-            assert accepted_or_refused(capsys, tmp_path, inputs, n, "--device-memory-limit",
-                                       value, "--device", "cpu", "--workers", 2) is None
+    """Below the minimum, or cutting too many runs: refused at once; the value named
+    for the small input, and a limit accepted for each, sort (on a local cluster's CPU
+    workers here, out of core)."""
+    small, large = SIZES[0], SIZES[2]
+    for n in (small, large):
+        smallest = accepted_or_refused(capsys, tmp_path, inputs, n,
+                                       "--device-memory-limit", "1KB", "--device", "cpu")
+        assert parse_bytes(smallest) >= budgets.MIN_DEVICE_LIMIT
+    smallest = accepted_or_refused(capsys, tmp_path, inputs, large, "--device-memory-limit",
+                                   "16KiB", "--device", "cpu")  # too many runs
+    assert parse_bytes(smallest) > 16 << 10
+    for n, value in ((small, "16KiB"), (large, "1MiB")):
+        assert accepted_or_refused(capsys, tmp_path, inputs, n, "--device-memory-limit",
+                                   value, "--device", "cpu", "--workers", 2) is None
 
 
 # -------------------------------------------------------------------- worker memory
