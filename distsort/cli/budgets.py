@@ -45,13 +45,24 @@ def _planned(args, job, in_process):
         return (Cluster(None, "", gpu, worker_memory=memory // cores,
                         threads=in_process_threads()),
                 ClusterView.local(cores, memory, device))
-    if gpu:  # one worker per GPU: one GPU counted, the budgets are per worker
-        view = ClusterView(workers=("worker-0",), hosts=("127.0.0.1",), threads=(1,),
-                           device_limits=(device,))
-        return Cluster(None, "", True, threads=1), view
+    if gpu:  # one worker per GPU
+        count = _gpu_count()
+        view = ClusterView(workers=tuple(f"worker-{i}" for i in range(count)),
+                           hosts=("127.0.0.1",) * count, threads=(1,) * count,
+                           device_limits=(device,) * count)
+        return Cluster(None, "", True, threads=count), view
     workers = local_workers(args)
     memory = psutil.virtual_memory().total // workers
     return planned_cpu_cluster(workers, memory), cpu_view(workers, memory)
+
+
+def _gpu_count():
+    """GPUs a local GPU cluster starts a worker on (1 where CuPy cannot say)."""
+    try:
+        import cupy
+        return max(1, int(cupy.cuda.runtime.getDeviceCount()))
+    except Exception:  # noqa: BLE001  (no CuPy or driver: the command sorts on the CPU)
+        return 1
 
 
 def plan_runs(args, job, limit, planned):
