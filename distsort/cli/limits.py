@@ -119,24 +119,26 @@ class _Check:
 
     def fitting_chunk(self, limit):
         """The most elements per chunk (``--chunk-size``, within an eighth of it) that
-        pass under ``limit``; 0 where none does."""
+        pass under ``limit``; 0 where none does.  Halved from the chunk the command
+        picks by default (a larger one, which the plan would cut, is no advice) until
+        one passes: the plan coalesces chunks small beside its budget, so that a
+        smaller chunk does not always pass where a larger one fails."""
         from .planned import planned_cpu_cluster, with_chunk_size
         n, job = self.job.src.n, self.job
         low = max(MIN_CHUNK_ELEMENTS, -(-n // MAX_CHUNKS))
-        # Up to the chunk the command picks by default: a larger one, which the plan
-        # would cut, is no advice.
         high = chunk_elements(with_chunk_size(self.args, None),
                               planned_cpu_cluster(self.workers, limit),
                               job.src.dtype.itemsize, job.per_element(), n)
-        if high <= low:
-            return 0
 
-        def fails(c):
-            return not self.passes(limit, with_chunk_size(self.args, ("elements", c)))
-        fitting, failing = bracket(fails, low, high, 1 / 8)  # fails from some size on
-        if failing is None:
-            return high
-        return fitting if fitting >= low else 0
+        def passes(c):
+            return self.passes(limit, with_chunk_size(self.args, ("elements", c)))
+        failing, c = high + 1, high
+        while c >= low and not passes(c):
+            failing, c = c, c // 2
+        if c < low:
+            return 0
+        return c if failing > high else bracket(lambda x: not passes(x), c, failing,
+                                                1 / 8)[0]
 
 
 def check_memory_limit(args, job):
