@@ -76,8 +76,8 @@ def adjusted_chunks(args, chunk, plan, n):
     >>> p = SortPlan("network", (500_000, 500_000), (), None, 1, 4, False, "auto")
     >>> print(adjusted_chunks(SimpleNamespace(chunk_size=("elements", 1000)), 1000, p, 10**6))
     --chunk-size 1000: sorted as 2 chunks of 500,000 elements: 1,000 chunks of 1,000 \
-are more than the plan sorts (8 per chunk sorted at once), whose tasks would cost more \
-than their sorts
+would be more than 8 per chunk sorted at once, whose tasks would cost more than their \
+sorts: coalesced
     """
     from ..plan import regular_chunks
     from ..sortplan import COALESCE_PER_SLOT
@@ -91,9 +91,9 @@ than their sorts
     what = (f"--chunk-size {size if kind == 'elements' else f'{size}B'}: sorted as "
             f"{len(plan.chunks):,} chunks of {got:,} elements: ")
     if got > chunk:
-        return what + (f"{len(asked):,} chunks of {chunk:,} are more than the plan sorts "
-                       f"({COALESCE_PER_SLOT} per chunk sorted at once), whose tasks would "
-                       "cost more than their sorts")
+        return what + (f"{len(asked):,} chunks of {chunk:,} would be more than "
+                       f"{COALESCE_PER_SLOT} per chunk sorted at once, whose tasks would "
+                       "cost more than their sorts: coalesced")
     if plan.strategy == "out-of-core":
         return what + "a chunk of that size does not fit --device-memory-limit"
     return what + "a chunk of that size does not fit a worker's memory budget"
