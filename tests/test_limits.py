@@ -84,9 +84,9 @@ def test_a_chunk_that_fits_is_named():
                                scheduler_address=None, scheduler_file=None, device="cpu",
                                device_memory_limit=None, spill_dir=None)
     with pytest.raises(limits.CLIError) as e:
-        limits.check_memory_limit(args("450MB"), job)
+        limits.check_memory_limit(args("300MB"), job)
     elements = int(re.search(r"--chunk-size (\d+) \(elements", str(e.value)).group(1))
-    limits.check_memory_limit(args("450MB", ("elements", elements)), job)
+    limits.check_memory_limit(args("300MB", ("elements", elements)), job)
     limits.check_memory_limit(args(_named_limit(str(e.value))), job)
 
 

@@ -263,10 +263,10 @@ def test_the_suggested_chunk_size_passes():
     """Where a --chunk-size fits the limit given, the one named passes the check."""
     job = _job(5_000_000)
     with pytest.raises(CLIError) as e:
-        limits.check_memory_limit(_args(memory_limit="600MB"), job)
+        limits.check_memory_limit(_args(memory_limit="300MB"), job)
     m = re.search(r"--chunk-size (\d+) \(elements", str(e.value))
     assert m, e.value
-    limits.check_memory_limit(_args(memory_limit="600MB",
+    limits.check_memory_limit(_args(memory_limit="300MB",
                                     chunk_size=("elements", int(m.group(1)))), job)
 
 

@@ -22,43 +22,51 @@ from .sizes import (MAX_CHUNKS, MIN_CHUNK_ELEMENTS, bracket, chunk_elements, fmt
 #: What a worker process takes before it holds any data: 62 MiB (RSS) when it starts,
 #: 127 MiB once it has run a sort (NumPy, dask.array, distsort and numba imported),
 #: measured on the 2-core CPU machine (Python 3.11, distributed 2026.8, 2026-11-25);
-#: 185-187 MiB at the peak of a sort of 400,000 float64 (3.2 MB) on 2 workers of 1 GB
-#: (2026-11-29), whose workers of 187 MiB were killed again and again.
-WORKER_FOOTPRINT = 192 << 20
-#: A worker's memory at its peak, beyond its footprint, as a multiple of the bytes the
-#: plan counts for it (:func:`plan_bytes`): the group sorts' and merges' temporaries
-#: (gathered copies, order codes, split outputs) and memory freed but not yet given
-#: back.  Measured on the 2-core CPU machine (2026-11-29), 5,000,000 float64 on 2
-#: workers of 4 GB: 16 chunks, 31 MiB counted, peak 233 MiB (3.4 times beyond the
-#: footprint); 4 chunks, 66.5 MiB counted, peak 323 MiB (2.9 times).
-PEAK_FACTOR = 3.5
+#: 185-187 MiB at the peak of a sort of 400,000 float64 (3.2 MB, chunks of 1.5 MiB) on
+#: 2 workers of 1 GB (2026-11-29), whose workers of 187 MiB were killed again and
+#: again.  numba's merges take most of the difference (LLVM): the same sort with
+#: ``DISTSORT_NUMBA=0`` peaked at 72-75 MiB (:func:`worker_footprint`).
+WORKER_FOOTPRINT = 184 << 20
+#: The part of :data:`WORKER_FOOTPRINT` that numba's compiled merges take.
+NUMBA_FOOTPRINT = 108 << 20
 
 
-def plan_bytes(plan, n, per_element, workers):
+def worker_footprint():
+    """:data:`WORKER_FOOTPRINT`, less :data:`NUMBA_FOOTPRINT` where the workers merge
+    without numba (not installed, or ``DISTSORT_NUMBA=0``; asked without importing it)."""
+    import importlib.util
+    import os
+    numba = (os.environ.get("DISTSORT_NUMBA", "1") != "0"
+             and importlib.util.find_spec("numba") is not None)
+    return WORKER_FOOTPRINT if numba else WORKER_FOOTPRINT - NUMBA_FOOTPRINT
+
+
+def plan_bytes(plan, n, per_element):
     """Bytes of the sort ``plan`` of ``n`` elements of ``per_element`` bytes that a
-    worker of ``workers`` holds, as the plan counts them: its share of the data and the
-    outputs of the pairs in flight (``sortplan.work_chunks`` of the largest chunk, as
-    ``sortplan.fits_in_place``), or, sorted as one on one worker, the data and their
-    sorted copy.
+    worker's tasks hold at once and cannot spill: the outputs of the pairs in flight
+    and their inputs (``sortplan.work_chunks`` of the largest chunk, as
+    ``sortplan.fits_in_place`` counts them), or, sorted as one on one worker, the data
+    and their sorted copy.  The rest of a worker's share of the data spills to disk
+    (``--spill-dir``) past its limit's spill fraction.
 
     >>> from distsort.sortplan import SortPlan
     >>> p = SortPlan("network", (1000,) * 4, None, (0, 1, 2, 3), 1, 4, False, "auto")
-    >>> plan_bytes(p, 4000, 8, 2)  # 16 kB of data, 5 chunks of 8 kB
-    56000
+    >>> plan_bytes(p, 4000, 8)  # 5 chunks of 8 kB
+    40000
     """
     from ..sortplan import work_chunks
     if plan.strategy == "one-device":
         return 2 * n * per_element
-    share = -(-n * per_element // max(1, workers))
-    return share + work_chunks(len(plan.chunks)) * max(plan.chunks, default=0) * per_element
+    return work_chunks(len(plan.chunks)) * max(plan.chunks, default=0) * per_element
 
 
-def worker_bytes(plan, n, per_element, workers):
-    """Bytes a worker holds at its peak: its footprint and :data:`PEAK_FACTOR` times
-    what the plan counts for it (:func:`plan_bytes`).  Its data stay in memory: a
-    worker past its limit, its data spilled, still holds what its tasks use, and
-    workers whose share did not fit were killed again and again."""
-    return WORKER_FOOTPRINT + int(PEAK_FACTOR * plan_bytes(plan, n, per_element, workers))
+def worker_bytes(plan, n, per_element, footprint=WORKER_FOOTPRINT):
+    """Bytes a worker holds at its peak: its ``footprint`` and what its tasks hold
+    (:func:`plan_bytes`).  Measured against it (2-core machine, 2 workers, 2026-11-29):
+    160 MB of float64 in chunks of 8 MiB sort with workers of 300 MB (224 MiB counted,
+    below the 229 MiB where they pause); 40 MB in 4 chunks of 9.5 MiB lost 4 workers of
+    300 MB (232 MiB counted)."""
+    return footprint + plan_bytes(plan, n, per_element)
 
 
 def _pause_fraction():
@@ -93,7 +101,7 @@ class _Check:
         from .planned import local_workers
         self.args, self.job = args, job
         self.workers, self.pause = local_workers(args), _pause_fraction()
-        self.options = None
+        self.options, self.footprint = None, worker_footprint()
 
     def need(self, limit, args=None):
         """Bytes a worker of ``limit`` bytes holds at its peak (``args``: other
@@ -105,7 +113,7 @@ class _Check:
             self.options = sort_options(job, self.args, cluster)
         _, plan = job_plan(job, args or self.args, cluster, cpu_view(workers, limit),
                            self.options)
-        return worker_bytes(plan, job.src.n, job.per_element(), workers)
+        return worker_bytes(plan, job.src.n, job.per_element(), self.footprint)
 
     def passes(self, limit, args=None):
         return self.need(limit, args) <= self.pause * limit
@@ -113,7 +121,7 @@ class _Check:
     def smallest_limit(self):
         """The smallest limit (whole MiB, within 1% of it) that passes; None past
         1 TiB."""
-        low = int(WORKER_FOOTPRINT / self.pause) >> 20  # the footprint alone
+        low = int(self.footprint / self.pause) >> 20  # the footprint alone
         mib = smallest_passing(lambda m: self.passes(m << 20), low, 1 << 20, 1 / 128)
         return None if mib is None else mib << 20
 
@@ -164,9 +172,9 @@ def check_memory_limit(args, job):
     raise CLIError(
         f"--memory-limit {args.memory_limit} is too small: with {check.workers} worker(s) "
         f"a worker holds {fmt_bytes(need)} at its peak (its own "
-        f"{fmt_bytes(WORKER_FOOTPRINT)}, and its share of the data and of the merges' "
-        f"outputs, with their temporaries), above the {check.pause:.0%} of the limit "
-        f"where it pauses; it needs at least {least}{advice}", BAD_INPUT)
+        f"{fmt_bytes(check.footprint)}, and the chunks its merges hold: their inputs "
+        f"and outputs), above the {check.pause:.0%} of the limit where it pauses; "
+        f"it needs at least {least}{advice}", BAD_INPUT)
 
 
 def _unexpected_removals(events, since):
