@@ -80,7 +80,8 @@ def test_a_read_only_spill_dir_is_refused_before_any_work(tmp_path, capsys, rng)
     with read_only_dir(tmp_path / "ro") as ro:
         for spill in (ro, ro / "sub" / "dir"):
             code, _, err, seconds = run(capsys, "sort", tmp_path / "in.npy",
-                                        tmp_path / "o.npy", "--spill-dir", spill)
+                                        tmp_path / "o.npy", "--spill-dir", spill,
+                                        "--device", "cpu")
             assert code == BAD_INPUT, err
             assert f"--spill-dir {spill}" in err and "cannot write" in err, err
             assert "scheduler" not in err
@@ -101,7 +102,7 @@ def test_a_full_spill_dir_ends_the_sort(tmp_path):
         done = subprocess.run(
             [sys.executable, "-m", "distsort.cli", "sort", str(tmp_path / "in.npy"),
              str(tmp_path / "o.npy"), "--workers", "2", "--memory-limit", "1GB",
-             "--spill-dir", str(full), "--no-progress"],
+             "--device", "cpu", "--spill-dir", str(full), "--no-progress"],
             capture_output=True, text=True, env=env, timeout=240, check=False)
         seconds = time.perf_counter() - t0
     assert done.returncode == RUNTIME_FAILURE, done.stderr[-2000:]
