@@ -17,7 +17,8 @@ if not _gpu_visible():
     collect_ignore_glob += ["distsort/backends/gpu/cupy_backend.py",
                             "distsort/backends/share/ipc_backend.py",
                             "distsort/backends/gpu/launcher.py",
-                            "distsort/backends/share/cuda_ipc.py", "distsort/kernels/*.py",
+                            "distsort/backends/share/cuda_ipc.py",
+                            "distsort/backends/gpu/kernels/*.py",
                             "distsort/backends/gpu/tuning.py",
                             "distsort/backends/outofcore/stream_gpu.py",
                             "distsort/backends/outofcore/hostbacked.py"]

@@ -111,10 +111,10 @@ def check_streaming(src, out, step=1 << 26):
     """Without the NumPy reference (inputs too large to sort in one process in time):
     ``out`` sorted (block by block, by threads, and across the cuts) and holding the
     same bit patterns as ``src`` (count and an order-independent 64-bit checksum,
-    distsort.verify's hash)."""
+    distsort.graph.verify's hash)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from distsort.verify import summarize
+    from distsort.graph.verify import summarize
     a, b = np.load(src, mmap_mode="r"), np.load(out, mmap_mode="r")
     if a.shape != b.shape:
         raise SystemExit(f"{out}: {b.shape} elements, input {a.shape}")

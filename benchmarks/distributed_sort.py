@@ -31,7 +31,7 @@ import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
 from distsort.cluster import bytes_sent_by_kind, diff_sent, ipc_read_stats
-from distsort.taskkeys import round_task_kind, task_kind, task_round
+from distsort.core.taskkeys import round_task_kind, task_kind, task_round
 from driver import cluster_options, connect, median_time, parser, print_table, save_rows
 
 
@@ -247,17 +247,17 @@ def spill_counts(client, since=None):
 
 def verification(s, x):
     """Delayed: True when ``s`` is sorted (within and across chunks) and a permutation of
-    ``x``, by distsort.verify's summaries computed where each chunk lives (64-bit
-    checksums of the keys); raises distsort.verify.VerificationError otherwise."""
+    ``x``, by distsort.graph.verify's summaries computed where each chunk lives (64-bit
+    checksums of the keys); raises distsort.graph.verify.VerificationError otherwise."""
     from dask import delayed
 
-    from distsort.verify import check, chunk_summaries
+    from distsort.graph.verify import check, chunk_summaries
     return delayed(check)(chunk_summaries(x), chunk_summaries(s, descending=False), s.chunks[0])
 
 
 def check_sorted(client, s, x):
     """Sorted, and a permutation of ``x`` (on the workers); AssertionError otherwise."""
-    from distsort.verify import VerificationError
+    from distsort.graph.verify import VerificationError
     try:
         client.compute(verification(s, x), sync=True)
     except VerificationError as e:
@@ -440,7 +440,7 @@ def largest_case(client, nbytes, dtype, chunks, cpu=False):
              for i, size in enumerate(sizes)]
     x = da.concatenate(parts)
     s = distsort.sort(x)
-    from distsort.verify import VerificationError
+    from distsort.graph.verify import VerificationError
     start = time.perf_counter()
     try:
         verified = bool(client.compute(verification(s, x), sync=True))

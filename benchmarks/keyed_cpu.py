@@ -38,7 +38,7 @@ from dask.diagnostics import Profiler
 
 import distsort
 from distsort import api
-from distsort.gather import gather
+from distsort.graph.gather import gather
 from distsort.backends.cpu import merge
 from driver import median_time, parser, print_table, save_rows, stage_seconds
 

@@ -38,8 +38,8 @@ from dask.utils import format_bytes, parse_bytes
 
 from distsort.api import planning
 
-from distributed_sort import (empty_like_chunks, make_chunk, placed_input, release,
-                              round_times, sync_workers, verification)
+from distributed_sort import (empty_like_chunks, make_chunk, placed_input, release, round_times,
+                              sync_workers, verification)
 from driver import RESULTS, median_time, parser, print_table
 
 PARTS = ("dask", "big", "shared", "array")
@@ -276,14 +276,14 @@ def lazy_input(n, chunks, dtype="float32"):
 
 
 def chunk_summaries(x):
-    from distsort.verify import chunk_summaries as summaries
+    from distsort.graph.verify import chunk_summaries as summaries
     return summaries(x)
 
 
 def checked_seconds(client, s, x):
     """Seconds to compute ``s`` with the checks (``verification``) and whether they
     passed: sorted within and across chunks, same count and checksum as ``x``."""
-    from distsort.verify import VerificationError
+    from distsort.graph.verify import VerificationError
     start = time.perf_counter()
     try:
         ok = bool(client.compute(verification(s, x), sync=True))
@@ -296,7 +296,7 @@ def checked_seconds(client, s, x):
 def one_worker(kind, device_memory_limit):
     """One worker on GPU 0: dask-cuda's, whose ``device_memory_limit`` is the device
     budget (the sort runs in memory where the data and the network's working chunks
-    fit it: ``distsort.sortplan.fits_in_place``), or a plain one with an RMM pool (no
+    fit it: ``distsort.plan.sortplan.fits_in_place``), or a plain one with an RMM pool (no
     budget)."""
     if kind == "dask-cuda":
         from distsort.cluster import local_cuda_cluster

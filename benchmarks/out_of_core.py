@@ -1,4 +1,4 @@
-"""Out-of-core sorts: arrays larger than the GPUs' device budget (``distsort.outofcore``).
+"""Out-of-core sorts: arrays larger than the GPUs' device budget (``distsort.plan.outofcore``).
 
 One dask-cuda worker per GPU with ``device_memory_limit=BUDGET``; the input is a
 persisted Dask array made on the workers (CuPy chunks, which dask-cuda spills to host
@@ -10,7 +10,7 @@ on the workers in the same run, times the bytes the chosen merge copies each way
 network between runs, plus taking CuPy input off the GPU and, after the network,
 putting the output back).  ``phases``: the worker's seconds per phase and its spills
 (``distsort.backends.outofcore.stream_gpu.phase_seconds``).  Every output is checked on the
-workers (``distsort.verify``: sorted within and across chunks, the count, and
+workers (``distsort.graph.verify``: sorted within and across chunks, the count, and
 order-free 64-bit checksums of the keys and pairs).
 
     python benchmarks/out_of_core.py --gpus 1 --size 16GiB --chunks 16 --budget 4GB
@@ -186,7 +186,7 @@ def _summarize(keys, values=None, order=None):
     with NumPy takes a minute)."""
     import cupy
 
-    from distsort import verify
+    from distsort.graph import verify
     return verify.summarize(cupy.asarray(keys), None if values is None
                             else cupy.asarray(values), order=order)
 
@@ -194,7 +194,7 @@ def _summarize(keys, values=None, order=None):
 def check(client, x, v, out, order_what):
     """Every output chunk sorted and, against the input, the same count and checksums."""
     import dask
-    from distsort import verify
+    from distsort.graph import verify
     from distsort.backends import Order
     keyed = v is not None
     order = Order(keyed=keyed)
@@ -215,8 +215,8 @@ def one_case(client, args, dtype, seed, budget, workers, first=False):
 
     import distsort
     from distsort.api import planning
-    from distsort.kway import kway_bytes_moved
-    from distsort.outofcore import bytes_moved, run_lengths
+    from distsort.plan.kway import kway_bytes_moved
+    from distsort.plan.outofcore import bytes_moved, run_lengths
     keyed = "+" in dtype
     kdt, vdt = (dtype.split("+") if keyed else (dtype, None))
     per = np.dtype(kdt).itemsize + (np.dtype(vdt).itemsize if keyed else 0)

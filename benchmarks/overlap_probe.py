@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from distsort.backends.gpu import launcher  # noqa: E402
-from distsort.kernels.loader import Module  # noqa: E402
+from distsort.backends.gpu.kernels.loader import Module  # noqa: E402
 from pass_profile import MODES, fresh, launches, timed_sort  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Static counts of the GPU kernels without a GPU: registers, spills and SASS instructions.
 
 Compiles ``bitonic_pass`` (``packed_pass`` for uint32+uint32) as the loader does
-(``distsort/kernels/loader.py``: the source of ``sort.cu``, ``-std=c++17 -I<kernels>``,
+(``distsort/backends/gpu/kernels/loader.py``: the source of ``sort.cu``, ``-std=c++17 -I<kernels>``,
 one instantiation per dtype pair under a tuning table) with
 ``nvcc -cubin -arch=sm_XX -Xptxas -v``, disassembles it with ``cuobjdump -sass``
 and prints, per kernel: registers, spill bytes, instructions in all and in the phases
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from distsort.backends.gpu import launch_plan as launch, tuning  # noqa: E402
-from distsort.kernels.loader import HERE as KERNELS, scalar_type  # noqa: E402
+from distsort.backends.gpu.kernels.loader import HERE as KERNELS, scalar_type  # noqa: E402
 
 PAIRS = [("uint32", None), ("uint32", "uint32"), ("float64", None)]
 

@@ -43,7 +43,7 @@ RESULTS = HERE / "results"
 GPU_RUNS = RESULTS / "distributed_sort_2xH200_2026-11-22.json"
 sys.path.insert(0, str(HERE.parent))
 
-from distsort.plan import plan_network  # noqa: E402
+from distsort.plan.network import plan_network  # noqa: E402
 
 #: Measured: cudaMemcpyPeer between the two H200s, one way, peer access on (docs/performance.md).
 NVLINK_GBS = 396.0
@@ -106,7 +106,7 @@ def fit_gpu(path=GPU_RUNS, bandwidth_gbs=NVLINK_GBS):
 
 
 #: Tasks per GPU and round that pass through the scheduler (the IPC exchange: a share
-#: and a merge per chunk; ``distsort.graph``).
+#: and a merge per chunk; ``distsort.graph.layers``).
 TASKS_PER_GPU_ROUND = 2
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 import distsort
 from distsort.api import _sort_1d
-from distsort.gather import gather
+from distsort.graph.gather import gather
 from distsort.backends import Order
 
 

@@ -26,7 +26,7 @@ _LAZY_SUBMODULES = ("cluster",)
 
 #: ... and classes, from their modules: ``import distsort`` imports nothing (NumPy
 #: takes a quarter of a second), so that the command handles signals at once.
-_LAZY_CLASSES = {"VerificationError": "verify"}
+_LAZY_CLASSES = {"VerificationError": "graph.verify"}
 
 
 def __getattr__(name):

@@ -18,20 +18,21 @@ try:  # NumPy >= 2
 except ImportError:  # pragma: no cover
     from numpy.core.multiarray import normalize_axis_index
 
-from . import config
-from .backends.gpu.local_sort import LOCAL_SORTS
-from .backends import Order, array_module_name, capabilities, get_backend
-from .graph import (Inline, SortGraph, chunk_output_layer, finish_layer, graph_over,
-                    group_prepare, one_chunk, plan_layers, run_output_layer, sort_chunk)
-from .eager import like_input, plain_runs_here
-from .inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
-                     numpy_keywords)
-from .order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode, time_codes,
-                    time_from_codes)
-from .clusterview import ClusterView
-from .sortplan import SortOptions, SortPlan, plan_sort
-from .taskkeys import HeldChunks
-from .xp import namespace
+from distsort.core import config
+from distsort.backends.gpu.local_sort import LOCAL_SORTS
+from distsort.backends import Order, array_module_name, capabilities, get_backend
+from distsort.graph.layers import (Inline, SortGraph, chunk_output_layer, finish_layer, graph_over,
+                                   group_prepare, one_chunk, plan_layers, run_output_layer,
+                                   sort_chunk)
+from distsort.eager import like_input, plain_runs_here
+from distsort.inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
+                             numpy_keywords)
+from distsort.core.order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode,
+                                 time_codes, time_from_codes)
+from distsort.plan.clusterview import ClusterView
+from distsort.plan.sortplan import SortOptions, SortPlan, plan_sort
+from distsort.core.taskkeys import HeldChunks
+from distsort.core.xp import namespace
 
 __all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
 
@@ -93,7 +94,7 @@ def _refuse_collection(x, what):
 
 def as_dask_array(x, what="x"):
     """``x`` as a Dask array; NumPy and CuPy arrays are wrapped as one chunk
-    (:func:`wrap_plain`), which the plan may cut (``distsort.sortplan``).
+    (:func:`wrap_plain`), which the plan may cut (``distsort.plan.sortplan``).
 
     DataFrames, Series, xarray objects and other lazy collections are refused with
     the conversion to use; lists and tuples of numbers are converted.
@@ -134,7 +135,7 @@ def wrap_plain(x):
 
 def _as_codes(x):
     """datetime64/timedelta64 ``x`` as its uint64 order codes, lazily and elementwise
-    (NaT last: ``distsort.order.time_codes``); other arrays as they are."""
+    (NaT last: ``distsort.core.order.time_codes``); other arrays as they are."""
     if x.dtype.kind not in TIME_KINDS:
         return x
     return x.map_blocks(time_codes, dtype=np.uint64, name="distsort-timecodes-" + tokenize(x),
@@ -162,7 +163,7 @@ def _module(meta):
     return namespace(meta, strict=True)
 
 
-#: The fields of :class:`~distsort.sortplan.SortOptions` that the configuration sets,
+#: The fields of :class:`~distsort.plan.sortplan.SortOptions` that the configuration sets,
 #: and a :func:`planning` block may set instead.
 PLAN_OPTIONS = ("strategy", "exchange", "placement", "group", "engine", "device_memory_limit",
                 "merge")
@@ -174,10 +175,10 @@ _PLANNING: contextvars.ContextVar = contextvars.ContextVar("distsort_planning", 
 def planning(**options: Any) -> Iterator[list[SortPlan]]:
     """Within the block, plan the 1-D sorts with ``options`` and collect their plans.
 
-    ``options`` are fields of :class:`~distsort.sortplan.SortOptions` (``strategy``,
+    ``options`` are fields of :class:`~distsort.plan.sortplan.SortOptions` (``strategy``,
     ``exchange``, ``placement``, ``group``, ``engine``, ``device_memory_limit``): they
     take the place of the Dask config values ``distsort.*`` for the sorts built in the
-    block.  The list yielded receives the :class:`~distsort.sortplan.SortPlan` of each
+    block.  The list yielded receives the :class:`~distsort.plan.sortplan.SortPlan` of each
     sort, in order, as the graph is built: what the sort will do, read from the
     plan it runs (the ``distsort`` command's summary reads it there).
 
@@ -202,11 +203,11 @@ def planning(**options: Any) -> Iterator[list[SortPlan]]:
 
 
 def _options(gpu, value_bytes, positions, local, in_place=False):
-    """The :class:`~distsort.sortplan.SortOptions` of a sort: the arguments, and the
+    """The :class:`~distsort.plan.sortplan.SortOptions` of a sort: the arguments, and the
     Dask config values ``distsort.*`` read once here (or a :func:`planning` block's)."""
     from dask.utils import parse_bytes
 
-    from .locality import EXCHANGES, PLACEMENTS
+    from distsort.cluster.locality import EXCHANGES, PLACEMENTS
     limit = config.get("device-memory-limit")
     limit = None if limit in (None, 0, "0") else (
         parse_bytes(limit) if isinstance(limit, str) else int(limit))
@@ -226,11 +227,12 @@ def _options(gpu, value_bytes, positions, local, in_place=False):
 
 
 def _plan_1d(keys, values, positions, local, value_bytes=None, descending=False):
-    """``(view, plan)`` of a 1-D sort: the cluster read once (``distsort.view``) and the
-    plan (``distsort.sortplan``); ``value_bytes`` where the values take more room than
+    """``(view, plan)`` of a 1-D sort: the cluster read once (``distsort.cluster.view``) and the
+    plan (``distsort.plan.sortplan``); ``value_bytes`` where the values take more room than
     their own (``sort_by_key(..., stable=True)``'s positions)."""
-    from .locality import keep_chunks_in_place  # imports distributed where a client is
-    from .view import read_view
+    # imports distributed where a client is
+    from distsort.cluster.locality import keep_chunks_in_place
+    from distsort.cluster.view import read_view
     gpu = array_module_name(keys._meta) == "cupy"
     placed = keep_chunks_in_place()  # on the current distributed client's scheduler, if any
     view = read_view(keys.__dask_keys__(), None if values is None else values.__dask_keys__(),
@@ -246,7 +248,7 @@ def _plan_chunks(chunks, dtype, view, gpu, value_bytes, positions, local,  # noq
     """The plan of a 1-D sort of keys of ``dtype`` in ``chunks`` on ``view`` (the other
     arguments: the fields of its options, as :func:`_plan_1d` and the sorts at once
     have them)."""
-    from .backends.gpu.local_sort import sorts_in_place
+    from distsort.backends.gpu.local_sort import sorts_in_place
     in_place = gpu and not value_bytes and sorts_in_place(dtype, descending)
     return plan_sort(chunks, dtype.itemsize, view,
                      _options(gpu, value_bytes, positions, local, in_place))
@@ -268,11 +270,11 @@ def _plain_here(*arrays):
 
 def _plan_here(chunks, dtype, gpu, value_bytes, positions, local, descending):  # noqa: PLR0913, PLR0917
     """The plan of a sort at once in this process (arguments as :func:`_plan_chunks`'s):
-    memoized by its arguments, this process's facts (``distsort.view.local_facts``) and
+    memoized by its arguments, this process's facts (``distsort.cluster.view.local_facts``) and
     the ``distsort.*`` config, since a plan is arithmetic on them alone and a call at
     once must cost little more than ``cupy.sort`` of 2^24 elements (0.56 ms on an H200).
     A :func:`planning` block's plans are made afresh, and recorded."""
-    from .view import local_facts
+    from distsort.cluster.view import local_facts
     args = (chunks, dtype, gpu, value_bytes, positions, local, descending, local_facts(gpu))
     planning = _PLANNING.get()
     settings = config.settings() if planning is None else None
@@ -296,7 +298,7 @@ def _sorted_at_once(x, axis, order, local):
     """What :func:`sort` (``order.keyed`` False: the keys) or :func:`argsort` (True: the
     positions) of ``x`` gives, where ``x`` is a plain 1-D NumPy or CuPy array whose plan
     sorts it as one chunk in this process (``distsort.eager.plain_runs_here``):
-    the one-chunk task's function (``distsort.graph.sort_chunk``) called here, with no
+    the one-chunk task's function (``distsort.graph.layers.sort_chunk``) called here, with no
     graph built.  None elsewhere: the graph runs the sort (``distsort.eager``).
 
     The graph, its names and Dask arrays cost about 0.4 ms a call on an H200's host,
@@ -326,8 +328,8 @@ def _sort_1d(keys, values, order, positions, verify=False, what="sort", local="a
 def _inputs_read(keys, values, plan, view):
     """``(reads, carried)``: what the sort's tasks take for each input array (by name):
     its name, or, where the plan reads the chunks as they are (``pieces``), the chunks
-    themselves (``distsort.graph.Inline``: on Dask's local schedulers, chunks in memory)
-    or their keys (``distsort.taskkeys.HeldChunks``: on a ``distributed`` cluster whose
+    themselves (``distsort.graph.layers.Inline``: on Dask's local schedulers, chunks in memory)
+    or their keys (``distsort.core.taskkeys.HeldChunks``: on a ``distributed`` cluster whose
     scheduler plugin holds them, every chunk a future in the array's own graph, where
     ``view`` located it); and the inputs whose graphs the outputs carry."""
     sources = [keys] + ([values] if values is not None else [])
@@ -339,7 +341,7 @@ def _inputs_read(keys, values, plan, view):
         if not (view.placed and None not in owners and keys.numblocks[0] > 1
                 and all(map(chunks_persisted, sources))):
             return {a.name: a.name for a in sources}, sources
-        from .held import read_held_chunks
+        from distsort.cluster.held import read_held_chunks
         return {a.name: HeldChunks(a.__dask_keys__(), read_held_chunks, keep=a)
                 for a in sources}, []
     held = {a.name: chunks_in_memory(a) for a in sources}
@@ -353,14 +355,14 @@ def _backend_of(plan, meta):
     ooc = plan.out_of_core
     if ooc is None:
         return get_backend(meta, plan.share)
-    from .backends.outofcore.hostruns import HostRuns
-    from .held import read_held
+    from distsort.backends.outofcore.hostruns import HostRuns
+    from distsort.cluster.held import read_held
     return HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
 
 
 def _sort_planned(keys, values, order, positions, planned, verify=False, what="sort"):
     """The output (keys, values) Dask arrays of a 1-D sort planned as ``planned`` (the
-    ``(view, plan)`` of :func:`_plan_1d`): the graph (``distsort.graph``).
+    ``(view, plan)`` of :func:`_plan_1d`): the graph (``distsort.graph.layers``).
     ``positions`` with ``values``: equal keys keep their input order (a "one-device"
     plan only, ``sort_by_key(..., stable=True)``)."""
     gpu = array_module_name(keys._meta) == "cupy"
@@ -385,7 +387,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
     single = values is None and one_chunk(plan, keys.chunks[0], plan.local)
     kway = ooc is not None and ooc.one_pass
     if kway:  # keys alone: the merged chunks are the output's
-        from .outofcore_graph import kway_sort_layers
+        from distsort.graph.outofcore import kway_sort_layers
         sorted_keys = kway_sort_layers(
             graph, keys.name, vname, plan.chunks, backend, order, positions,
             ooc.plan.run_chunks, ooc.stage, ooc.held, like_gpu=gpu,
@@ -409,8 +411,8 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
             finish_layer(out, name, sorted_keys, func, *args)
         elif kway:
             if name not in out.layers:  # keys alone: the merge's own layer
-                from .backends.outofcore.hostruns import pick
-                from .outofcore_graph import pick_layer
+                from distsort.backends.outofcore.hostruns import pick
+                from distsort.graph.outofcore import pick_layer
                 pick_layer(out, name, sorted_keys, pick, part)
         else:
             run_output_layer(out, name, sorted_keys, chunks, ooc.plan.run_chunks,
@@ -431,7 +433,7 @@ def _sort_planned(keys, values, order, positions, planned, verify=False, what="s
                             None if ooc else backend.finish_values,
                             (order, keys.dtype, value_dtype), value_meta)
     if verify:  # the outputs can only be read once a check of them against the input passed
-        from .verify import verified
+        from distsort.graph.verify import verified
         return verified(keys, values, out_keys, out_values, order, positions and not stable,
                         what)
     return out_keys, out_values
@@ -443,7 +445,7 @@ def _sorted_as_one(plan):
     network of one worker).  A stable sort there needs no position beside the keys
     (``sort_by_key(..., stable=True)``: the backend's ``stable_sort`` in that task).
 
-    >>> from distsort.sortplan import SortPlan
+    >>> from distsort.plan.sortplan import SortPlan
     >>> _sorted_as_one(SortPlan("network", (4, 4), None, (0, 1), 2, 2, False, "auto"))
     True
     >>> _sorted_as_one(SortPlan("network", (4, 4), None, (1, 0), 2, 2, False, "auto"))
@@ -488,7 +490,7 @@ def _sort_along(x, axis, order, want, verify=False):
     def block(b):
         out = backend.sort_blocks(b, None, axis, order, positions=(want == "values"))
         if verify:  # in the same task: the block is only returned once checked
-            from .verify import check_lanes
+            from distsort.graph.verify import check_lanes
             check_lanes(b, out[0], out[1], axis, order, "argsort" if index else "sort")
         return out[index]
 
@@ -564,7 +566,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 
     Notes
     -----
-    How a 1-D sort runs is planned once (``distsort.sortplan``, ``docs/plan.md``).
+    How a 1-D sort runs is planned once (``distsort.plan.sortplan``, ``docs/plan.md``).
     Where all the chunks, a sorted copy and the radix sort's buffers fit the one
     device that sorts them (this process on Dask's local schedulers, or a
     cluster's only worker), they are sorted as one in one task, with no network.
@@ -726,7 +728,7 @@ def _pack_stable(keys, values, descending, block_info=None):
     >>> [_unpack_stable(p, part, k.dtype, v.dtype, False).tolist() for part in (0, 1)]
     [[-1, 2, 2], [8, 7, 9]]
     """
-    from .backends.cpu.numpy_backend import sort_high
+    from distsort.backends.cpu.numpy_backend import sort_high
     start = block_info[0]["array-location"][0][0]
     value_bits = 8 * values.dtype.itemsize
     codes = encode(keys, descending=descending).astype(np.uint64)
@@ -769,7 +771,7 @@ def _unpack(packed, dtype):
 def _stable_at_once(keys, values, order, local):
     """``sort_by_key(keys, values, stable=True)`` of plain 1-D arrays of one length, where
     their plan sorts them as one chunk in this process: the one-device tasks' functions
-    (``distsort.graph.group_prepare`` of the one chunk, then the outputs' finish)
+    (``distsort.graph.layers.group_prepare`` of the one chunk, then the outputs' finish)
     called here, with no graph built.  None elsewhere (:func:`_stable_by_key`)."""
     if (local == "bitonic" or not _plain_here(keys, values)
             or keys.shape != values.shape):
@@ -807,7 +809,7 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
     bits (:func:`_stable_packed`), nothing to gather.  Other NumPy chunks: the keys are
     sorted with their positions
     (:func:`argsort_by_positions`: uint32 positions packed with keys of up to 4 bytes)
-    and the values gathered by them (:func:`distsort.gather.gather`); with
+    and the values gathered by them (:func:`distsort.graph.gather.gather`); with
     ``verify`` the argsort is checked (the summaries of a keyed output check equal
     keys ordered by value).  CuPy chunks with values of at most 4 bytes
     (and fewer than 2**32 elements): the values travel through the network packed
@@ -844,8 +846,8 @@ def _stable_by_key(keys, values, order, verify, local="auto"):
             and keys.dtype.itemsize + values.dtype.itemsize <= _PACKED_PAIR_BYTES):
         return _stable_packed(keys, values, order.descending, verify, local)
     out_keys, perm = argsort_by_positions(keys, order.descending, verify, local, "sort_by_key")
-    from .eager import one_place
-    from .gather import gather
+    from distsort.eager import one_place
+    from distsort.graph.gather import gather
     return out_keys, gather((values,), perm, together=one_place([values, perm]))[0]
 
 

@@ -7,7 +7,7 @@ a ``numpy.memmap``, which is read in chunks as a file is): they compute the sort
 once and return arrays of the input's kind.  With any Dask array among the inputs
 they return lazy Dask arrays, as Dask's own functions do.
 
-The sort is planned the same way either way (``distsort.sortplan``).  Where no
+The sort is planned the same way either way (``distsort.plan.sortplan``).  Where no
 ``distributed`` client is the scheduler, or inside a worker's task (whose arrays are
 here: its client would send them to the scheduler in the graph): a plain 1-D array
 that the plan sorts as one chunk is sorted by the function of that one task, called at
@@ -171,6 +171,6 @@ def one_place(arrays):
     """
     if runs_here(arrays):
         return True
-    from .locality import worker_hosts
+    from distsort.cluster.locality import worker_hosts
     hosts = worker_hosts()
     return hosts is not None and len(hosts) == 1 and hosts[0] is not None

@@ -81,7 +81,7 @@ def shared_gpu_cluster(n_workers=2, pool_fraction=None, device=0, **kw):
     ...     x = da.random.default_rng(0).random(2**24, chunks=2**21)
     ...     s = distsort.sort(x.map_blocks(cupy.asarray)).compute()
     """
-    from .cluster import RMM_POOL_FRACTION, _dashboard_address
+    from distsort.cluster import RMM_POOL_FRACTION, _dashboard_address
 
     if pool_fraction is None:
         pool_fraction = RMM_POOL_FRACTION / n_workers

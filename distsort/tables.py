@@ -22,13 +22,13 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from . import api
-from .backends import Order, array_module_name
-from .gather import gather
-from .eager import like_input, one_place
-from .inputs import numpy_keywords
-from .order import TIME_KINDS, encode, time_codes
-from .xp import namespace as _namespace
+from distsort import api
+from distsort.backends import Order, array_module_name
+from distsort.graph.gather import gather
+from distsort.eager import like_input, one_place
+from distsort.inputs import numpy_keywords
+from distsort.core.order import TIME_KINDS, encode, time_codes
+from distsort.core.xp import namespace as _namespace
 
 __all__ = ["sort_by_key", "lexsort", "sort_table", "composite_codes", "code_groups"]
 
@@ -215,7 +215,7 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
 
     Equal keys keep their input order.  One key: it is sorted with its positions
     (``distsort.api.argsort_by_positions``) and the value arrays are gathered together
-    (:func:`distsort.gather.gather`).
+    (:func:`distsort.graph.gather.gather`).
     Several keys (the last primary, as ``numpy.lexsort``): their permutation
     (:func:`_lexsort_perm`) gathers the keys and the values together.
 

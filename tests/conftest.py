@@ -20,12 +20,12 @@ def report_counts(request):
 def network_strategy(request):
     """Most tests check the network of compare-splits on Dask's local schedulers, where
     a sort that fits this process would otherwise run as one task (the "one-device"
-    strategy, ``distsort.sortplan``): they run with ``distsort.strategy="network"``.
+    strategy, ``distsort.plan.sortplan``): they run with ``distsort.strategy="network"``.
     A test module with ``STRATEGY = "auto"`` (``test_one_device.py``,
     ``test_config.py``) runs the default plan."""
     import dask
 
-    import distsort.config  # noqa: F401  (its defaults first: leaving the set below
+    import distsort.core.config  # noqa: F401  (its defaults first: leaving the set below
     # would otherwise drop every "distsort" key the import loaded meanwhile)
     if getattr(request.module, "STRATEGY", "network") == "auto":
         yield

@@ -1,4 +1,4 @@
-"""Run the CUDA kernels of ``distsort/kernels`` on the CPU (tests without a GPU).
+"""Run the CUDA kernels of ``distsort/backends/gpu/kernels`` on the CPU (tests without a GPU).
 
 ``sort_inplace`` and ``merge_runs`` walk the launches that the GPU launcher walks
 (``distsort.backends.gpu.launch_plan``) on NumPy arrays, through ``emulator/emu.cpp``: the
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from distsort.backends.gpu import launch_plan as launch, passes
-from distsort.kernels.loader import HERE as KERNELS, scalar_type
+from distsort.backends.gpu.kernels.loader import HERE as KERNELS, scalar_type
 
 EMU = Path(__file__).resolve().parent / "emulator" / "emu.cpp"
 CXX = os.environ.get("CXX", "g++")

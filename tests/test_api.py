@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import distsort
-from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits,
-                    random_chunks, random_keys, stable_argsort)
+from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_chunks,
+                    random_keys, stable_argsort)
 
 SIZES = [0, 1, 2, 3, 5, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 251, 257,
          509, 1021, 1024, 1025]

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import distsort
-from distsort import verify as dv
+from distsort.graph import verify as dv
 from distsort.backends import Order
 from distsort.inputs import to_native
 from arrays import DTYPES, assert_same_multiset, bits, random_chunks, random_keys, stable_argsort
@@ -122,7 +122,7 @@ def test_nd_axis_sorts_of_the_other_byte_order(dtype):
 def wrong_order_of_swapped_bytes(x):
     """What a sort that compares the bytes of ``x`` as if native produces: every key
     kept, in the order of the swapped bit patterns (the defect of issue 39)."""
-    from distsort.order import encode
+    from distsort.core.order import encode
     return x[np.argsort(encode(x.view(x.dtype.newbyteorder("="))), kind="stable")]
 
 

@@ -245,7 +245,7 @@ def test_a_summary_kept_on_a_worker_that_leaves_runs_elsewhere():
     """A verify summary restricted strictly to its chunk's worker must not wait forever
     for that worker once it has left while the chunk is still held elsewhere."""
     distributed = pytest.importorskip("distributed")
-    from distsort.locality import keep_chunks_in_place
+    from distsort.cluster.locality import keep_chunks_in_place
 
     with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                    dashboard_address=None) as cluster,
@@ -615,7 +615,7 @@ def test_in_process_sort_imports_no_cluster_library(tmp_path, rng):
         "'cpu', '--no-progress']) == 0\n"
         "print('light', light, 'distributed', 'distributed' in sys.modules)\n"
         "from distsort import sort, argsort, sort_by_key\n"
-        "from distsort.scheduler_plugin import KeepChunksInPlace\n"
+        "from distsort.cluster.plugin import KeepChunksInPlace\n"
         "from distributed.diagnostics.plugin import SchedulerPlugin\n"
         "assert issubclass(KeepChunksInPlace, SchedulerPlugin)\n"
         "assert callable(distsort.cluster.connect) and 'sort' in dir(distsort)\n")

@@ -271,7 +271,7 @@ def test_a_corrupt_zarr_chunk_is_named(tmp_path, capsys, monkeypatch):
 def command(*argv, **kw):
     """The ``distsort`` executable (its entry point) in a new process."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
+    return subprocess.Popen([sys.executable, "-c", "from distsort.cli.launch import run; run()",
                              *argv], env=env, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -317,7 +317,7 @@ def slow(*args, **kwargs):
     time.sleep(60)
     return real(*args, **kwargs)
 npb.prepare = slow
-from distsort.launch import run
+from distsort.cli.launch import run
 run()
 """
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -14,9 +14,10 @@ distributed = pytest.importorskip("distributed")
 
 import distsort  # noqa: E402
 from distsort import cluster as cl  # noqa: E402
-from distsort import locality, taskkeys  # noqa: E402
-from distsort.taskkeys import round_task_kind, task_round  # noqa: E402
-from distsort.plan import plan_network  # noqa: E402
+from distsort.cluster import locality  # noqa: E402
+from distsort.core import taskkeys  # noqa: E402
+from distsort.core.taskkeys import round_task_kind, task_round  # noqa: E402
+from distsort.plan.network import plan_network  # noqa: E402
 from arrays import assert_only_crossing_parts_travel  # noqa: E402
 
 
@@ -67,7 +68,7 @@ def test_connect_to_address_and_scheduler_file(tmp_path, cluster_client):
 def test_chunks_stay_on_their_workers(cluster_client):
     """Each compare-split runs where the chunk it keeps lives: only heads and tails
     (and probes) travel between the two workers, read from their transfer logs.
-    Without the scheduler plugin of ``distsort.locality`` every one of 12 such sorts
+    Without the scheduler plugin of ``distsort.cluster.locality`` every one of 12 such sorts
     moved whole chunks here; several sorts, so that a lucky placement cannot pass."""
     rng = np.random.default_rng()
     with cluster_client.as_current():

@@ -7,7 +7,7 @@ import pytest
 from distsort.backends import Order
 from distsort.backends.cpu import codes, merge
 from distsort.backends.cpu import numpy_backend as npb
-from distsort.order import decode, encode
+from distsort.core.order import decode, encode
 
 from arrays import DTYPES, bits, random_keys
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import dask
 import pytest
 
-from distsort import config
+from distsort.core import config
 
 #: The configuration as shipped (``tests/conftest.py`` sets ``distsort.strategy`` elsewhere).
 STRATEGY = "auto"
@@ -20,7 +20,7 @@ def keys_in_package():
     for path in (ROOT / "distsort").rglob("*.py"):
         for dotted, plain in READ.findall(path.read_text()):
             found.add(dotted or plain)
-    return found - {"config", "yaml"}  # the module distsort.config, the file distsort.yaml
+    return found - {"config", "yaml"}  # the module distsort.core.config, the file distsort.yaml
 
 
 def test_defaults_are_loaded_into_dask():
@@ -54,14 +54,15 @@ def test_the_page_lists_every_key_and_variable():
 
 
 def test_defaults_survive_a_set_entered_before_the_import():
-    """``dask.config.set`` of a distsort key entered before ``distsort.config`` loads its
+    """``dask.config.set`` of a distsort key entered before ``distsort.core.config`` loads its
     defaults removes the whole ``distsort`` section on exit: the defaults still hold."""
     import subprocess
     import sys
     code = ("import dask\n"
             "with dask.config.set({'distsort.group': 1}):\n"
-            "    import distsort.config\n"
-            "print(distsort.config.get('device-memory-limit'), distsort.config.get('exchange'))")
+            "    import distsort.core.config\n"
+            "c = distsort.core.config\n"
+            "print(c.get('device-memory-limit'), c.get('exchange'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.split()[1] == "auto", out

@@ -8,7 +8,7 @@ from arrays import random_keys, special_values
 from backends import GPU, cupy
 
 from distsort.backends.gpu.local_sort import cub_float_order, fix_float_order, float_bounds
-from distsort.order import encode
+from distsort.core.order import encode
 
 
 def cub_sorted(keys):

@@ -98,7 +98,7 @@ def test_plain_cupy_arrays_sorted_by_one_task(dtype):
 def _plain_arrays_one_task(rng, dtype):
     from arrays import assert_sorted_like_numpy, stable_argsort
 
-    from distsort.order import encode
+    from distsort.core.order import encode
     for n in (0, 1, 2, 1000, 65521):
         for fraction in (0.1, 0.9):
             keys = random_keys(rng, n, dtype, special_fraction=fraction, duplicates=True)

@@ -11,8 +11,8 @@ import pytest
 
 import distsort
 from distsort import api
-from distsort.taskkeys import TASK_KINDS, round_task_kind, task_name, task_round
-from distsort.plan import plan_network
+from distsort.core.taskkeys import TASK_KINDS, round_task_kind, task_name, task_round
+from distsort.plan.network import plan_network
 from test_graph_shared import _shared_numpy
 
 distributed = pytest.importorskip("distributed")

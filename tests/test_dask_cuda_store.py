@@ -1,9 +1,9 @@
-"""dask-cuda's worker store read through ``distsort.dask_cuda_store``, on stores laid out
+"""dask-cuda's worker store read through ``distsort.core.dask_cuda_store``, on stores laid out
 as dask-cuda lays them out (``DeviceHostFile``, JIT-unspilling's ``ProxifyHostFile``)
 and on plain ones."""
 from types import SimpleNamespace
 
-from distsort import dask_cuda_store as store
+from distsort.core import dask_cuda_store as store
 
 
 class LRU(dict):

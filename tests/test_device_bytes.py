@@ -1,7 +1,7 @@
 """The device memory of a GPU sort on one worker, counted buffer by buffer.
 
-``peak`` replays a :class:`~distsort.sortplan.SortPlan` step by step as the CuPy
-backend runs it on one worker (``distsort.graph``: group sorts, prepares, the
+``peak`` replays a :class:`~distsort.plan.sortplan.SortPlan` step by step as the CuPy
+backend runs it on one worker (``distsort.graph.layers``: group sorts, prepares, the
 network's rounds and regroups) and counts every buffer each step allocates and frees:
 the input's chunks (kept by the caller, or made for the sort and freed once read),
 a group's gathered copy, the radix sort's buffers (taken only where the worker's
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from distsort.backends.gpu.local_sort import radix_extra_bytes
-from distsort.placement import group_bounds
-from distsort.plan import group_steps, plan_network, regular_chunks, spread_order
-from distsort.sortplan import (SortOptions, one_device_bytes, plan_sort, resident_bytes,
-                               usable_bytes)
-from distsort.view import ClusterView
+from distsort.plan.placement import group_bounds
+from distsort.plan.network import group_steps, plan_network, regular_chunks, spread_order
+from distsort.plan.sortplan import (SortOptions, one_device_bytes, plan_sort, resident_bytes,
+                                    usable_bytes)
+from distsort.cluster.view import ClusterView
 
 GiB = 2**30
 #: One H200 as the benchmark sees it (``nvidia-smi``: 143771 MiB).

@@ -1,4 +1,4 @@
-"""The command's path for inputs larger than host memory (``distsort.disksort``,
+"""The command's path for inputs larger than host memory (``distsort.io.disksort``,
 ``distsort.cli.ondisk``): the plan and the co-ranks on integers against brute force,
 then whole sorts under a tiny forced memory budget, bit for bit against NumPy."""
 import bisect
@@ -12,9 +12,9 @@ import pytest
 
 from arrays import DTYPES, bits, brute_co_ranks, kernel_order, random_keys, stable_argsort
 from distsort import cli
-from distsort import disksort
+from distsort.io import disksort
 from distsort.cli import ondisk
-from distsort.kway import segment_bounds
+from distsort.plan.kway import segment_bounds
 
 # -------------------------------------------------------------- plans, on integers
 
@@ -275,7 +275,7 @@ def _sorted_like_numpy(x, descending):
     if x.dtype.kind in "mM":  # NaT last; descending: the reverse of the ascending sort
         ref = np.sort(x)
         return ref[::-1] if descending else ref
-    from distsort.order import decode, encode
+    from distsort.core.order import decode, encode
     c = np.sort(encode(x, descending=descending))
     return decode(c, x.dtype, descending=descending)
 

@@ -25,8 +25,8 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort.cluster import (bytes_sent_by_kind, diff_sent, local_cuda_cluster,  # noqa: E402
                               ucx_available)
-from distsort.taskkeys import round_task_kind, task_round  # noqa: E402
-from distsort.plan import plan_network  # noqa: E402
+from distsort.core.taskkeys import round_task_kind, task_round  # noqa: E402
+from distsort.plan.network import plan_network  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -122,7 +122,7 @@ def test_chunk_counts_and_ragged_chunks(client, count):
 
 def test_chunks_stay_on_their_workers(client):
     """Each merge runs where the chunk it keeps lives: a worker only receives heads/tails
-    (before the scheduler plugin of ``distsort.locality``, 2 H200s over UCX sometimes ran
+    (before the scheduler plugin of ``distsort.cluster.locality``, 2 H200s over UCX sometimes ran
     a merge on the other worker and moved the whole chunk)."""
     rng = np.random.default_rng()
     n, count = 1 << 22, 4
@@ -201,7 +201,7 @@ class RoundLog(distributed.SchedulerPlugin):
 @pytest.mark.skipif(not os.environ.get("DISTSORT_BIG"), reason="set DISTSORT_BIG=1 (32 GB)")
 def test_out_of_core_one_gpu_spills():
     """32 GiB of float32 on one GPU worker with an 8 GB budget: the out-of-core plan
-    (``distsort.outofcore``), and dask-cuda spills the CuPy input and output.
+    (``distsort.plan.outofcore``), and dask-cuda spills the CuPy input and output.
 
     ``verify=True`` checks on the worker that the result is sorted and a permutation
     of the input before any chunk of it can be read.

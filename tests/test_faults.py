@@ -17,7 +17,7 @@ import pytest
 
 import distsort
 from distsort.backends.cpu import numpy_backend as npb
-from distsort.order import encode
+from distsort.core.order import encode
 from backends import BACKENDS
 from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_keys,
                     stable_argsort)

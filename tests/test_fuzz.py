@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import distsort
 from distsort.backends import Order
-from distsort.graph import probe_stride
-from distsort.order import decode, encode
+from distsort.graph.layers import probe_stride
+from distsort.core.order import decode, encode
 from arrays import DTYPES, assert_same_multiset, bits, random_chunks, random_keys
 
 from backends import BACKENDS, cupy

@@ -12,7 +12,7 @@ import distsort
 from arrays import assert_sorted_like_numpy, random_keys, stable_argsort
 from distsort import api
 from distsort.backends.cpu import numpy_backend as npb
-from distsort.taskkeys import round_task_kind
+from distsort.core.taskkeys import round_task_kind
 from test_api import sort_by_key_reference
 
 
@@ -59,7 +59,7 @@ def test_shared_graph_sorts(shared_backend, count):
 def test_shared_graph_gates_pairs_on_small_keys(shared_backend):
     """With a window of 2 pairs, a later pair's shares wait for ``done`` keys (None, on
     each chunk's worker), never for the chunks themselves (a gate fetches its keys)."""
-    from distsort.graph import SortGraph, sort_layers
+    from distsort.graph.layers import SortGraph, sort_layers
     g = SortGraph("t")
     sort_layers(g, "x", None, (10,) * 8, shared_backend, api.Order(), False, window=2)
     tasks = {k: t for layer in g.layers.values() for k, t in layer.items()}
@@ -79,7 +79,7 @@ def test_shared_graph_gates_pairs_on_small_keys(shared_backend):
     ("ipc", ["10.0.0.1", "10.0.0.2"], True),
 ])
 def test_exchange_setting(mode, hosts, expected):
-    from distsort.locality import share_crossing_parts
+    from distsort.cluster.locality import share_crossing_parts
     with dask.config.set({"distsort.exchange": mode}):
         assert share_crossing_parts(hosts=hosts) is expected
 

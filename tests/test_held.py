@@ -1,4 +1,4 @@
-"""Persisted chunks read where a worker holds them (``distsort.held``): reading a
+"""Persisted chunks read where a worker holds them (``distsort.cluster.held``): reading a
 store without moving anything, and whole out-of-core sorts whose stage tasks take no
 dependency on the input, on a two-worker cluster."""
 from types import SimpleNamespace
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort.held import host_view, peek
-from distsort.taskkeys import HOLDER, Held, held_keys
+from distsort.cluster.held import host_view, peek
+from distsort.core.taskkeys import HOLDER, Held, held_keys
 
 from arrays import persisted_on_two_workers
 
@@ -89,7 +89,7 @@ def test_held_keys_and_held_arguments_are_no_dependencies():
 def held_path(monkeypatch):
     """Out-of-core sorts of NumPy chunks staged and read as held chunks, as CuPy ones
     are on GPU workers (so that the graph and the scheduler's part run on the CPU)."""
-    from distsort import sortplan
+    from distsort.plan import sortplan
     real = sortplan._plan_out_of_core
 
     def staged(*args, **kwargs):
@@ -147,7 +147,7 @@ def test_a_persisted_input_dropped_at_once_is_still_read(cluster_client, held_pa
 def test_a_chunk_read_away_from_its_holder_is_fetched_and_a_lost_one_named(cluster_client):
     from distributed import wait
 
-    from distsort.held import read_held
+    from distsort.cluster.held import read_held
     a = np.arange(100)
     workers = sorted(cluster_client.scheduler_info(n_workers=-1)["workers"])
     x = cluster_client.persist(da.from_array(a, chunks=50), workers=[workers[0]])

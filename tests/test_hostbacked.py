@@ -32,7 +32,7 @@ def test_spilled_as_its_host_copy_and_back_as_a_plain_cupy_array():
 def test_a_chunk_backed_by_pieces_spills_one_frame_each_and_reads_back_joined():
     """A k-way merge's chunk: its host copy is the run ranges it consumed."""
     from distsort.backends.outofcore.hostbacked import host_backed
-    from distsort.held import host_view
+    from distsort.cluster.held import host_view
     host = np.random.default_rng(3).standard_normal(10_007).astype(np.float32)
     runs = [np.zeros(6000, np.float32), np.zeros(9000, np.float32)]
     pieces = [runs[0][100:3100], runs[1][0:0], runs[1][5:7012]]  # an empty one too
@@ -79,7 +79,7 @@ def test_dask_cuda_spills_and_reads_it_like_any_cupy_array():
     dask_cuda = pytest.importorskip("dask_cuda")
     from dask_cuda.device_host_file import device_to_host, host_to_device
 
-    from distsort.held import host_view
+    from distsort.cluster.held import host_view
     assert dask_cuda
     host, x = _made(np.uint16)
     spilled = device_to_host(x)
@@ -93,7 +93,7 @@ def test_a_plain_contiguous_array_spills_through_the_staging_ring(monkeypatch):
     """Plain CuPy arrays of some size (input chunks spilled to make room) are copied
     through the ring: the same bytes, the same header, read back as any spilled array."""
     from distsort.backends.outofcore import hostbacked
-    from distsort.held import host_view
+    from distsort.cluster.held import host_view
     monkeypatch.setattr(hostbacked, "STAGED_BYTES", 1 << 10)
     host = np.random.default_rng(5).standard_normal(3 * (1 << 20) + 7)  # odd pieces
     x = cupy.asarray(host)

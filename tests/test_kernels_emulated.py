@@ -1,7 +1,8 @@
 """The CUDA kernels, run on the CPU by ``kernel_emulator``, against the NumPy backend.
 
 What the GPU tests check on the device, checked here on every commit: the kernel
-source itself (``distsort/kernels``) and the launches (``backends/gpu/launch_plan.py``),
+source itself (``distsort/backends/gpu/kernels``) and the launches
+(``backends/gpu/launch_plan.py``),
 under small block shapes that reach every path -- the SORT pass, GROUP passes with
 and without the mirror, MERGE passes, both ways of addressing shared memory,
 virtual padding, lanes, bitonic merges and the crossing count.  Skipped where no C++

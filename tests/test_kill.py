@@ -31,7 +31,7 @@ STARTUP = "Fatal Python error: init_import_site"
 
 
 def starting(err):
-    """A SIGINT that came before distsort's first line (``distsort.launch.run``): while
+    """A SIGINT that came before distsort's first line (``distsort.cli.launch.run``): while
     Python started, or imported the module that holds that line; Python's traceback."""
     return STARTUP in err or (err.rstrip().endswith("KeyboardInterrupt")
                               and "in run\n" not in err)
@@ -117,7 +117,7 @@ def trial(tmp_path, rng, duration):
     delay = float(rng.uniform(0, duration) if rng.integers(3) == 0 else
                   rng.uniform(0.8 * duration, 1.05 * duration))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-c", "from distsort.launch import run; run()",
+    proc = subprocess.Popen([sys.executable, "-c", "from distsort.cli.launch import run; run()",
                              *argv], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     t0 = time.perf_counter()
@@ -146,7 +146,7 @@ def test_interrupts_at_random_points(tmp_path, monkeypatch, capsys):
     for name in ("in.npy", "v.npy"):
         np.save(tmp_path / name, rng.integers(0, 50, 60_000))
     t0 = time.perf_counter()  # an uninterrupted run's length: the interrupts fall within it
-    subprocess.run([sys.executable, "-c", "from distsort.launch import run; run()", "sort",
+    subprocess.run([sys.executable, "-c", "from distsort.cli.launch import run; run()", "sort",
                     "in.npy", "o.npy", "--no-progress", "--overwrite", "--verify",
                     "--values", "v.npy", "--values-output", "ov.npy"], cwd=tmp_path,
                    env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,

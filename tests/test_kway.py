@@ -12,15 +12,15 @@ from hypothesis import given, settings, strategies as st
 
 import distsort
 import distsort.api
-from distsort import sortplan
+from distsort.plan import sortplan
 from distsort.backends import Order
 from distsort.backends.outofcore import hostruns, runs
-from distsort import kway, outofcore_graph
-from distsort.kway import brackets, choose_merge, co_ranks, searcher, segment_bounds
+from distsort.plan import kway
+from distsort.graph import outofcore as outofcore_graph
+from distsort.plan.kway import brackets, choose_merge, co_ranks, searcher, segment_bounds
 
 from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, forget_transfers,
-                    persisted_on_two_workers, random_keys, received_keys,
-                    stable_argsort)
+                    persisted_on_two_workers, random_keys, received_keys, stable_argsort)
 
 ORDERS = [Order(), Order(descending=True), Order(keyed=True),
           Order(descending=True, keyed=True)]
@@ -163,7 +163,7 @@ def test_host_run_searcher_equals_the_reference_on_codes(sizes, order, dtype, se
 def test_cost_model_prefers_one_pass_and_keeps_the_network_for_tiny_budgets():
     """One k-way pass (an exchange of slices where the runs are on several workers)
     unless the budget is so small that its slices are a few elements."""
-    from distsort.outofcore import bytes_moved, plan_out_of_core, run_lengths
+    from distsort.plan.outofcore import bytes_moved, plan_out_of_core, run_lengths
 
     def choice(chunks, itemsize, budget, workers=1):
         p = plan_out_of_core(chunks, itemsize, budget)
@@ -358,7 +358,7 @@ def test_runs_on_two_workers_exchange_slices_once_and_equal_numpy(cluster_client
     keyed sorts equal NumPy's bit for bit."""
     from distributed import wait
 
-    from distsort.locality import chunk_owners
+    from distsort.cluster.locality import chunk_owners
     rng = np.random.default_rng(len(dtype))
     n, chunk = 3001, 200
     x = random_keys(rng, n, dtype, duplicates=True)

@@ -123,8 +123,8 @@ def test_the_walk_sees_function_local_and_relative_imports():
     # from . import merge
     assert "distsort.backends.cpu.merge" in graph["distsort.backends.cpu.codes"]
     assert "distsort.api" in graph["distsort.cli.sort"] or "distsort" in graph["distsort.cli.sort"]
-    # distsort.api imports distsort.locality inside _sort_1d only
-    assert "distsort.locality" in graph["distsort.api"]
+    # distsort.api imports distsort.cluster.locality inside _sort_1d only
+    assert "distsort.cluster.locality" in graph["distsort.api"]
 
 
 def test_cycles_are_found():
@@ -163,10 +163,10 @@ def test_no_upward_import_at_all():
 #: file modules (``inputs``: arrays read from files; ``disksort``: files larger than
 #: memory sorted through the disk; ``libc``: the system calls of file writes) and the
 #: names of the tasks it times (``taskkeys``).
-CLI_MAY_IMPORT = {"distsort", "distsort.api", "distsort.cluster", "distsort.config",
-                  "distsort.verify", "distsort.xp", "distsort.plan", "distsort.sortplan",
-                  "distsort.view", "distsort.inputs", "distsort.disksort", "distsort.libc",
-                  "distsort.taskkeys"}
+CLI_MAY_IMPORT = {"distsort", "distsort.api", "distsort.cluster", "distsort.core.config",
+                  "distsort.graph.verify", "distsort.core.xp", "distsort.plan.network",
+                  "distsort.plan.sortplan", "distsort.cluster.view", "distsort.inputs",
+                  "distsort.io.disksort", "distsort.core.libc", "distsort.core.taskkeys"}
 
 
 def cli_reaches_past_the_api(graph):
@@ -179,6 +179,6 @@ def test_cli_imports_only_the_public_api_and_the_plan():
 
 
 def test_a_cli_import_past_the_api_is_found():
-    graph = {"distsort.cli.sort": {"distsort.cli.files", "distsort.api", "distsort.memory"},
-             "distsort.api": {"distsort.memory"}}
-    assert cli_reaches_past_the_api(graph) == [("distsort.cli.sort", "distsort.memory")]
+    graph = {"distsort.cli.sort": {"distsort.cli.files", "distsort.api", "distsort.core.memory"},
+             "distsort.api": {"distsort.core.memory"}}
+    assert cli_reaches_past_the_api(graph) == [("distsort.cli.sort", "distsort.core.memory")]

@@ -1,5 +1,5 @@
 """Many small chunks on a two-process cluster: the group sorts of a persisted input read
-its chunks where the workers hold them (``distsort.taskkeys.HeldChunks``), with no task
+its chunks where the workers hold them (``distsort.core.taskkeys.HeldChunks``), with no task
 depending on each chunk, and every result is NumPy's, bit for bit, whether the input is
 lazy or persisted, held by the user or dropped before the compute.
 """
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import distsort
-import distsort.locality
-from distsort.taskkeys import HeldChunks
+import distsort.cluster.locality
+from distsort.core.taskkeys import HeldChunks
 
 distributed = pytest.importorskip("distributed")
 
@@ -110,7 +110,7 @@ def test_many_chunks_one_group_reads_both_workers(cluster_client):
     x, v = _keys(rng), rng.permutation(N).astype(np.int64)
     with cluster_client.as_current(), dask.config.set({"distsort.strategy": "one-device"}):
         dx, dv = _input(cluster_client, x, True), _input(cluster_client, v, True)
-        assert len(set(distsort.locality.chunk_owners(dx.__dask_keys__()))) == 2
+        assert len(set(distsort.cluster.locality.chunk_owners(dx.__dask_keys__()))) == 2
         k, w = distsort.sort_by_key(dx, dv, stable=True)
         assert [len(a.keys) for a in _group_args(k) if isinstance(a, HeldChunks)] == [
             dx.numblocks[0]] * 2

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from backends import GPU, cupy
-from distsort.memory import (RESERVE, check_chunk_fits, device_capacity, format_bytes,
-                             largest_fitting_chunk)
+from distsort.core.memory import (RESERVE, check_chunk_fits, device_capacity, format_bytes,
+                                  largest_fitting_chunk)
 
 H200 = 150_000_000_000  # bytes the driver reports for one H200 (about 139.7 GiB)
 
@@ -100,7 +100,7 @@ def test_a_chunk_too_large_for_the_gpu_fails_at_once_with_advice(monkeypatch):
     out of core (Dask's local schedulers report no device budget, which out of core
     needs), never planned as a network of one-element chunks."""
     import distsort
-    from distsort import memory
+    from distsort.core import memory
     from distsort.backends.gpu import cupy_backend as cpb
     from distsort.backends import Order
 

@@ -1,4 +1,4 @@
-"""The "one-device" strategy (``distsort.sortplan``) on Dask's local schedulers: all the
+"""The "one-device" strategy (``distsort.plan.sortplan``) on Dask's local schedulers: all the
 chunks gathered, sorted once and split, bit for bit what the network gives and what
 NumPy gives; plain arrays wrapped without hashing or copying."""
 from unittest import mock

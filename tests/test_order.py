@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from distsort.order import check_dtype, decode, encode
+from distsort.core.order import check_dtype, decode, encode
 from arrays import DTYPES, bits, random_keys, special_values
 
 

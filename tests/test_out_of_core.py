@@ -11,9 +11,8 @@ from hypothesis import given, settings, strategies as st
 import distsort
 from distsort.backends import Order
 from distsort.backends.outofcore import hostruns, runs
-from distsort.order import encode
-from distsort.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core,
-                                run_lengths)
+from distsort.core.order import encode
+from distsort.plan.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core, run_lengths)
 
 from arrays import (assert_sorted_like_numpy, bits, forget_transfers, persisted_on_two_workers,
                     random_keys, received_keys)
@@ -244,7 +243,7 @@ def test_gpu_engine_merges_numpy_chunks_into_the_pages_of_their_runs(monkeypatch
     block of its own, and the sorts equal the in-memory path bit for bit."""
     import dataclasses
 
-    from distsort import view
+    from distsort.cluster import view
     from distsort.api import planning
     rng = np.random.default_rng(5)
     x = random_keys(rng, 300_001, dtype, duplicates=True)
@@ -333,7 +332,7 @@ def test_engine_and_budget_choice(monkeypatch, reported, config, want):
     """Which engine runs, from what the workers report (mocked) and the config."""
     import dataclasses
 
-    from distsort import view
+    from distsort.cluster import view
     read = view.read_view
     monkeypatch.setattr(view, "read_view", lambda *a, **k: dataclasses.replace(
         read(*a, **k), device_budgets=tuple(reported)))
@@ -421,8 +420,8 @@ def test_runs_form_where_persisted_chunks_live(cluster_client):
     result equals NumPy's."""
     from distributed import wait
 
-    from distsort.locality import chunk_owners
-    from distsort.outofcore import group_by_owner
+    from distsort.cluster.locality import chunk_owners
+    from distsort.plan.outofcore import group_by_owner
     rng = np.random.default_rng(3)
     x = rng.standard_normal(16_000)
     xd, workers = persisted_on_two_workers(cluster_client, x, 1000)

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort import api, locality
+from distsort import api
+from distsort.cluster import locality
 from distsort.backends.gpu import local_sort as cupy_local
-from distsort.taskkeys import task_round
-from distsort.placement import floor_pow2, group_bounds, group_size, placement, starts
-from distsort.plan import plan_network
-from distsort.sortplan import SortOptions, plan_sort
-from distsort.view import read_view
+from distsort.core.taskkeys import task_round
+from distsort.plan.placement import floor_pow2, group_bounds, group_size, placement, starts
+from distsort.plan.network import plan_network
+from distsort.plan.sortplan import SortOptions, plan_sort
+from distsort.cluster.view import read_view
 
 from arrays import random_keys
 
@@ -106,7 +107,7 @@ def test_choose_local_through_sort_owned(monkeypatch):
 def test_device_budget_in_a_dask_cuda_worker(monkeypatch):
     """A worker that tracks its device data: its limit less what it holds and what the
     task owns (not the driver's free memory, which an RMM pool hides)."""
-    from distsort import memory
+    from distsort.core import memory
     monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (100 * 2**30, 60 * 2**30))
     assert cupy_local.device_budget(4 * 2**30) == 36 * 2**30
     monkeypatch.setattr(cupy_local, "_dask_cuda_limits", lambda: (100, 160))
@@ -278,7 +279,7 @@ def test_radix_order_matches_numpy_backend(dtype, monkeypatch):
 
 
 def test_local_group_keeps_groups_on_one_worker():
-    from distsort.placement import local_group
+    from distsort.plan.placement import local_group
     assert local_group(["a"] * 4 + ["b"] * 4, 4) == 4
     assert local_group(["a"] * 3 + ["b"] * 5, 4) == 1
     assert local_group(["a", "a", None, "b"], 2) == 2

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distsort.plan import (is_regular, normalize_chunks, padded_count, plan_network,
-                           regular_chunks, round_count)
+from distsort.plan.network import (is_regular, normalize_chunks, padded_count, plan_network,
+                                   regular_chunks, round_count)
 
 
 def apply_network(rounds, columns):

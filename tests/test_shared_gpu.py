@@ -20,10 +20,10 @@ distributed = pytest.importorskip("distributed")
 
 import distsort  # noqa: E402
 from distsort.cluster import bytes_sent_by_kind, diff_sent, gpu_available  # noqa: E402
-from distsort.taskkeys import round_task_kind  # noqa: E402
+from distsort.core.taskkeys import round_task_kind  # noqa: E402
 from distsort.shared_gpu import shared_gpu_cluster  # noqa: E402
-from distsort.sortplan import SortOptions, plan_sort  # noqa: E402
-from distsort.view import read_view  # noqa: E402
+from distsort.plan.sortplan import SortOptions, plan_sort  # noqa: E402
+from distsort.cluster.view import read_view  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs a GPU")]

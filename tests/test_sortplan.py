@@ -1,4 +1,4 @@
-"""``distsort.sortplan.plan_sort`` on tuples, for every strategy (as Dask tests
+"""``distsort.plan.sortplan.plan_sort`` on tuples, for every strategy (as Dask tests
 ``plan_rechunk``): no cluster, no data."""
 import dataclasses
 import itertools
@@ -6,11 +6,11 @@ import itertools
 import numpy as np
 import pytest
 
-from distsort.placement import group_bounds
-from distsort.sortplan import (COALESCE_PER_SLOT, SortOptions, coalesced_chunks, cut_pieces,
-                               one_device_budget, plan_sort, slot_budget)
-from distsort.plan import is_regular, regular_chunks
-from distsort.view import ClusterView
+from distsort.plan.placement import group_bounds
+from distsort.plan.sortplan import (COALESCE_PER_SLOT, SortOptions, coalesced_chunks, cut_pieces,
+                                    one_device_budget, plan_sort, slot_budget)
+from distsort.plan.network import is_regular, regular_chunks
+from distsort.cluster.view import ClusterView
 
 GiB = 2**30
 
@@ -135,7 +135,7 @@ def test_a_plain_array_with_no_room_beside_it_is_refused_not_cut_into_crumbs(n):
     """A budget that leaves no room for the sort's copy beside the caller's array (a
     network of one-element chunks would be planned): MemoryError pointing to out of core;
     a little more room and the array is cut into chunks of at least MIN_CUT."""
-    from distsort.sortplan import MIN_CUT
+    from distsort.plan.sortplan import MIN_CUT
     gpu = SortOptions(gpu=True)
     with pytest.raises(MemoryError, match="out of core"):
         plan_sort((n,), 8, local((n,), device=8 * n + 8 * n // 4), gpu)
@@ -191,9 +191,9 @@ def test_chunks_sized_for_the_workers_are_not_coalesced():
     """20 chunks of 8 MiB on two CPU workers of 300 MB (the command's --chunk-size for
     them) stay as they are: coalesced into one per slot, a compare-split's chunks would
     not fit a worker.  Chunks of 8 KiB are coalesced."""
-    from distsort.plan import regular_chunks
-    from distsort.sortplan import SortOptions, plan_sort
-    from distsort.view import ClusterView
+    from distsort.plan.network import regular_chunks
+    from distsort.plan.sortplan import SortOptions, plan_sort
+    from distsort.cluster.view import ClusterView
 
     def plan(chunk):
         chunks = regular_chunks(20 * chunk, chunk)
@@ -214,7 +214,7 @@ def test_one_gpu_keeps_room_beside_the_data_it_holds():
     else by the network in chunks of which ``WORK_CHUNKS`` fit beside both copies;
     100 GB made for the sort in 50 chunks are sorted in memory; 100 GB kept by the
     caller leave no room for a sorted copy: out of core."""
-    from distsort.sortplan import WORK_CHUNKS
+    from distsort.plan.sortplan import WORK_CHUNKS
     gib = 2**30
 
     def plan(total, chunks, device, spill, persisted=True, **options):

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import distsort
 from arrays import bits, random_chunks, random_keys, stable_argsort
 from distsort import tables
-from distsort.gather import gather
+from distsort.graph.gather import gather
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import distsort
-from distsort import verify as dv
+from distsort.graph import verify as dv
 from distsort.backends import Order
 from distsort.backends.cpu import numpy_backend as npb
-from distsort.order import encode
+from distsort.core.order import encode
 from arrays import DTYPES, assert_sorted_like_numpy, bits, random_keys, stable_argsort
 
 from backends import BACKENDS, cupy
@@ -424,7 +424,7 @@ def test_order_check_holds_where_comparisons_flush_subnormals():
     across them) pass the check where comparisons flush subnormals (as CuPy's do on a
     GPU), and a subnormal put before a zero is still caught."""
     from distsort.backends import Order
-    from distsort.verify import _out_of_order
+    from distsort.graph.verify import _out_of_order
     keys = np.array([0.0, 0.0, 1e-45, 1e-45], dtype=np.float32).view(_Flushing)
     positions = np.array([2857, 2902, 38, 44])
     assert not _out_of_order(np, keys, positions, Order(keyed=True)).any()

@@ -1,7 +1,7 @@
 """Backends: what a task does to the chunks of one array library.
 
 A backend is a module that satisfies :class:`Backend` (and, to share chunks between
-workers in place, :class:`SharingBackend`).  The graph (``distsort.graph``) calls
+workers in place, :class:`SharingBackend`).  The graph (``distsort.graph.layers``) calls
 these functions and nothing else, so the NumPy and CuPy backends run the same graph.
 A *chunk* is the backend's own form of a sorted piece of the array (NumPy keeps
 order codes, CuPy the keys themselves), opaque to the graph.  No function
@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 
-from ..xp import namespace
+from distsort.core.xp import namespace
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ Probe: TypeAlias = "np.ndarray | tuple[np.ndarray, ...]"
 
 @runtime_checkable
 class Backend(Protocol):
-    """The functions the graph calls on chunks (``distsort.graph``).
+    """The functions the graph calls on chunks (``distsort.graph.layers``).
 
     >>> from distsort.backends.cpu import numpy_backend as npb
     >>> isinstance(npb, Backend), isinstance(npb, SharingBackend)
@@ -143,7 +143,7 @@ def capabilities(backend: Any) -> frozenset[str]:
 
 def array_module_name(meta: Array) -> str:
     """``"cupy"`` for CuPy arrays, ``"numpy"`` for NumPy arrays; TypeError for others
-    (:func:`distsort.xp.namespace` with ``strict=True``)."""
+    (:func:`distsort.core.xp.namespace` with ``strict=True``)."""
     return namespace(meta, strict=True).__name__
 
 
@@ -152,9 +152,9 @@ def get_backend(meta: Array, share: bool = False) -> ModuleType:
     between workers through CUDA IPC (``share.ipc_backend``; workers of one host only)."""
     if array_module_name(meta) == "cupy":
         if share:
-            from .share import ipc_backend as backend
+            from distsort.backends.share import ipc_backend as backend
         else:
-            from .gpu import cupy_backend as backend
+            from distsort.backends.gpu import cupy_backend as backend
     else:
-        from .cpu import numpy_backend as backend
+        from distsort.backends.cpu import numpy_backend as backend
     return backend

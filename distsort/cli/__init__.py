@@ -28,13 +28,13 @@ disk floor), ``progress`` and ``metrics`` (running and measuring), ``summary``,
 scripts and tests; a test that monkeypatches a function patches it in the module that
 calls it.
 """
-from .args import build_parser
-from .command import main
-from .errors import (BAD_INPUT, EXIT_CODES, INTERRUPTED, OK, RUNTIME_FAILURE, VERIFY_FAILED,
-                     CLIError, Interrupted)
-from .files import NpyFile, ZarrFile, file_kind
-from .outputs import Output
-from .sources import Source, open_source
+from distsort.cli.args import build_parser
+from distsort.cli.command import main
+from distsort.cli.errors import (BAD_INPUT, EXIT_CODES, INTERRUPTED, OK, RUNTIME_FAILURE,
+                                 VERIFY_FAILED, CLIError, Interrupted)
+from distsort.cli.files import NpyFile, ZarrFile, file_kind
+from distsort.cli.outputs import Output
+from distsort.cli.sources import Source, open_source
 
 __all__ = ["main", "build_parser", "EXIT_CODES", "OK", "VERIFY_FAILED", "BAD_INPUT",
            "RUNTIME_FAILURE", "INTERRUPTED", "CLIError", "Interrupted", "NpyFile", "ZarrFile",

@@ -2,13 +2,13 @@
 import argparse
 import sys
 
-from ..cluster import DEVICE_MEMORY_FRACTION
-from .bench import cmd_bench
-from .demo import cmd_demo
-from .errors import EXIT_CODES
-from .options import memory_limit_arg, scheduler_address_arg, workers_arg
-from .sizes import parse_bytes_arg, parse_chunk_size
-from .sort import cmd_sort
+from distsort.cluster import DEVICE_MEMORY_FRACTION
+from distsort.cli.bench import cmd_bench
+from distsort.cli.demo import cmd_demo
+from distsort.cli.errors import EXIT_CODES
+from distsort.cli.options import memory_limit_arg, scheduler_address_arg, workers_arg
+from distsort.cli.sizes import parse_bytes_arg, parse_chunk_size
+from distsort.cli.sort import cmd_sort
 
 VERIFY_HELP = ("check the output before publishing it: sorted, and a permutation of the "
                "input by count and 64-bit checksums, computed on each chunk as it is read "
@@ -124,7 +124,7 @@ def _add_bench(sub):
 
 
 def build_parser():
-    from .. import __version__
+    from distsort import __version__
     exits = "\n".join(f"  {k:<4}{v}" for k, v in EXIT_CODES.items())
     parser = argparse.ArgumentParser(
         prog="distsort", formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import OK, RUNTIME_FAILURE, CLIError, print_error
+from distsort.cli.errors import OK, RUNTIME_FAILURE, CLIError, print_error
 
 #: Where the scenarios write their results (a directory).
 RESULTS_ENV = "DISTSORT_RESULTS"
@@ -57,7 +57,7 @@ def _default(named, scripts, gpu):
 
 
 def cmd_bench(args):
-    from ..cluster import gpu_available
+    from distsort.cluster import gpu_available
     bench = benchmarks_dir()
     if bench is None:
         raise CLIError("no benchmarks/ directory here or in the distsort checkout")

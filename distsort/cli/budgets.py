@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from .errors import BAD_INPUT, CLIError
-from .sizes import fmt_bytes, size_text, smallest_passing
+from distsort.cli.errors import BAD_INPUT, CLIError
+from distsort.cli.sizes import fmt_bytes, size_text, smallest_passing
 
 #: The smallest ``--device-memory-limit``: below it the out-of-core plan cuts chunks
 #: under the 1 KiB of keys that ``--chunk-size`` takes (two chunks to a run).
@@ -32,9 +32,9 @@ def _planned(args, job, in_process):
     a running cluster (its workers are not known before it is reached)."""
     import psutil
 
-    from ..clusterview import ClusterView
-    from .connection import Cluster, _wants_gpu, first_gpu, in_process_threads
-    from .planned import cpu_view, local_workers, planned_cpu_cluster
+    from distsort.plan.clusterview import ClusterView
+    from distsort.cli.connection import Cluster, _wants_gpu, first_gpu, in_process_threads
+    from distsort.cli.planned import cpu_view, local_workers, planned_cpu_cluster
     if args.scheduler_address or args.scheduler_file:
         return None
     gpu = _wants_gpu(args)
@@ -68,7 +68,7 @@ def _gpu_count():
 def plan_runs(args, job, limit, planned):
     """Runs of the out-of-core plan under ``limit`` (0: sorted in memory); the plan's
     MemoryError where it refuses the chunks (a chunk alone does not fit)."""
-    from .planned import job_plan, with_chunk_size
+    from distsort.cli.planned import job_plan, with_chunk_size
     cluster, view = planned
     options = with_chunk_size(args, args.chunk_size)
     options.device_memory_limit = limit
@@ -81,7 +81,7 @@ def plan_runs(args, job, limit, planned):
 
 def _chunk(args, job, planned):
     """Elements of the chunks the command picks."""
-    from .sizes import chunk_elements
+    from distsort.cli.sizes import chunk_elements
     cluster, _ = planned
     return chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(), job.src.n)
 

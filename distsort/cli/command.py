@@ -7,9 +7,9 @@ import signal
 import sys
 import time
 
-from .args import build_parser
-from .errors import INTERRUPTED, RUNTIME_FAILURE, CLIError, Interrupted, print_error
-from .signals import interrupts_not_lost, sigterm_interrupts
+from distsort.cli.args import build_parser
+from distsort.cli.errors import INTERRUPTED, RUNTIME_FAILURE, CLIError, Interrupted, print_error
+from distsort.cli.signals import interrupts_not_lost, sigterm_interrupts
 
 
 def _split_bench_extra(argv):

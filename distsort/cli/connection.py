@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import RUNTIME_FAILURE, CLIError
-from .sizes import fmt_bytes
+from distsort.cli.errors import RUNTIME_FAILURE, CLIError
+from distsort.cli.sizes import fmt_bytes
 
 
 @dataclass
@@ -75,7 +75,7 @@ IN_PROCESS_GPU_HOST_COPIES = 2
 
 
 def _wants_gpu(args):
-    from .. import cluster as cl
+    from distsort import cluster as cl
     device = getattr(args, "device", "auto")
     return device == "gpu" or (device == "auto" and cl.gpu_available())
 
@@ -105,7 +105,7 @@ def fits_in_process(args, job):
     """
     import psutil
 
-    from ..sortplan import usable_bytes
+    from distsort.plan.sortplan import usable_bytes
     if (args.scheduler_address or args.scheduler_file or args.workers or args.memory_limit
             or args.spill_dir):
         return False
@@ -142,7 +142,7 @@ def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
     ``local_scheduler_ok`` or ``in_process_ok`` (no cluster asked for), the local
     threaded scheduler instead (on GPU 0 for ``in_process_ok`` where the command
     sorts on GPUs)."""
-    from .. import cluster as cl
+    from distsort import cluster as cl
     address, file = args.scheduler_address, args.scheduler_file
     if not (address or file) and local_scheduler_ok:
         return Cluster(None, "local threaded scheduler", gpu=False)
@@ -201,7 +201,7 @@ def plan_options(args, cluster):
 
 def on_gpu(x):
     """Whether the Dask array ``x`` has CuPy chunks."""
-    from ..xp import namespace
+    from distsort.core.xp import namespace
     return namespace(x._meta).__name__ == "cupy"
 
 
@@ -225,7 +225,7 @@ def gather(cluster, arrays):
     """The computed arrays, here (from the workers, or the local scheduler)."""
     import dask
 
-    from .progress import local_scheduler
+    from distsort.cli.progress import local_scheduler
     if cluster.client is None:
         return dask.compute(*arrays, scheduler=local_scheduler())
     return cluster.client.compute(arrays, sync=True)

@@ -3,11 +3,11 @@ import time
 
 import numpy as np
 
-from .connection import gather, open_cluster, to_host
-from .errors import OK, VERIFY_FAILED, CLIError
-from .metrics import crossing_tasks
-from .progress import persist
-from .sizes import chunk_elements, fmt_bytes
+from distsort.cli.connection import gather, open_cluster, to_host
+from distsort.cli.errors import OK, VERIFY_FAILED, CLIError
+from distsort.cli.metrics import crossing_tasks
+from distsort.cli.progress import persist
+from distsort.cli.sizes import chunk_elements, fmt_bytes
 
 
 _FLOAT64_BYTES = 8
@@ -59,7 +59,7 @@ def demo_dtype(name):
 def demo_data(n, dtype, chunk, seed, gpu):
     import dask.array as da
     from dask import delayed
-    from ..plan import regular_chunks
+    from distsort.plan.network import regular_chunks
     meta = np.empty((0,), dtype)
     if gpu:
         import cupy
@@ -73,7 +73,7 @@ def demo_data(n, dtype, chunk, seed, gpu):
 def _sort_and_check(args, cluster, n, dtype):
     """Generate, sort (timed) and compare with numpy.sort; returns what the summary says."""
     import distsort
-    from ..api import planning
+    from distsort.api import planning
     if args.chunk_size is None:
         chunk = max(1, -(-n // 16))
     else:
@@ -108,8 +108,8 @@ def _print_demo_summary(n, dtype, facts):
 
 
 def cmd_demo(args):
-    from ..cluster import gpu_available
-    from .options import check_cluster_options
+    from distsort.cluster import gpu_available
+    from distsort.cli.options import check_cluster_options
     check_cluster_options(args)
     dtype = demo_dtype(args.dtype)
     n = max(1, args.size // dtype.itemsize)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .temporaries import temporary_name
+from distsort.cli.temporaries import temporary_name
 
 #: Bytes read and written to measure the disk: enough for a sequential rate, small
 #: enough (a fraction of a second on a disk of 1 GB/s) to measure on every run.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..libc import libc
-from ..inputs import to_native
-from .errors import CLIError
+from distsort.core.libc import libc
+from distsort.inputs import to_native
+from distsort.cli.errors import CLIError
 
 #: The first bytes of every .npy file.
 NPY_MAGIC = b"\x93NUMPY"

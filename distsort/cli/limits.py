@@ -14,10 +14,10 @@ import contextlib
 import threading
 import time
 
-from ..cluster import worker_pids
-from .errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
-from .sizes import (MAX_CHUNKS, MIN_CHUNK_ELEMENTS, bracket, chunk_elements, fmt_bytes,
-                    size_text, smallest_passing)
+from distsort.cluster import worker_pids
+from distsort.cli.errors import BAD_INPUT, RUNTIME_FAILURE, CLIError
+from distsort.cli.sizes import (MAX_CHUNKS, MIN_CHUNK_ELEMENTS, bracket, chunk_elements, fmt_bytes,
+                                size_text, smallest_passing)
 
 #: What a worker process takes before it holds any data: 62 MiB (RSS) when it starts,
 #: 127 MiB once it has run a sort (NumPy, dask.array, distsort and numba imported),
@@ -49,12 +49,12 @@ def plan_bytes(plan, n, per_element):
     and their sorted copy.  The rest of a worker's share of the data spills to disk
     (``--spill-dir``) past its limit's spill fraction.
 
-    >>> from distsort.sortplan import SortPlan
+    >>> from distsort.plan.sortplan import SortPlan
     >>> p = SortPlan("network", (1000,) * 4, None, (0, 1, 2, 3), 1, 4, False, "auto")
     >>> plan_bytes(p, 4000, 8)  # 5 chunks of 8 kB
     40000
     """
-    from ..sortplan import work_chunks
+    from distsort.plan.sortplan import work_chunks
     if plan.strategy == "one-device":
         return 2 * n * per_element
     return work_chunks(len(plan.chunks)) * max(plan.chunks, default=0) * per_element
@@ -98,7 +98,7 @@ class _Check:
     """The check of a ``--memory-limit`` on the plan of a job (:mod:`.planned`)."""
 
     def __init__(self, args, job):
-        from .planned import local_workers
+        from distsort.cli.planned import local_workers
         self.args, self.job = args, job
         self.workers, self.pause = local_workers(args), _pause_fraction()
         self.options, self.footprint = None, worker_footprint()
@@ -106,7 +106,7 @@ class _Check:
     def need(self, limit, args=None):
         """Bytes a worker of ``limit`` bytes holds at its peak (``args``: other
         options, e.g. another ``--chunk-size``)."""
-        from .planned import cpu_view, job_plan, planned_cpu_cluster, sort_options
+        from distsort.cli.planned import cpu_view, job_plan, planned_cpu_cluster, sort_options
         job, workers = self.job, self.workers
         cluster = planned_cpu_cluster(workers, limit)
         if self.options is None:  # the same for every limit: read once
@@ -131,7 +131,7 @@ class _Check:
         picks by default (a larger one, which the plan would cut, is no advice) until
         one passes: the plan coalesces chunks small beside its budget, so that a
         smaller chunk does not always pass where a larger one fails."""
-        from .planned import planned_cpu_cluster, with_chunk_size
+        from distsort.cli.planned import planned_cpu_cluster, with_chunk_size
         n, job = self.job.src.n, self.job
         low = max(MIN_CHUNK_ELEMENTS, -(-n // MAX_CHUNKS))
         high = chunk_elements(with_chunk_size(self.args, None),
@@ -155,7 +155,7 @@ def check_memory_limit(args, job):
     on the plan the command would run: :mod:`distsort.cli.planned`), naming the
     smallest limit that works and the ``--chunk-size`` that fits the one given.  (GPU
     workers and running clusters do not take the option.)"""
-    from .connection import _wants_gpu
+    from distsort.cli.connection import _wants_gpu
     if (not getattr(args, "memory_limit", None) or args.scheduler_address
             or args.scheduler_file or _wants_gpu(args) or not job.src.n):
         return
@@ -239,7 +239,7 @@ def end_on_worker_deaths(client, allowed=None, poll=0.5):
         return
     from distributed import KilledWorker
 
-    from .spillwatch import SpillWatch
+    from distsort.cli.spillwatch import SpillWatch
     allowed = deaths_allowed() if allowed is None else allowed
     deaths, stop, ended = _Deaths(client), threading.Event(), []
     spill = SpillWatch(client) if deaths.local is not None else None

@@ -3,7 +3,7 @@ bytes the workers sent to each other and spilled to disk, and the task time spen
 reading, sorting, writing and verifying."""
 import time
 
-from ..taskkeys import round_task_kind
+from distsort.core.taskkeys import round_task_kind
 
 #: Task-key prefixes of the steps the summary names; every other task sorts.
 STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),
@@ -77,15 +77,15 @@ def step_seconds(records):
 
 
 def crossing_tasks(plan):
-    """How many head/tail tasks the sort of ``plan`` (a ``distsort.sortplan.SortPlan``)
+    """How many head/tail tasks the sort of ``plan`` (a ``distsort.plan.sortplan.SortPlan``)
     runs: those of its network's rounds, between chunks or runs; none on one device,
     in a k-way merge, or where GPU workers share their chunks (CUDA IPC).
 
-    >>> from distsort.sortplan import SortPlan
+    >>> from distsort.plan.sortplan import SortPlan
     >>> crossing_tasks(SortPlan("network", (10,) * 4, None, (0, 1, 2, 3), 1))
     12
     """
-    from ..plan import group_steps, plan_network
+    from distsort.plan.network import group_steps, plan_network
     ooc = plan.out_of_core
     if plan.share or plan.strategy == "one-device" or (ooc and ooc.one_pass):
         return 0

@@ -1,6 +1,6 @@
 """``distsort sort`` on an input larger than host memory: the plan's choice of the disk
 path, the room it needs on the disk, and the sort into the outputs' temporaries
-(:mod:`distsort.disksort`), published as every other output."""
+(:mod:`distsort.io.disksort`), published as every other output."""
 from __future__ import annotations
 
 import os
@@ -12,16 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disksort
-from ..disksort import (IN_MEMORY_COPIES, MEMORY_SHARE, DiskJob, Region, can_free,
-                        disk_room, disk_sort, element_bytes, merged_file, needs_disk,
-                        plan_disk_sort,
-                        sortable_dtype, summaries)
-from .errors import BAD_INPUT, VERIFY_FAILED, CLIError
-from .files import file_kind
-from .outputs import Output, publish
-from .sizes import fmt_bytes, size_text, smallest_passing
-from .temporaries import remove, temporary_name
+from distsort.io import disksort
+from distsort.io.disksort import (IN_MEMORY_COPIES, MEMORY_SHARE, DiskJob, Region, can_free,
+                                  disk_room, disk_sort, element_bytes, merged_file, needs_disk,
+                                  plan_disk_sort, sortable_dtype, summaries)
+from distsort.cli.errors import BAD_INPUT, VERIFY_FAILED, CLIError
+from distsort.cli.files import file_kind
+from distsort.cli.outputs import Output, publish
+from distsort.cli.sizes import fmt_bytes, size_text, smallest_passing
+from distsort.cli.temporaries import remove, temporary_name
 
 #: Disk space kept free beyond what the sort writes (the filesystem's own blocks,
 #: others' small files): 1% of the data and 64 MiB.
@@ -42,7 +41,7 @@ def host_budget(args, job):
     ``--host-memory-limit``, or the memory available now (psutil)."""
     import psutil
 
-    from .connection import _wants_gpu
+    from distsort.cli.connection import _wants_gpu
     if (_cluster_asked(args) or _wants_gpu(args) or not job.src.n or args.report
             or any(file_kind(p) != "npy" for p in job.outputs)):
         return None
@@ -252,7 +251,7 @@ def _reader(src):
     """``read_keys`` and ``keys_at`` of a DiskJob: a native .npy file read straight
     into the buffer given, other inputs through their readers (which convert the byte
     order)."""
-    from .files import NpyFile
+    from distsort.cli.files import NpyFile
     r = src.reader
     if isinstance(r, NpyFile) and r.dtype.isnative:
         region = Region(r.path, r.offset, r.dtype, src.n)
@@ -261,8 +260,8 @@ def _reader(src):
 
 
 def _judge(job, done):
-    from ..verify import VerificationError, check
-    from .verification import WHAT
+    from distsort.graph.verify import VerificationError, check
+    from distsort.cli.verification import WHAT
     try:
         check(done["inputs"], done["outputs"], done["chunks"], WHAT[job.mode])
     except VerificationError as e:

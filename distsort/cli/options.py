@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from .errors import CLIError
+from distsort.cli.errors import CLIError
 
 #: Local worker processes per core at most: each takes memory of its own, and more
 #: than a few per core only wait for each other.
@@ -96,7 +96,7 @@ def check_device(args):
     """``--device gpu`` on a local cluster needs CuPy and a CUDA GPU here."""
     if getattr(args, "device", "auto") != "gpu" or args.scheduler_address or args.scheduler_file:
         return
-    from ..cluster import gpu_available
+    from distsort.cluster import gpu_available
     if not gpu_available():
         raise CLIError("--device gpu: no CUDA GPU that CuPy can use on this host; use "
                        "--device cpu (or auto), or connect to GPU workers with "

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import CLIError
-from .files import NpyFile, ZarrFile, file_kind, open_npy
-from .signals import interruption, signals_deferred
-from .temporaries import fsync, remove, temporary_name, write_journal
+from distsort.cli.errors import CLIError
+from distsort.cli.files import NpyFile, ZarrFile, file_kind, open_npy
+from distsort.cli.signals import interruption, signals_deferred
+from distsort.cli.temporaries import fsync, remove, temporary_name, write_journal
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The plan the command's sort will run, made before any work: the chunk size it
 picks (:func:`distsort.cli.sizes.chunk_elements`) and the plan of those chunks
-(``distsort.sortplan.plan_sort``, through ``distsort.api``, with the command's plan
+(``distsort.plan.sortplan.plan_sort``, through ``distsort.api``, with the command's plan
 options), on the cluster the command would start.  The limits are checked on it
 (:mod:`distsort.cli.limits`), so that a limit the check accepts is one the plan meets.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import copy
 import os
 
-from .connection import Cluster, plan_options
-from .sizes import chunk_elements
+from distsort.cli.connection import Cluster, plan_options
+from distsort.cli.sizes import chunk_elements
 
 
 def local_workers(args):
@@ -22,7 +22,7 @@ def local_workers(args):
 def cpu_view(workers, memory_limit):
     """The ``ClusterView`` of a local CPU cluster of ``workers`` one-thread workers of
     ``memory_limit`` bytes each, before it starts."""
-    from ..clusterview import ClusterView
+    from distsort.plan.clusterview import ClusterView
     names = tuple(f"worker-{i}" for i in range(workers))
     return ClusterView(workers=names, hosts=("127.0.0.1",) * workers,
                        threads=(1,) * workers, memory_limits=(memory_limit,) * workers)
@@ -38,8 +38,8 @@ def with_chunk_size(args, chunk_size):
 def sort_options(job, args, cluster):
     """The ``SortOptions`` of the job's sort on ``cluster``: ``distsort.api``'s, read
     within the command's plan options (``distsort.api.planning``)."""
-    from ..api import _options, planning
-    from ..backends.gpu.local_sort import sorts_in_place
+    from distsort.api import _options, planning
+    from distsort.backends.gpu.local_sort import sorts_in_place
     value_bytes = (8 if job.mode == "argsort"
                    else job.vals.dtype.itemsize if job.vals is not None else 0)
     in_place = cluster.gpu and not value_bytes and sorts_in_place(job.src.dtype,
@@ -54,8 +54,8 @@ def job_plan(job, args, cluster, view, options=None):
     and the ``SortPlan`` of those chunks on ``view`` (``options``: the
     :func:`sort_options`, made again where not given).  Raises MemoryError where a
     chunk cannot be sorted within ``--device-memory-limit``."""
-    from ..plan import regular_chunks
-    from ..sortplan import plan_sort
+    from distsort.plan.network import regular_chunks
+    from distsort.plan.sortplan import plan_sort
     n = job.src.n
     chunk = chunk_elements(args, cluster, job.src.dtype.itemsize, job.per_element(), n)
     options = options or sort_options(job, args, cluster)
@@ -72,15 +72,15 @@ def adjusted_chunks(args, chunk, plan, n):
     the ``chunk`` elements asked for, with the reason; None where it sorts those.
 
     >>> from types import SimpleNamespace
-    >>> from distsort.sortplan import SortPlan
+    >>> from distsort.plan.sortplan import SortPlan
     >>> p = SortPlan("network", (500_000, 500_000), (), None, 1, 4, False, "auto")
     >>> print(adjusted_chunks(SimpleNamespace(chunk_size=("elements", 1000)), 1000, p, 10**6))
     --chunk-size 1000: sorted as 2 chunks of 500,000 elements: 1,000 chunks of 1,000 \
 would be more than 8 per chunk sorted at once, whose tasks would cost more than their \
 sorts: coalesced
     """
-    from ..plan import regular_chunks
-    from ..sortplan import COALESCE_PER_SLOT
+    from distsort.plan.network import regular_chunks
+    from distsort.plan.sortplan import COALESCE_PER_SLOT
     if getattr(args, "chunk_size", None) is None or not n:
         return None
     asked = regular_chunks(n, chunk)

@@ -3,7 +3,7 @@ measuring the data that crossed between chunks on the way."""
 import asyncio
 import contextlib
 
-from .metrics import LocalMeter, crossing_of, step_seconds
+from distsort.cli.metrics import LocalMeter, crossing_of, step_seconds
 
 #: Seconds a finished computation waits for its progress bar's last message (the
 #: scheduler sends one each 100 ms).

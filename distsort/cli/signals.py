@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 
-from .errors import Interrupted
+from distsort.cli.errors import Interrupted
 
 #: Seconds after an interrupt lost in a callback that it is delivered again: the
 #: callbacks it lands in (an import lock's, a weak reference's) are done by then.

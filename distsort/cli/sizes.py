@@ -128,7 +128,7 @@ def sort_slots(cluster):
     0: one)."""
     if cluster.client is None:
         return 1 if cluster.gpu else max(1, cluster.threads)
-    from ..view import ClusterView
+    from distsort.cluster.view import ClusterView
     workers = cluster.client.scheduler_info(n_workers=-1)["workers"]
     threads = tuple(w.get("nthreads", 1) for w in workers.values())
     return ClusterView(workers=tuple(workers), threads=threads).slots(cluster.gpu)
@@ -142,8 +142,8 @@ def chunk_elements(args, cluster, itemsize, per_element, n=None):
     if args.chunk_size is None:
         largest = max(1, default_chunk(cluster, itemsize, per_element))
         limit = getattr(args, "device_memory_limit", None)
-        if limit:  # two chunks to an out-of-core run (``distsort.sortplan``)
-            from ..outofcore import RUN_FRACTION
+        if limit:  # two chunks to an out-of-core run (``distsort.plan.sortplan``)
+            from distsort.plan.outofcore import RUN_FRACTION
             largest = min(largest, max(1, int(limit * RUN_FRACTION) // (2 * per_element)))
         if n is None:
             return largest

@@ -28,28 +28,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connection import (Cluster, check_visible, fits_in_process, open_cluster, plan_options,
-                         to_device, to_host)
-from .disk import disk_floor
-from ..verify import VerificationError
-from .errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
-from .files import local_path, url_protocol
-from .budgets import check_device_memory_limit
-from .limits import check_memory_limit, end_on_worker_deaths
-from .metrics import cluster_counters, crossing_tasks
-from .outputs import Output, check_not_input, check_output_path, publish
-from .temporaries import clean_directory
-from .progress import compute
-from .options import check_cluster_options
-from .planned import adjusted_chunks
-from .sizes import check_chunk_count, chunk_elements
-from .sources import Source, open_source
-from .summary import print_summary
-from .verification import fused_summaries, judge, reread
+from distsort.cli.connection import (Cluster, check_visible, fits_in_process, open_cluster,
+                                     plan_options, to_device, to_host)
+from distsort.cli.disk import disk_floor
+from distsort.graph.verify import VerificationError
+from distsort.cli.errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
+from distsort.cli.files import local_path, url_protocol
+from distsort.cli.budgets import check_device_memory_limit
+from distsort.cli.limits import check_memory_limit, end_on_worker_deaths
+from distsort.cli.metrics import cluster_counters, crossing_tasks
+from distsort.cli.outputs import Output, check_not_input, check_output_path, publish
+from distsort.cli.temporaries import clean_directory
+from distsort.cli.progress import compute
+from distsort.cli.options import check_cluster_options
+from distsort.cli.planned import adjusted_chunks
+from distsort.cli.sizes import check_chunk_count, chunk_elements
+from distsort.cli.sources import Source, open_source
+from distsort.cli.summary import print_summary
+from distsort.cli.verification import fused_summaries, judge, reread
 
 
 if TYPE_CHECKING:
-    from ..sortplan import SortPlan
+    from distsort.plan.sortplan import SortPlan
 
 
 @dataclass
@@ -146,7 +146,7 @@ def sort_graph(job: SortJob, chunk: int, cluster: Cluster, options: dict[str, An
     each whole chunk to a GPU and back to the host first.  So where the plan of the
     sort of CuPy chunks is out of core, the sort is built again of NumPy chunks.
     """
-    from ..api import planning
+    from distsort.api import planning
     with planning(**options) as plans:
         inputs, out = _sort_arrays(job, chunk, cluster.gpu, verify)
         if cluster.gpu and plans[-1].strategy == "out-of-core":
@@ -323,8 +323,8 @@ def cmd_sort(args: Namespace) -> int:
 
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
-    from .ondisk import host_budget  # not on the workers that import distsort.cli
-    from .spill import check_spill_dir
+    from distsort.cli.ondisk import host_budget  # not on the workers that import distsort.cli
+    from distsort.cli.spill import check_spill_dir
     check_spill_dir(getattr(args, "spill_dir", None))
     memory = host_budget(args, job)
     if memory:
@@ -367,8 +367,8 @@ def _sort_and_summarize(job, args):
 def _sort_on_disk(job, args, memory, t0):
     """An input larger than host memory: runs on the disk, one k-way merge
     (:mod:`distsort.cli.ondisk`); the disk measured first, alone."""
-    from ..disksort import READERS
-    from .ondisk import sort_on_disk
+    from distsort.io.disksort import READERS
+    from distsort.cli.ondisk import sort_on_disk
     floor = disk_floor(job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     facts = {"start": time.perf_counter() - t0, "disk": floor}
     sort_on_disk(job, args, memory, facts)

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CLIError
-from .files import file_kind, local_path, open_npy, open_remote_npy, open_zarr, url_protocol
+from distsort.cli.errors import CLIError
+from distsort.cli.files import (file_kind, local_path, open_npy, open_remote_npy, open_zarr,
+                                 url_protocol)
 
 
 @dataclass

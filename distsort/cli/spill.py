@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import BAD_INPUT, CLIError
+from distsort.cli.errors import BAD_INPUT, CLIError
 
 
 def check_spill_dir(path):

@@ -1,5 +1,5 @@
 """The summary that ``distsort sort`` prints when it is done."""
-from .sizes import fmt_bytes
+from distsort.cli.sizes import fmt_bytes
 
 
 def describe_chunks(chunks):

@@ -1,10 +1,10 @@
 """``--verify``: the output checked in the pass that sorts and writes it.
 
-The summaries of :mod:`distsort.verify` (count, order-independent 64-bit checksums of
+The summaries of :mod:`distsort.graph.verify` (count, order-independent 64-bit checksums of
 the keys and of the (key, value) pairs, order inside each chunk and its end elements)
 are computed for every input chunk where it was read and for every output chunk where
 it was made, before it is written, in the same ``compute`` as the sort: nothing is
-read again.  :func:`distsort.verify.check` then compares them, and OUTPUT stays under
+read again.  :func:`distsort.graph.verify.check` then compares them, and OUTPUT stays under
 its temporary name until it passes.  For ``--argsort`` the indices are checked by
 ``distsort.argsort(verify=True)`` itself, against the (key, position) pairs.
 
@@ -16,18 +16,18 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..verify import VerificationError, check, chunk_summaries
-from .errors import VERIFY_FAILED, CLIError
-from .connection import to_device
-from .progress import compute
-from .sources import Source
+from distsort.graph.verify import VerificationError, check, chunk_summaries
+from distsort.cli.errors import VERIFY_FAILED, CLIError
+from distsort.cli.connection import to_device
+from distsort.cli.progress import compute
+from distsort.cli.sources import Source
 
 WHAT = {"sort": "sort", "argsort": "argsort", "values": "sort_by_key"}
 
 
 def output_order(job):
     """The order the output must be in (keyed: ties by value, as sort_by_key does), as
-    the keywords of ``distsort.verify.chunk_summaries``."""
+    the keywords of ``distsort.graph.verify.chunk_summaries``."""
     return {"descending": job.descending, "keyed": job.mode == "values" and not job.stable}
 
 

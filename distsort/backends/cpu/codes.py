@@ -1,7 +1,7 @@
 """The signed ``total`` codes of a keys-only chunk in one compiled pass, and back.
 
 The NumPy backend sorts a keys-only chunk as the ``total`` codes of
-:mod:`distsort.order` with the sign bit flipped, viewed as signed integers
+:mod:`distsort.core.order` with the sign bit flipped, viewed as signed integers
 (``distsort.backends.cpu.numpy_backend._signed``).  In NumPy that is five to seven passes over the
 chunk, each with a temporary array, about as long as sorting the codes; here it is one
 pass that reads each key once and writes its code once, and the same for the way back
@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import merge as _merge
-from .numpy_backend import COMPILED_FROM  # chunks shorter than this keep NumPy's code
+from distsort.backends.cpu import merge as _merge
+# chunks shorter than this keep NumPy's code
+from distsort.backends.cpu.numpy_backend import COMPILED_FROM
 
 
 def _encode_py(u, out, consts):

@@ -144,7 +144,7 @@ def _merge_keyed(xk, xv, yk, yv, xc, yc, ok, ov):  # noqa: PLR0913, PLR0917  # p
 
 @_jit_inline
 def _code(u, c):  # pragma: no cover - compiled
-    """The ``total`` code (``distsort.order.encode``) of the unsigned bits ``u``, from
+    """The ``total`` code (``distsort.core.order.encode``) of the unsigned bits ``u``, from
     the constants ``c`` of :func:`_encoding`: the same map for every dtype, in registers."""
     mask = (u >> c[0]) * c[1] | c[2]  # floats: all ones for negative keys, else the sign
     return ((u ^ mask) - c[3]) ^ c[4]
@@ -186,7 +186,7 @@ def _encoding(dtype, descending=False):
     multiplier (all ones for floats, 0 otherwise), the bits always flipped (the sign for
     signed kinds), the count subtracted (floats' negative NaNs) and the final
     complement (descending)."""
-    from ...order import _float_constants
+    from distsort.core.order import _float_constants
     udt = np.dtype(f"u{dtype.itemsize}")
     bits = 8 * dtype.itemsize
     ones = (1 << bits) - 1

@@ -1,6 +1,6 @@
 """NumPy backend: the CPU implementation, and the reference for every other backend.
 
-A keys-only chunk is one array of ``total`` order codes (``distsort.order``) with
+A keys-only chunk is one array of ``total`` order codes (``distsort.core.order``) with
 the sign bit flipped and viewed as signed integers (NumPy's SIMD sorts are faster
 for signed than for unsigned 64-bit integers; the order is the same), decoded at
 the end.  A keyed chunk is ordered by :func:`order_codes`.  Where a key and a value
@@ -24,11 +24,11 @@ import sys
 
 import numpy as np
 
-from ...chunk import head, length, split_high, split_low, tail  # noqa: F401  (the Backend)
-from ...order import decode, encode
+from distsort.backends.chunk import head, length, split_high, split_low, tail  # noqa: F401  (the Backend)
+from distsort.core.order import decode, encode
 
 #: Chunks shorter than this keep the NumPy code where a compiled pass exists
-#: (``distsort.backends.cpu.codes``, the gather in :func:`keyed_sort`, ``distsort.verify``):
+#: (``distsort.backends.cpu.codes``, the gather in :func:`keyed_sort`, ``distsort.graph.verify``):
 #: loading the compiled code costs time and, in each worker process, memory (LLVM)
 #: that small chunks do not repay; a worker with a tight memory limit (a small
 #: out-of-core sort, 8 MiB chunks in 300 MB workers) sorts small chunks, and the

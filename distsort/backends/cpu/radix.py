@@ -1,13 +1,13 @@
 """An LSD radix sort of keys alone on one core, the codes made from the keys' bits on
 the way in and the keys made back on the way out (numba).
 
-The larger-than-memory path (:mod:`distsort.disksort`) sorts every element twice on
+The larger-than-memory path (:mod:`distsort.io.disksort`) sorts every element twice on
 the CPU, once to form its run and once in the k-way merge, and the CPU is its limit
 on a machine of few cores, where NumPy's sort of float32 is several times slower
 than this one (the figures: ``docs/out_of_core.md``).  This sort reads the keys once
 to count every digit, then moves them once per byte (four moves for 4-byte keys; a
 byte that every key shares moves nothing), the first move writing the ``total``
-codes of :mod:`distsort.order` and the last one the keys again, so that no pass of
+codes of :mod:`distsort.core.order` and the last one the keys again, so that no pass of
 its own encodes or decodes.  Digits of a byte (256 destinations per move) were
 faster than digits of 11 bits (three moves over 2048 destinations, which the caches
 and the TLB hold less well).
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...order import decode, encode
-from . import merge as _merge
-from .codes import _constants
+from distsort.core.order import decode, encode
+from distsort.backends.cpu import merge as _merge
+from distsort.backends.cpu.codes import _constants
 
 #: Bits of a digit: 256 destinations per move (:func:`_counts` is written for bytes).
 DIGIT_BITS = 8

@@ -1,5 +1,5 @@
 """CuPy backend: chunks sorted in place on the GPU by the bitonic kernels of
-``distsort/kernels``, launched by ``launcher.py``.
+``distsort/backends/gpu/kernels``, launched by ``launcher.py``.
 
 A chunk is the CuPy keys array in the user's dtype (the kernels turn keys into order
 codes on load and back on store, so keys-only output is bit-identical to the NumPy
@@ -16,14 +16,14 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from ... import memory
-from ...chunk import (head, length, make_chunk, parts, slice_chunk,  # noqa: F401  (the Backend)
+from distsort.core import memory
+from distsort.backends.chunk import (head, length, make_chunk, parts, slice_chunk,  # noqa: F401  (the Backend)
                       split_high, split_low, tail)
-from . import launcher, local_sort
-from .launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
-from .local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
-from ..cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
-from .passes import schedule  # noqa: F401  (part of this backend's interface)
+from distsort.backends.gpu import launcher, local_sort
+from distsort.backends.gpu.launcher import pass_count, sort_inplace  # noqa: F401  (imported from here)
+from distsort.backends.gpu.local_sort import sort_owned  # noqa: F401  (also the graph's group sorts)
+from distsort.backends.cpu.numpy_backend import crossing_bound, probe_codes  # noqa: F401  (probes are NumPy's codes)
+from distsort.backends.gpu.passes import schedule  # noqa: F401  (part of this backend's interface)
 
 #: ``distsort.backends.CAPABILITIES``: ``prepare`` takes ``local=``; ``sort_owned``;
 #: ``sort_chunk``; ``stable``; ``fits``.

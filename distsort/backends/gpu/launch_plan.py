@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import passes
+from distsort.backends.gpu import passes
 
 
 class Launch(NamedTuple):

@@ -1,5 +1,5 @@
 """The GPU launcher: runs the launches of ``launch_plan.py`` on CuPy arrays, with the kernels
-of ``distsort/kernels`` (``sort.cu`` says what one pass does).
+of ``distsort/backends/gpu/kernels`` (``sort.cu`` says what one pass does).
 
 Keys are the user's dtype (the kernels turn them into order codes on load and back on
 store); values move with them.  Not supported: more than 2**31 lanes; lanes longer
@@ -13,8 +13,8 @@ import functools
 import cupy
 import numpy as np
 
-from ...kernels.loader import get_module
-from . import launch_plan as launch, passes, tuning
+from distsort.backends.gpu.kernels.loader import get_module
+from distsort.backends.gpu import launch_plan as launch, passes, tuning
 
 GRID_Y = 65535  # the largest grid y dimension: lanes beyond it take further launches
 

@@ -29,8 +29,8 @@ import sys
 
 import numpy as np
 
-from ... import dask_cuda_store
-from ...xp import namespace
+from distsort.core import dask_cuda_store
+from distsort.core.xp import namespace
 
 __all__ = ["LOCAL_SORTS", "choose_local", "radix_extra_bytes", "sorts_in_place", "device_budget",
            "device_limit", "sort_owned", "radix_sort", "sort_keys", "stable_perm",
@@ -117,7 +117,7 @@ def device_budget(owned_bytes=0):
     device memory plus what CuPy's own pool caches."""
     limit, held = _dask_cuda_limits()
     if held is not None:
-        from ... import memory
+        from distsort.core import memory
         if limit is None:
             limit = memory.largest_fitting_chunk(1, memory.device_capacity(), copies=1)
         return max(0, limit - held - int(owned_bytes))
@@ -149,7 +149,7 @@ def _rmm_pool_free():
 def device_limit():
     """Bytes of device memory a worker's chunks may take: dask-cuda's
     ``device_memory_limit`` where set, else the device's capacity."""
-    from ... import memory
+    from distsort.core import memory
     limit, _ = _dask_cuda_limits()
     return limit if limit is not None else memory.device_capacity()
 
@@ -188,7 +188,7 @@ def sort_owned(keys, values, order, local="auto", increasing_values=False):
         increasing_values = increasing(values)
     if _path(keys, vsize, local, increasing_values, owned, order.descending) == "radix":
         return radix_sort(keys, values, order, increasing_values)
-    from .launcher import sort_inplace
+    from distsort.backends.gpu.launcher import sort_inplace
     sort_inplace(keys, values, order.descending)
     return keys if values is None else (keys, values)
 
@@ -208,7 +208,7 @@ def sort_chunk(keys, order, local="auto", part=0):
     if not order.keyed:
         if path == "radix":
             return sort_keys(keys, order.descending, owned=False)
-        from .launcher import sort_inplace
+        from distsort.backends.gpu.launcher import sort_inplace
         keys = keys.copy()
         sort_inplace(keys, None, order.descending)
         return keys
@@ -216,7 +216,7 @@ def sort_chunk(keys, order, local="auto", part=0):
         perm = stable_perm(keys, order.descending)
         return perm if part else keys[perm]
     import cupy
-    from .launcher import sort_inplace
+    from distsort.backends.gpu.launcher import sort_inplace
     keys = keys.copy()
     positions = cupy.arange(keys.size, dtype=np.int64)
     sort_inplace(keys, positions, order.descending)
@@ -225,7 +225,7 @@ def sort_chunk(keys, order, local="auto", part=0):
 
 def radix_sort(keys, values, order, increasing_values=False, by_position=False):
     """The chunk of ``keys`` (and ``values``) sorted by CUB's radix sort on the order
-    codes of ``distsort.order``: the same order as the bitonic kernels'.  ``keys`` is
+    codes of ``distsort.core.order``: the same order as the bitonic kernels'.  ``keys`` is
     owned: keys alone are turned into their codes, sorted and turned back in place
     (ascending integer and float32/64 keys are sorted as they are:
     :func:`sort_keys`).  ``increasing_values``: the values are increasing positions
@@ -234,7 +234,7 @@ def radix_sort(keys, values, order, increasing_values=False, by_position=False):
     values gathered; ``keys`` and ``values`` are then only read)."""
     import cupy
 
-    from ..cpu.numpy_backend import order_codes
+    from distsort.backends.cpu.numpy_backend import order_codes
     if values is None:
         return sort_keys(keys, order.descending)
     if increasing_values or by_position:  # a stable sort by the key's canonical code
@@ -318,7 +318,7 @@ def _device_bounds(u):
     device array of four (``float_bounds.cu``), not read back."""
     import cupy
 
-    from ...kernels.loader import float_order_kernels
+    from distsort.backends.gpu.kernels.loader import float_order_kernels
     out = cupy.empty(4, dtype=np.int64)
     float_order_kernels(u.dtype)["float_bounds"]((1,), (32,), (u, np.int64(u.size), out))
     return out
@@ -362,7 +362,7 @@ def fix_float_order(keys):
     nothing is read back, so the task returns while the GPU sorts, and where there are
     no zeros and no negative NaNs (most data) every kernel after the bounds returns at
     once.  Returns ``keys``."""
-    from ...kernels.loader import float_order_kernels
+    from distsort.backends.gpu.kernels.loader import float_order_kernels
     u = keys.view(f"u{keys.dtype.itemsize}")
     n, out = np.int64(u.size), _device_bounds(u)
     kernels = float_order_kernels(u.dtype)
@@ -405,10 +405,10 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
     (``kernels.loader.order_kernel``) where CuPy's operators take five, and with
     ``in_place`` overwrite their own storage (a contiguous copy's, for a view); other
     dtypes, and NumPy keys (the CPU tests of this path), go through ``order.encode``."""
-    from ...order import code_dtype, encode
+    from distsort.core.order import code_dtype, encode
     if keys.dtype.kind != "f" or namespace(keys) is np:
         return encode(keys, canonical=canonical, descending=descending)
-    from ...kernels.loader import order_kernel
+    from distsort.backends.gpu.kernels.loader import order_kernel
     u = namespace(keys).ascontiguousarray(keys).view(code_dtype(keys.dtype))
     kernel = order_kernel("encode")
     return kernel(u, canonical, descending, u) if in_place else kernel(u, canonical, descending)
@@ -417,8 +417,8 @@ def encode_codes(keys, *, canonical=False, descending=False, in_place=False):
 def decode_codes(codes, dtype, *, descending=False):
     """``order.decode(codes, dtype, copy=False)`` of CuPy ``codes``, in place; float
     keys in one elementwise pass."""
-    from ...order import decode
+    from distsort.core.order import decode
     if codes.dtype.kind == "u" and dtype.kind == "f" and namespace(codes) is not np:
-        from ...kernels.loader import order_kernel
+        from distsort.backends.gpu.kernels.loader import order_kernel
         return order_kernel("decode")(codes, descending, codes).view(dtype)
     return decode(codes, dtype, descending=descending, copy=False)

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import tuning
+from distsort.backends.gpu import tuning
 
 
 _MIN_ITEMS = 4  # the fewest items per thread the shrinking below goes down to

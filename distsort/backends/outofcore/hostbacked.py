@@ -21,7 +21,7 @@ contiguous arrays of some size (the input chunks an out-of-core sort spills to m
 room) are copied through the staging ring (:func:`staged_copy`: several threads, where
 CuPy's serializer makes one pageable copy), the rest go to CuPy's own serializer.  The
 header and bytes are those CuPy's serializer would make, so the chunk spills, reads
-(``distsort.held``) and comes back as any CuPy array does (a host copy of an output
+(``distsort.cluster.held``) and comes back as any CuPy array does (a host copy of an output
 chunk from page-locked memory, at the link's speed).  The host copy stays with the
 chunk, spilled or not, and keeps its pinned block in use.
 """
@@ -120,7 +120,7 @@ def staged_copy(x):
     """A pageable host copy of the contiguous CuPy array ``x``, made through the staging
     ring (``distsort.backends.outofcore.staging``): several threads fault the new pages
     in and copy beside the link, where CuPy's serializer makes one pageable copy."""
-    from .staging import ring
+    from distsort.backends.outofcore.staging import ring
     host = np.empty(x.shape, x.dtype)
     cupy.cuda.Device().synchronize()  # whatever still writes ``x`` on another stream
     ring().to_host(host, x)

@@ -2,22 +2,22 @@
 
 A *run* is a sorted piece of the array held in host memory (pinned, on GPU workers):
 the keys in the user's dtype, or a ``(keys, values)`` tuple.  It is a chunk of the
-backend interface (``distsort.backends``), so ``distsort.graph.network_layers`` runs
+backend interface (``distsort.backends``), so ``distsort.graph.layers.network_layers`` runs
 the bitonic network between runs unchanged: edges, heads and tails are host views,
 crossing counts are binary searches in host memory, and the merges of a compare-split
-stream through an *engine* in segments (``distsort.outofcore``):
+stream through an *engine* in segments (``distsort.plan.outofcore``):
 
 * ``"gpu"`` (``distsort.backends.outofcore.stream_gpu``): copies in, the bitonic merge kernels,
   copies out, two segments in flight on two CUDA streams;
 * ``"cpu"``: NumPy, the same segments one after the other (the reference, and what CI
   runs).
 
-Where ``distsort.kway.choose_merge`` says so, the runs are merged instead in one k-way
-pass: each output chunk is made (``distsort.outofcore_graph.merge_chunk``) from its
-slice of every run, found by ``distsort.kway.co_ranks`` with :func:`run_searcher` (for
+Where ``distsort.plan.kway.choose_merge`` says so, the runs are merged instead in one k-way
+pass: each output chunk is made (``distsort.graph.outofcore.merge_chunk``) from its
+slice of every run, found by ``distsort.plan.kway.co_ranks`` with :func:`run_searcher` (for
 all chunks in one task, ``kway_cuts``), and merged by :meth:`HostRuns.merge_segments`.
 
-Order: the keys' ``total`` codes (``distsort.order``), or ``order_codes`` of
+Order: the keys' ``total`` codes (``distsort.core.order``), or ``order_codes`` of
 ``(keys, values)`` (NumPy backend's keyed order): the order the GPU kernels use, so
 that every engine gives the same runs bit for bit.
 """
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import dask_cuda_store
-from ...chunk import length, make_chunk as make_run, parts, split_high, split_low
-from ...chunk import slice_chunk as slice_run
-from ...order import encode
-from ..cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
-from ..cpu.numpy_backend import first_not, order_codes, probe_codes
+from distsort.core import dask_cuda_store
+from distsort.backends.chunk import length, make_chunk as make_run, parts, split_high, split_low
+from distsort.backends.chunk import slice_chunk as slice_run
+from distsort.core.order import encode
+from distsort.backends.cpu.numpy_backend import crossing_bound  # noqa: F401  (probes are NumPy's codes)
+from distsort.backends.cpu.numpy_backend import first_not, order_codes, probe_codes
 
 
 def code(run, i, order):
@@ -107,7 +107,7 @@ def _gather(runs, which, at):
 
 
 def run_searcher(runs, order):
-    """``before`` of ``distsort.kway.co_ranks`` on host runs: ``numpy.searchsorted`` in
+    """``before`` of ``distsort.plan.kway.co_ranks`` on host runs: ``numpy.searchsorted`` in
     each run where the order is that of the keys themselves (ascending keys, a pivot
     that is no float zero or NaN), then, where there are values of integers, in the
     values of the pivot's equal keys; else the binary searches of every run in one step
@@ -116,7 +116,7 @@ def run_searcher(runs, order):
     ``numpy.searchsorted`` copies an unaligned array whole on every call.
 
     >>> from distsort.backends import Order
-    >>> from distsort.kway import co_ranks
+    >>> from distsort.plan.kway import co_ranks
     >>> runs = [np.array([1., 3., 5.]), np.array([-0.0, 0.0, 3.]), np.array([np.nan])]
     >>> co_ranks([3, 3, 1], 4, run_searcher(runs, Order()))
     (2, 2, 0)
@@ -186,7 +186,7 @@ def _search_codes(probe, pivots, a, b, lower):
 
 def run_sample(run, step):
     """The elements of ``run`` at ``step - 1, 2 * step - 1, ...``, copied
-    (``distsort.kway.brackets``).
+    (``distsort.plan.kway.brackets``).
 
     >>> run_sample(np.arange(10), 3).tolist()
     [2, 5, 8]
@@ -256,7 +256,7 @@ class HostRuns:
     """The backend of an out-of-core sort: runs in host memory merged by ``engine``
     (``"gpu"`` or ``"cpu"``) in segments of ``segment`` elements, within a device
     ``budget`` in bytes (None: no limit).  ``read``: how a task reads a persisted
-    chunk that it names without depending on it (``distsort.held.read_held``; the
+    chunk that it names without depending on it (``distsort.cluster.held.read_held``; the
     scheduling floor hands it down).  ``runs``: elements of each run of the sort, where
     the graph knows them (the k-way merge's), so that the engine holds host memory for
     those runs and no more."""
@@ -269,9 +269,9 @@ class HostRuns:
 
     def _engine(self):
         if self.engine == "gpu":
-            from . import stream_gpu
+            from distsort.backends.outofcore import stream_gpu
             return stream_gpu
-        from . import stream_cpu
+        from distsort.backends.outofcore import stream_cpu
         return stream_cpu
 
     # -- runs from the input chunks
@@ -328,7 +328,7 @@ class HostRuns:
         cuts = segments(x, y, self.segment, order)
         return self._engine().merge(x, y, cuts, order, self.budget)
 
-    # -- the k-way merge (distsort.kway, distsort.outofcore_graph.merge_chunk)
+    # -- the k-way merge (distsort.plan.kway, distsort.graph.outofcore.merge_chunk)
     def kway_segment(self, run, chunk, like_gpu, fraction):
         """Elements per segment of a k-way merge of runs like ``run`` into an output
         chunk of ``chunk`` elements, within ``fraction`` of the budget."""

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import pages
+from distsort.backends.outofcore import pages
 
 #: Bytes the blocks are rounded to.
 PAGE = 2 << 20

@@ -13,8 +13,8 @@ import weakref
 
 import numpy as np
 
-from ...chunk import length, parts  # noqa: F401  (re-exported for the engines)
-from ...chunk import make_chunk as make_run, slice_chunk as slice_run  # noqa: F401
+from distsort.backends.chunk import length, parts  # noqa: F401  (re-exported for the engines)
+from distsort.backends.chunk import make_chunk as make_run, slice_chunk as slice_run  # noqa: F401
 
 __all__ = ["parts", "make_run", "length", "slice_run", "positions", "claim"]
 

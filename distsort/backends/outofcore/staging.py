@@ -48,7 +48,7 @@ class StagingRing:
     def __init__(self, threads=THREADS, buffer_bytes=BUFFER_BYTES):
         import cupy
 
-        from .pinned import PAGE, new_block
+        from distsort.backends.outofcore.pinned import PAGE, new_block
         self.device = cupy.cuda.Device().id
         self.size = -(-int(buffer_bytes) // PAGE) * PAGE
         self._block = new_block(2 * threads * self.size)  # pinned once, kept

@@ -6,9 +6,9 @@ import itertools
 
 import numpy as np
 
-from ...order import decode, encode
-from .runs import make_run, parts, positions
-from ..cpu.numpy_backend import _keyed_perm
+from distsort.core.order import decode, encode
+from distsort.backends.outofcore.runs import make_run, parts, positions
+from distsort.backends.cpu.numpy_backend import _keyed_perm
 
 
 def record(name, seconds):
@@ -65,7 +65,7 @@ def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
 
 def merge_segments(runs, cuts, order, like_gpu, budget):
     """One output chunk of the k-way merge of ``runs``: between consecutive co-ranks of
-    ``cuts`` (``distsort.kway.co_ranks``), each run's slice; each segment's slices
+    ``cuts`` (``distsort.plan.kway.co_ranks``), each run's slice; each segment's slices
     concatenated and sorted stably (the runs' order on ties)."""
     keys, values = parts(runs[0])
     n = sum(cuts[-1]) - sum(cuts[0])

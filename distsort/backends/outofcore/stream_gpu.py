@@ -36,10 +36,11 @@ from contextlib import contextmanager
 import cupy
 import numpy as np
 
-from ... import dask_cuda_store
-from ..gpu import cupy_backend as gpu
-from . import hostbacked, pages, pinned, staging  # hostbacked: dask-cuda spills through it
-from .runs import claim, make_run, parts
+from distsort.core import dask_cuda_store
+from distsort.backends.gpu import cupy_backend as gpu
+# hostbacked: dask-cuda spills through it
+from distsort.backends.outofcore import hostbacked, pages, pinned, staging
+from distsort.backends.outofcore.runs import claim, make_run, parts
 
 
 #: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
@@ -269,7 +270,7 @@ def warm_merge(keys_dtype, values_dtype, order):
 
 
 def _warm(device, keys_dtype, values_dtype, order):
-    from ..gpu.local_sort import radix_sort
+    from distsort.backends.gpu.local_sort import radix_sort
     began = time.perf_counter()
     kdt = np.dtype(keys_dtype)
     if kdt.kind == "f":  # NaNs of both signs and zeros of both: every fix-up runs
@@ -294,7 +295,7 @@ def kway_segment(keys_dtype, values_dtype, chunk, like_gpu, budget, fraction):
     and the radix sort's buffers (``gpu.local_sort.radix_extra_bytes``), beside the output
     chunk itself when it stays on the device (``like_gpu``), in ``fraction`` of the
     budget."""
-    from ..gpu.local_sort import radix_extra_bytes
+    from distsort.backends.gpu.local_sort import radix_extra_bytes
     ks = np.dtype(keys_dtype).itemsize
     vs = 0 if values_dtype is None else np.dtype(values_dtype).itemsize
     room = (budget or cupy.cuda.Device().mem_info[0]) * fraction
@@ -318,7 +319,7 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
 
 
 def _merge_segments(runs, cuts, order, like_gpu, budget):
-    from ..gpu.local_sort import radix_extra_bytes, radix_sort
+    from distsort.backends.gpu.local_sort import radix_extra_bytes, radix_sort
     keys, values = parts(runs[0])
     kdt, vdt = keys.dtype, None if values is None else values.dtype
     n = sum(cuts[-1]) - sum(cuts[0])

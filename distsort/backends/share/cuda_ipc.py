@@ -28,7 +28,7 @@ leaves undefined; set ``distsort.exchange`` to ``"comm"`` for such workers.
 Only for workers of one host that may map each other's memory (no container
 boundary between them): ``distsort.sort`` uses it when the config value
 ``distsort.exchange`` says so, or (``"auto"``) when every worker reports the same
-host (``distsort.sortplan``).  A share that reaches another
+host (``distsort.plan.sortplan``).  A share that reaches another
 host raises an error in the merge that reads it, naming that setting.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ from contextlib import contextmanager
 import cupy
 import numpy as np
 
-from .keepalive import mark_read, process_pins
+from distsort.backends.share.keepalive import mark_read, process_pins
 
 logger = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ partner's whole chunk as a :class:`~distsort.backends.share.cuda_ipc.Shared` (ha
 no data), finds the crossing count across the two GPUs and copies only the
 crossing elements (see :mod:`distsort.backends.share.cuda_ipc`).  The graph uses them
 instead of ``edges``/``head``/``tail`` when the backend has ``share``;
-``distsort.sort`` picks this backend where its plan says so (``distsort.sortplan``).
+``distsort.sort`` picks this backend where its plan says so (``distsort.plan.sortplan``).
 """
 from __future__ import annotations
 
-from .cuda_ipc import copy_in, opened, share  # noqa: F401  (the Backend's share)
-from ..gpu.cupy_backend import (crossing_bound, crossing_count,  # noqa: F401  (the Backend)
+from distsort.backends.share.cuda_ipc import copy_in, opened, share  # noqa: F401  (the Backend's share)
+from distsort.backends.gpu.cupy_backend import (crossing_bound, crossing_count,  # noqa: F401  (the Backend)
                                 finish_keys, finish_values, head, length, make_chunk, merge_high,
                                 merge_low, parts, prepare, probe, slice_chunk, sort_blocks,
                                 sort_owned, tail)

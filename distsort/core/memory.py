@@ -126,5 +126,5 @@ def device_capacity():
 
 def _worker_device_budget(dask_worker=None):
     """This worker's device budget: dask-cuda's ``device_memory_limit`` (bytes), or None."""
-    from . import dask_cuda_store
+    from distsort.core import dask_cuda_store
     return dask_cuda_store.spill_budget(getattr(dask_worker, "data", None))

@@ -1,6 +1,6 @@
-"""Graph layers of the k-way out-of-core merge (``distsort.kway``).
+"""Graph layers of the k-way out-of-core merge (``distsort.plan.kway``).
 
-The runs come from ``distsort.graph.run_layers``; then one task finds the co-ranks
+The runs come from ``distsort.graph.layers.run_layers``; then one task finds the co-ranks
 of every output chunk's segments (:func:`kway_cuts`), one task per output chunk
 merges that chunk's slice of every run (:func:`merge_chunk`), and the output arrays
 take the keys and the values of those tasks.  Builders take names and chunks
@@ -8,7 +8,7 @@ and touch no data.
 
 >>> from distsort.backends import Order
 >>> from distsort.backends.outofcore.hostruns import HostRuns
->>> from distsort.graph import SortGraph
+>>> from distsort.graph.layers import SortGraph
 >>> g = SortGraph("abc")
 >>> merged = kway_layers(g, [("distsort-run-abc", 0), ("distsort-run-abc", 1)],
 ...                      (4, 4, 2), HostRuns(), Order(), like_gpu=False)
@@ -37,8 +37,8 @@ def kway_cuts(backend, chunks, order, like_gpu, runs):
     from the last co-ranks: a merge task may then reuse the run ranges it consumed
     (the GPU engine keeps a merged chunk's host copy there), which no later search may
     read."""
-    from .backends.outofcore.hostruns import length, run_searcher
-    from .kway import KWAY_FRACTION, co_ranks, segment_bounds
+    from distsort.backends.outofcore.hostruns import length, run_searcher
+    from distsort.plan.kway import KWAY_FRACTION, co_ranks, segment_bounds
     began = time.perf_counter()
     before = run_searcher(runs, order)
     lengths = [length(r) for r in runs]
@@ -67,12 +67,12 @@ def merge_chunk(backend, j, order, like_gpu, cuts, runs):
 
 def kway_sort_layers(graph, keys_name, values_name, chunks, backend, order, positions,
                      run_chunks, stage, held, like_gpu, name=None, perm=None):
-    """Runs of ``run_chunks`` chunks (``distsort.graph.run_layers``, arguments as
+    """Runs of ``run_chunks`` chunks (``distsort.graph.layers.run_layers``, arguments as
     there), then :func:`kway_layers`, or :func:`exchange_layers` where ``perm`` groups
     the chunks by the worker holding them; returns the keys of the merged output
     chunks."""
-    from .graph import run_layers
-    from .outofcore import run_lengths
+    from distsort.graph.layers import run_layers
+    from distsort.plan.outofcore import run_lengths
     # A worker forms only its own runs: where they are spread, the pinned pool is told
     # nothing (it would make blocks for every run of the sort in every worker).
     backend = dataclasses.replace(
@@ -111,17 +111,17 @@ def pick_layer(graph, out_name, merged, func, part):
     return out_name
 
 
-# -- runs held by several workers (``distsort.kway``, step 4)
+# -- runs held by several workers (``distsort.plan.kway``, step 4)
 
 def exchange_layers(graph, runs, lengths, chunks, backend, order, like_gpu, name=None):
     """The k-way merge of ``runs`` (of ``lengths``) held by several workers: samples,
-    pivots, windows and splitters (small messages: ``distsort.kway``, step 4), then each
+    pivots, windows and splitters (small messages: ``distsort.plan.kway``, step 4), then each
     output chunk's slice of every run, sent to the task that merges them (one exchange
     between workers); returns the merged output chunks' keys.
 
     >>> from distsort.backends import Order
     >>> from distsort.backends.outofcore.hostruns import HostRuns
-    >>> from distsort.graph import SortGraph
+    >>> from distsort.graph.layers import SortGraph
     >>> g = SortGraph("abc")
     >>> exchange_layers(g, [("r", 0), ("r", 1)], (8, 2), (4, 4, 2), HostRuns(), Order(),
     ...                 like_gpu=False)[:2]
@@ -131,8 +131,8 @@ def exchange_layers(graph, runs, lengths, chunks, backend, order, like_gpu, name
     >>> g.layers["distsort-kway-abc"][("distsort-kway-abc", 2)][-1]
     [('distsort-kway-slice-abc', 2, 0), ('distsort-kway-slice-abc', 2, 1)]
     """
-    from .backends.outofcore.hostruns import run_sample
-    from .kway import sample_step
+    from distsort.backends.outofcore.hostruns import run_sample
+    from distsort.plan.kway import sample_step
     token, k = graph.token, len(runs)
     steps = tuple(sample_step(n) for n in lengths)
     ends = tuple(itertools.accumulate(chunks))[:-1]
@@ -167,8 +167,8 @@ def exchange_pivots(lengths, steps, ends, order, samples):
     """For each output chunk's end of ``ends`` (ranks), the two samples that bracket it
     (``kway.brackets``): each ``(run, position, element)`` (a run of one element), or
     None."""
-    from .backends.outofcore.hostruns import merge_samples, slice_run
-    from .kway import brackets
+    from distsort.backends.outofcore.hostruns import merge_samples, slice_run
+    from distsort.plan.kway import brackets
     merged = merge_samples(samples, order)
 
     def pivot(handle):
@@ -185,7 +185,7 @@ def run_windows(run, j, order, pivots):
     (:func:`exchange_pivots`), how many of its elements come before the low pivot, and a
     copy of those between the low and the high one (the window of the end's co-rank).
     """
-    from .backends.outofcore.hostruns import count_before, length, make_run, parts
+    from distsort.backends.outofcore.hostruns import count_before, length, make_run, parts
     n = length(run)
     bounds = []
     for side, missing in ((0, 0), (1, n)):
@@ -202,8 +202,8 @@ def exchange_splitters(lengths, ends, order, windows):
     """The co-ranks in every run of each output chunk's start, and of the end: from
     each run's counts before the low pivots and its windows (:func:`run_windows`), the
     co-ranks within the windows (``kway.co_ranks``)."""
-    from .backends.outofcore.hostruns import length, run_searcher
-    from .kway import co_ranks
+    from distsort.backends.outofcore.hostruns import length, run_searcher
+    from distsort.plan.kway import co_ranks
     cuts = [(0,) * len(lengths)]
     for e, end in enumerate(ends):
         low = [w[0][e] for w in windows]
@@ -218,14 +218,14 @@ def exchange_splitters(lengths, ends, order, windows):
 def slice_between(run, r, c, splitters):
     """Run ``r``'s slice that output chunk ``c`` merges (a view: the merge may write
     its output there, as ``merge_segments`` does in the runs it consumed)."""
-    from .backends.outofcore.hostruns import slice_run
+    from distsort.backends.outofcore.hostruns import slice_run
     return slice_run(run, splitters[c][r], splitters[c + 1][r])
 
 
 def _writeable(run):
     """``run``, or a copy where a part of it is read-only (a slice received from
     another worker may be a view of the message's bytes)."""
-    from .backends.outofcore.hostruns import make_run, parts
+    from distsort.backends.outofcore.hostruns import make_run, parts
     keys, values = parts(run)
     if keys.flags.writeable and (values is None or values.flags.writeable):
         return run
@@ -236,7 +236,7 @@ def merge_slices(backend, size, order, like_gpu, slices):
     """An output chunk of ``size`` elements from its slice of every run: its segments'
     co-ranks in the slices (:func:`kway_cuts` of one chunk), then
     ``backend.merge_segments`` as in :func:`merge_chunk`."""
-    from .backends.outofcore.hostruns import length
+    from distsort.backends.outofcore.hostruns import length
     began = time.perf_counter()
     total = sum(length(s) for s in slices)
     if total != size:  # the splitters and the chunking disagree: never silently

@@ -24,5 +24,5 @@ def run():
     over once its arguments are parsed)."""
     _signal.signal(_signal.SIGINT, _stop)
     _signal.signal(_signal.SIGTERM, _stop)
-    from .cli.command import run as command
+    from distsort.cli.command import run as command
     return command()

@@ -17,7 +17,7 @@ The check works on the output arrays the user gets (after ``finish_keys`` /
 from a backend: only NumPy or CuPy arrays.
 
 Builders here take names and chunk counts and touch no data; their layer names
-are tokenized like those of ``distsort.graph``.
+are tokenized like those of ``distsort.graph.layers``.
 
 Examples
 --------
@@ -36,10 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends import Order
-from .backends.cpu.numpy_backend import COMPILED_FROM  # NumPy chunks this long are hashed compiled
-from .order import as_sortable
-from .xp import namespace as _namespace
+from distsort.backends import Order
+# NumPy chunks this long are hashed compiled
+from distsort.backends.cpu.numpy_backend import COMPILED_FROM
+from distsort.core.order import as_sortable
+from distsort.core.xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
            "chunk_summaries", "verified"]
@@ -158,7 +159,7 @@ def _hash_sums():
     """:func:`_hash_sums_py` compiled with numba (``nogil``: threads hash chunks at
     once), or None where numba is not installed (or ``DISTSORT_NUMBA=0``)."""
     if not _HASH_SUMS:
-        from .backends.cpu import merge
+        from distsort.backends.cpu import merge
         _HASH_SUMS.append(merge.numba.njit(cache=True, nogil=True)(_hash_sums_py)
                           if merge.ENABLED else None)
     return _HASH_SUMS[0]
@@ -346,7 +347,7 @@ def check(inputs, outputs, chunks, what="sort"):
     >>> check(x, out[:1], (2,))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    distsort.verify.VerificationError: ... the output has 2 elements, the input 3 (1 lost)
+    distsort.graph.verify.VerificationError: ... the output has 2 elements, the input 3 (1 lost)
     """
     def fail(message):
         raise VerificationError(f"distsort.{what} verification failed: {message}")
@@ -464,7 +465,7 @@ def chunk_summaries(keys, values=None, *, positions=False, descending=None, keye
     from dask.base import tokenize
     from dask.delayed import Delayed
 
-    from .graph import graph_over
+    from distsort.graph.layers import graph_over
     name = "distsort-verify-summary-" + tokenize(
         keys.name, None if values is None else values.name, positions, order)
     sources = [keys] + ([] if values is None else [values])
@@ -539,7 +540,7 @@ def verified(keys, values, out_keys, out_values, order, positions, what="sort"):
     import dask.array as da
     from dask.base import tokenize
 
-    from .graph import graph_over
+    from distsort.graph.layers import graph_over
     token = tokenize(out_keys.name, None if out_values is None else out_values.name)
     outputs = [a for a in (out_keys, out_values) if a is not None]
     new, deps, gated = verify_layers(

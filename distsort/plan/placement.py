@@ -5,11 +5,11 @@ the positions follow where the chunks live: the chunks of one worker take
 consecutive positions, in aligned blocks of a power of two, and the network's
 early rounds (which pair chunks inside such blocks) move no data between workers.
 Past that, each block of ``group`` consecutive positions is sorted as one on its
-worker (``distsort.graph``), and the network starts at the stage that merges pairs
-of blocks (``distsort.plan.plan_network(c, run=group)``).
+worker (``distsort.graph.layers``), and the network starts at the stage that merges pairs
+of blocks (``distsort.plan.network.plan_network(c, run=group)``).
 
 Everything here is pure arithmetic on integers and worker names, tested without
-a cluster; ``distsort.locality`` asks the scheduler for what it needs.
+a cluster; ``distsort.cluster.locality`` asks the scheduler for what it needs.
 
 Examples
 --------
@@ -28,7 +28,7 @@ from collections import defaultdict
 __all__ = ["placement", "group_size", "local_group", "floor_pow2", "starts", "group_bounds"]
 
 #: Copies of its group a group sort holds beyond the inputs: their concatenation and
-#: the sorted run (``distsort.graph.group_prepare``).
+#: the sorted run (``distsort.graph.layers.group_prepare``).
 GROUP_COPIES = 2
 
 

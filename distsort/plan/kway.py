@@ -1,6 +1,6 @@
 """The k-way merge of out-of-core runs, in integers alone: splitters, segments, cost.
 
-An out-of-core sort forms ``k`` sorted runs (``distsort.outofcore``).  Instead of the
+An out-of-core sort forms ``k`` sorted runs (``distsort.plan.outofcore``).  Instead of the
 bitonic network between them, one pass merges all ``k`` at once:
 
 1. *Splitters.*  For an output rank ``r``, the co-ranks ``c`` (``c[j]`` elements of

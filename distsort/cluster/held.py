@@ -10,20 +10,20 @@ sort only need the chunk's bytes on the host, so for a persisted input they take
 keeps it (:func:`read_held`): a spilled CuPy chunk as a read-only NumPy view of its
 host copy, a chunk on the device or in a plain store as it is.  The group sorts of many
 small persisted chunks on a ``distributed`` cluster read them the same way, all of a
-group's chunks through one :class:`~distsort.taskkeys.HeldChunks` argument
+group's chunks through one :class:`~distsort.core.taskkeys.HeldChunks` argument
 (:func:`read_held_chunks`): a dependency per chunk cost the scheduler more than the sort.
 
 Without a dependency the scheduler would neither place the task nor keep the chunk
-alive for it.  :class:`distsort.scheduler_plugin.KeepChunksInPlace` does both when the
+alive for it.  :class:`distsort.cluster.plugin.KeepChunksInPlace` does both when the
 graph arrives: it restricts the task to the chunk's holder and holds the chunk for a
-client of its own (``distsort.taskkeys.HOLDER``) until the task ends.
+client of its own (``distsort.core.taskkeys.HOLDER``) until the task ends.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import dask_cuda_store
-from .taskkeys import Held
+from distsort.core import dask_cuda_store
+from distsort.core.taskkeys import Held
 
 def read_held(held: Held):
     """The chunk ``held`` refers to, from this worker's store where it is there (see

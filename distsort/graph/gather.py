@@ -11,7 +11,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from .xp import namespace as _namespace
+from distsort.core.xp import namespace as _namespace
 
 __all__ = ["gather"]
 

@@ -47,11 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends import Order
-from .backends.cpu.numpy_backend import first_not, order_codes, stable_sort
-from .kway import segment_bounds
-from .libc import libc
-from .order import TIME_KINDS, as_sortable, encode, from_sortable
+from distsort.backends import Order
+from distsort.backends.cpu.numpy_backend import first_not, order_codes, stable_sort
+from distsort.plan.kway import segment_bounds
+from distsort.core.libc import libc
+from distsort.core.order import TIME_KINDS, as_sortable, encode, from_sortable
 
 #: Orders of the disk path: keys alone (``"sort"``), equal keys in input order
 #: (``"stable"``: ``--argsort``, ``--values --stable``), or by value (``"by-value"``:
@@ -482,7 +482,7 @@ def can_free(directory):
 
 # ------------------------------------------------------------------ order
 def sortable_dtype(dtype):
-    """The dtype :func:`distsort.order.as_sortable` gives for ``dtype`` (what the runs
+    """The dtype :func:`distsort.core.order.as_sortable` gives for ``dtype`` (what the runs
     hold)."""
     return np.dtype(np.uint64) if np.dtype(dtype).kind in TIME_KINDS else np.dtype(dtype)
 
@@ -503,7 +503,7 @@ def sort_piece(keys, payload, order, descending, out=None):
     if payload is None:
         # Imported here: it compiles with numba, which the command would otherwise
         # import at its start (a quarter second) for sorts that never come here.
-        from .backends.cpu.radix import sort_keys
+        from distsort.backends.cpu.radix import sort_keys
         tmp = scratch("tmp", len(keys), keys.dtype) if out is not None else None
         return sort_keys(keys, descending, out=out, tmp=tmp), None
     if order == "by-value":
@@ -514,13 +514,13 @@ def sort_piece(keys, payload, order, descending, out=None):
 
 def summaries(order, descending, positions=False):
     """``summarize_in`` and ``summarize_out`` of a :class:`DiskJob` for ``--verify``
-    (``distsort.verify``): each input piece with its payload (values, or argsort's
+    (``distsort.graph.verify``): each input piece with its payload (values, or argsort's
     positions), each output segment with its order.  In the ``"stable"`` order of
     values (not ``positions``) the keys are ordered alone (``-0.0`` equal to ``+0.0``)
     and the (key, value) pairs checksummed, in one summary."""
     import dataclasses
 
-    from .verify import summarize
+    from distsort.graph.verify import summarize
 
     def summarize_in(keys, payload, start):
         return summarize(keys, payload)

@@ -1,9 +1,9 @@
-"""The Dask graph of a sort: the plan of ``distsort.plan`` run by a backend.
+"""The Dask graph of a sort: the plan of ``distsort.plan.network`` run by a backend.
 
 Builders here take names, chunk sizes and a backend module and return graph
 layers; they touch no data.  Layer names are tokenized, so the same sort of the
 same array gives the same graph, and each round of the network is a layer of its
-own (``distsort-round03-<token>``).  Task keys follow ``distsort.taskkeys``
+own (``distsort-round03-<token>``).  Task keys follow ``distsort.core.taskkeys``
 (``("distsort-low-r03-<token>", i)``: one task prefix per kind, one task group per
 kind and round).
 
@@ -20,7 +20,7 @@ so that only what crosses travels between workers:
   merge costs a round trip through the scheduler, milliseconds that a small sort
   on GPUs notices;
 * ``low`` and ``high``, the merges, meant to run where ``lo`` and ``hi`` live (the
-  scheduler plugin of ``distsort.locality`` keeps them there).
+  scheduler plugin of ``distsort.cluster.locality`` keeps them there).
 
 A backend that can share whole chunks between workers without moving them (``share``:
 GPU workers of one host, ``distsort.backends.share.ipc_backend``) needs no edges, heads or
@@ -46,13 +46,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backends import capabilities
-from .chunk import make_chunk, slice_chunk
-from .chunk import parts as parts_of
-from .placement import group_bounds, starts
-from .plan import group_steps, plan_network, spread_order
-from .taskkeys import Held, HeldChunks, task_name
-from .xp import namespace as _namespace
+from distsort.backends import capabilities
+from distsort.backends.chunk import make_chunk, slice_chunk
+from distsort.backends.chunk import parts as parts_of
+from distsort.plan.placement import group_bounds, starts
+from distsort.plan.network import group_steps, plan_network, spread_order
+from distsort.core.taskkeys import Held, HeldChunks, task_name
+from distsort.core.xp import namespace as _namespace
 
 #: Probes per chunk: the crossing bound is exact to within ``length / PROBES``.
 PROBES = 1024
@@ -287,9 +287,9 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
     """Prepare (copy and sort) every chunk, then run the network.
 
     ``keys_name`` and ``values_name`` (or None) name the input arrays, whose
-    1-D chunking ``chunks`` must be regular (``distsort.plan.is_regular``).
+    1-D chunking ``chunks`` must be regular (``distsort.plan.network.is_regular``).
     ``positions`` makes the values the positions ``0 .. n-1``; ``window`` limits the
-    pairs in flight (``network_layers``).  ``perm`` (``distsort.placement.placement``)
+    pairs in flight (``network_layers``).  ``perm`` (``distsort.plan.placement.placement``)
     feeds input chunk ``perm[p]`` to position ``p`` of the network (None: chunk ``p``);
     positions stay the input's element indices.  ``group`` (a power of two): every
     ``group`` consecutive positions are sorted as one (``group_prepare``) and the
@@ -485,7 +485,7 @@ def _positions_of(xp, firsts, bounds):
 
 
 def plan_layers(graph, plan, keys_name, values_name, in_chunks, backend, order, positions):
-    """The layers of a ``distsort.sortplan.SortPlan`` on the input arrays ``keys_name``
+    """The layers of a ``distsort.plan.sortplan.SortPlan`` on the input arrays ``keys_name``
     and ``values_name`` (or None), chunked as ``in_chunks`` (``plan.chunks`` where
     the plan rechunks them); returns the keys of the sorted chunks (runs, out of
     core), in backend form."""
@@ -553,12 +553,12 @@ def run_layers(graph, keys_name, values_name, chunks, backend, order, positions,
     input chunk is first copied to host memory by a task of its own (``backend.stage``,
     where the chunk lives), so that forming a run holds no input chunk on the device;
     with ``held`` too, those tasks read persisted chunks where a worker holds them, with
-    no dependency on them (``backend.stage_held``, ``distsort.held``).
+    no dependency on them (``backend.stage_held``, ``distsort.cluster.held``).
     ``perm`` (``outofcore.group_by_owner``): position ``p`` takes input chunk
     ``perm[p]`` (its elements keep their own positions for argsort).
     Arguments otherwise as ``sort_layers``; ``chunks`` regular.
     """
-    from .outofcore import run_lengths
+    from distsort.plan.outofcore import run_lengths
 
     perm = tuple(range(len(chunks))) if perm is None else tuple(perm)
     offsets = [0]

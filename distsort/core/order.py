@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .xp import namespace
+from distsort.core.xp import namespace
 
 #: dtypes the backends sort, by kind and item size.
 SUPPORTED_KINDS = "biuf"

@@ -10,7 +10,7 @@ its measured figures: ``docs/out_of_core.md``.
    are copied to the GPU, sorted there as one (the in-place bitonic kernels: no second
    copy), and copied back to pinned host memory: the network's first
    ``L (L + 1) / 2`` rounds (``L = log2 G``) on resident data, for one trip each way.
-2. *One k-way merge between runs* (``distsort.kway``), where its cost model says so
+2. *One k-way merge between runs* (``distsort.plan.kway``), where its cost model says so
    (``kway.choose_merge``: slices that are not tiny).  Each output chunk
    is one task: the co-ranks of its segments' ends in the ``R = ceil(C / G)`` runs
    (a k-way binary search in host memory, one task for all chunks before any merge),
@@ -21,7 +21,7 @@ its measured figures: ``docs/out_of_core.md``.
    messages, and send each output chunk's slices once to the worker that merges it
    (``outofcore_graph.exchange_layers``).
 3. *Otherwise the network between runs* (tiny budgets): the
-   bitonic network on the runs (``distsort.plan.plan_network``), where a compare-split
+   bitonic network on the runs (``distsort.plan.network.plan_network``), where a compare-split
    of two host runs is a binary search for the crossing count in host memory and two
    merges that stream through the GPU in segments.
 4. *Finish.*  After the network, each output chunk is a slice of a run (copied to the
@@ -50,7 +50,7 @@ between the same runs moves ``(1 + r) * N`` with ``r = 6`` rounds of 2 or 3
 compare-splits: 98 GiB each way (``bytes_moved``).  Measured times against this floor:
 ``docs/out_of_core.md``.
 Not counted in the floor: pageable input (NumPy chunks, CuPy chunks that dask-cuda has
-spilled, read where it keeps them: ``distsort.held``) is copied into the staging ring on
+spilled, read where it keeps them: ``distsort.cluster.held``) is copied into the staging ring on
 the host; CuPy input still on the device is spilled first, through the same ring; the
 CuPy output chunks, which dask-cuda spills again, spill to their pinned host copies
 without a copy (``distsort.backends.outofcore.hostbacked``).
@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .plan import Round, plan_network
+from distsort.plan.network import Round, plan_network
 
 __all__ = ["OutOfCorePlan", "plan_out_of_core", "needs_out_of_core", "run_lengths",
            "bytes_moved", "RUN_FRACTION", "SEGMENT_FRACTION", "IN_MEMORY_FRACTION"]
@@ -110,7 +110,7 @@ def needs_out_of_core(nbytes: int, budgets) -> bool:
 
 
 def plan_out_of_core(chunks, itemsize: int, budget: int) -> OutOfCorePlan:
-    """The plan for a regular chunking ``chunks`` (``distsort.plan.is_regular``) of
+    """The plan for a regular chunking ``chunks`` (``distsort.plan.network.is_regular``) of
     elements of ``itemsize`` bytes (keys and values) under a device ``budget`` in bytes.
 
     Raises MemoryError when one chunk alone cannot be sorted within the budget, with
@@ -162,7 +162,7 @@ def bytes_moved(plan: OutOfCorePlan, lengths, itemsize: int) -> int:
 
 
 def _fmt(n):
-    from .memory import format_bytes
+    from distsort.core.memory import format_bytes
     return format_bytes(n)
 
 

@@ -1,5 +1,5 @@
-"""The scheduler plugin of :mod:`distsort.locality`, apart from it: it subclasses
-distributed's ``SchedulerPlugin``, and :mod:`distsort.locality` serves sorts on Dask's
+"""The scheduler plugin of :mod:`distsort.cluster.locality`, apart from it: it subclasses
+distributed's ``SchedulerPlugin``, and :mod:`distsort.cluster.locality` serves sorts on Dask's
 local schedulers too, which need not import distributed."""
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from collections import Counter, defaultdict
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from .taskkeys import HOLDER, KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS, held_keys, keeps
+from distsort.core.taskkeys import (HOLDER, KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS,
+                                    held_keys, keeps)
 
 
 class KeepChunksInPlace(SchedulerPlugin):
     """Restrict the tasks that read a chunk to the worker holding the chunk; hold the
-    persisted chunks that tasks read without a dependency (``distsort.held``) until
+    persisted chunks that tasks read without a dependency (``distsort.cluster.held``) until
     those tasks end."""
 
     name = PLUGIN_NAME

@@ -1,4 +1,4 @@
-// The orders of distsort/order.py on the GPU: keys as unsigned codes.
+// The orders of distsort/core/order.py on the GPU: keys as unsigned codes.
 //
 // A kernel loads a key's bits, turns them into its `total` code (a bijection, so
 // the original bits, NaN payloads and -0.0 included, come back on store), XORs

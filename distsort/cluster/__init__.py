@@ -30,7 +30,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .taskkeys import task_kind
+from distsort.core.taskkeys import task_kind
 
 if TYPE_CHECKING:  # distributed and dask-cuda load only when a cluster is asked for
     from dask_cuda import LocalCUDACluster

@@ -8,19 +8,19 @@ bandwidth -- so with fast links (NVLink) or a busy worker it often runs the task
 on the partner's worker and moves the whole chunk.  Dask 2026.7 drops layer
 annotations of arrays, so the graph cannot ask for a worker itself.
 
-:class:`distsort.scheduler_plugin.KeepChunksInPlace` restricts every distsort
+:class:`distsort.cluster.plugin.KeepChunksInPlace` restricts every distsort
 task that reads a chunk (its compare-split, and also its edges, head or tail, and the
 finishing step: on two CPU workers restricting the compare-splits alone still moved
 whole chunks), as soon as the chunk is computed, to the worker(s) holding it; the
 restriction is loose, so that a task whose worker died still runs elsewhere.
 ``distsort.sort`` (and ``argsort``, ``sort_by_key``) registers it on the current
 ``distributed`` client's scheduler once, through :func:`keep_chunks_in_place`; the task
-names it reads are those of ``distsort.taskkeys``.  It also places the tasks that read
-persisted chunks without a dependency (``distsort.held``) where those chunks are, and
+names it reads are those of ``distsort.core.taskkeys``.  It also places the tasks that read
+persisted chunks without a dependency (``distsort.cluster.held``) where those chunks are, and
 keeps the chunks for them until they end.
 
 :func:`pairs_in_flight` sizes the window of compare-splits that may run at once
-(``distsort.graph``), which bounds what a worker holds beyond its own chunks, and
+(``distsort.graph.layers``), which bounds what a worker holds beyond its own chunks, and
 :func:`share_crossing_parts` says whether GPU workers read crossing parts through
 CUDA IPC (all on one host) or send them as data.
 """
@@ -32,7 +32,7 @@ import warnings
 
 import dask
 
-from .taskkeys import PLUGIN_NAME
+from distsort.core.taskkeys import PLUGIN_NAME
 
 #: Pairs in flight per worker: one merging while the next one's crossing part travels.
 PAIRS_PER_WORKER = 2
@@ -97,7 +97,7 @@ def share_crossing_parts(client=None, hosts=...) -> bool:
 
     >>> import dask
 
-from .taskkeys import PLUGIN_NAME
+from distsort.core.taskkeys import PLUGIN_NAME
     >>> with dask.config.set({"distsort.exchange": "comm"}):
     ...     share_crossing_parts()
     False
@@ -109,12 +109,12 @@ from .taskkeys import PLUGIN_NAME
         return mode == "ipc"
     if hosts is ...:
         hosts = worker_hosts(client)
-    from .sortplan import _shares  # the plan's rule, which every sort follows
+    from distsort.plan.sortplan import _shares  # the plan's rule, which every sort follows
     return _shares(mode, hosts, gpu=True)
 
 
 def keep_chunks_in_place(client=None) -> bool:
-    """Register ``distsort.scheduler_plugin.KeepChunksInPlace`` on the scheduler of
+    """Register ``distsort.cluster.plugin.KeepChunksInPlace`` on the scheduler of
     ``client`` (default: the current client, if there is one), once per scheduler.
     Returns whether it is registered; where it cannot be (the scheduler cannot import
     distsort, an asynchronous client), warns once and the sort runs without it.
@@ -133,7 +133,7 @@ def keep_chunks_in_place(client=None) -> bool:
 
 
 def _register(client):
-    from .scheduler_plugin import KeepChunksInPlace
+    from distsort.cluster.plugin import KeepChunksInPlace
     try:
         client.register_plugin(KeepChunksInPlace(), name=PLUGIN_NAME)
     except Exception as e:  # noqa: BLE001  (any failure only costs locality)

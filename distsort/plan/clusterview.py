@@ -1,6 +1,6 @@
 """The workers of a sort and where its input chunks live: a :class:`ClusterView`.
 
-Pure data, the input of the plan (``distsort.sortplan``); ``distsort.view.read_view``
+Pure data, the input of the plan (``distsort.plan.sortplan``); ``distsort.cluster.view.read_view``
 fills it in from the scheduler, once per sort.
 
 >>> v = ClusterView.local(cores=4, memory=16 * 2**30)

@@ -1,7 +1,7 @@
 """The plan of a sort, made once: ``plan_sort(chunks, itemsize, view, options)``.
 
 Pure arithmetic on the input's chunk sizes, the element sizes, a
-:class:`~distsort.view.ClusterView` and the :class:`SortOptions`; tested on tuples,
+:class:`~distsort.cluster.view.ClusterView` and the :class:`SortOptions`; tested on tuples,
 as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
 
 ``"one-device"``
@@ -9,10 +9,10 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     the one device that sorts them (one GPU, one CPU worker, or this process on
     Dask's local schedulers): one task gathers the chunks, sorts them once and
     splits the result into the output chunks (one whole chunk into one, a plain
-    array: the output's own task, ``distsort.graph.one_chunk``).  No network, no
+    array: the output's own task, ``distsort.graph.layers.one_chunk``).  No network, no
     round trip through the scheduler per round.
 ``"network"``
-    The bitonic network of compare-splits between chunks (``distsort.plan``),
+    The bitonic network of compare-splits between chunks (``distsort.plan.network``),
     positions following where the chunks live and groups of consecutive positions
     sorted as one within the budget (``distsort.placement``).  An input of more
     chunks than the workers need (:data:`COALESCE_PER_SLOT` per slot) is coalesced
@@ -22,9 +22,9 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
 ``"out-of-core"``
     The data outgrow the workers' device budgets, and the network could not run in
     them (:func:`fits_in_place`): runs in host memory and a merge between them
-    (``distsort.outofcore``).
+    (``distsort.plan.outofcore``).
 
->>> from distsort.view import ClusterView
+>>> from distsort.cluster.view import ClusterView
 >>> view = ClusterView.local(cores=2, memory=16 * 2**30, chunks=4)
 >>> p = plan_sort((250,) * 4, 8, view, SortOptions())
 >>> p.strategy, p.chunks, p.pieces
@@ -38,15 +38,15 @@ import itertools
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .backends.gpu.local_sort import radix_extra_bytes
-from .kway import choose_merge
-from .memory import RESERVE, _usable
-from .outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner,
-                        needs_out_of_core, plan_out_of_core, run_lengths)
-from .placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size, local_group,
-                        placement)
-from .plan import group_steps, normalize_chunks, plan_network, regular_chunks
-from .clusterview import ClusterView
+from distsort.backends.gpu.local_sort import radix_extra_bytes
+from distsort.plan.kway import choose_merge
+from distsort.core.memory import RESERVE, _usable
+from distsort.plan.outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner,
+                                     needs_out_of_core, plan_out_of_core, run_lengths)
+from distsort.plan.placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size,
+                                     local_group, placement)
+from distsort.plan.network import group_steps, normalize_chunks, plan_network, regular_chunks
+from distsort.plan.clusterview import ClusterView
 
 __all__ = ["STRATEGIES", "MERGES", "SortOptions", "OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
@@ -108,10 +108,10 @@ class OutOfCore(NamedTuple):
     """How an out-of-core sort runs: its ``engine`` (``"gpu"``, ``"cpu"``) and device
     ``budget``, the runs' ``plan``, ``perm`` (chunks grouped by the worker holding
     them, or None), ``stage`` (CuPy chunks taken off the GPU first by tasks of their
-    own), ``held`` (persisted chunks read where they are held: ``distsort.held``) and
+    own), ``held`` (persisted chunks read where they are held: ``distsort.cluster.held``) and
     ``merge`` between the runs: ``"kway"`` (one pass), ``"exchange"`` (one pass over
     runs on several workers, which exchange slices once) or ``"network"``
-    (``distsort.kway.choose_merge``)."""
+    (``distsort.plan.kway.choose_merge``)."""
 
     engine: str
     budget: int
@@ -175,7 +175,7 @@ class SortPlan(NamedTuple):
 
 def usable_bytes(capacity: int) -> int:
     """Bytes of a device of ``capacity`` bytes that a sort counts on: the capacity less
-    its reserve (``distsort.memory.RESERVE``, for the CUDA context and libraries).
+    its reserve (``distsort.core.memory.RESERVE``, for the CUDA context and libraries).
 
     >>> usable_bytes(100 * 10**9)
     95000000000
@@ -210,7 +210,7 @@ def one_device_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes the one device of a sort may hold, or None where there is not one device
     (several workers, a scheduler that did not answer) or its memory is not known.
 
-    >>> from distsort.view import ClusterView
+    >>> from distsort.cluster.view import ClusterView
     >>> one_device_budget(ClusterView.local(memory=16 * 2**30), SortOptions())
     4294967296
     >>> one_device_budget(ClusterView(workers=("a",), hosts=("h",), threads=(2,),
@@ -232,7 +232,7 @@ def slot_budget(view: ClusterView, options: SortOptions) -> int | None:
     """Bytes one slot (a GPU, a CPU worker's thread) may hold, the smallest over the
     workers; None where not known.
 
-    >>> from distsort.view import ClusterView
+    >>> from distsort.cluster.view import ClusterView
     >>> v = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(2, 1),
     ...                 memory_limits=(8000, 4000))
     >>> slot_budget(v, SortOptions())  # a quarter of 8000 over 2 threads, of 4000 over 1
@@ -283,7 +283,7 @@ def resident_bytes(chunks, element: int, view: ClusterView, options: SortOptions
     lazy input's chunks are made for the sort and freed once read: none.  CPU sorts:
     none (their budgets are a part of the memory for that).
 
-    >>> from distsort.view import ClusterView
+    >>> from distsort.cluster.view import ClusterView
     >>> v = ClusterView(workers=("a",), hosts=("h",), owners=("a", None))
     >>> resident_bytes((10, 20), 4, v, SortOptions(gpu=True))
     40
@@ -456,7 +456,7 @@ MIN_CUT = 1024
 
 
 def _no_room_message(nbytes, budget, held):
-    from .memory import format_bytes
+    from distsort.core.memory import format_bytes
     return (f"distsort: {format_bytes(nbytes)} of data do not fit a device budget of "
             f"{format_bytes(budget)} beside the {format_bytes(held)} of input the sort holds "
             "there; "
@@ -535,10 +535,10 @@ def _network(chunks, itemsize, view, options, window):
 def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
               options: SortOptions | None = None) -> SortPlan:
     """The :class:`SortPlan` of a 1-D sort of an input chunked as ``chunks`` (any
-    chunking), keys of ``itemsize`` bytes, on ``view`` (``distsort.view``).
+    chunking), keys of ``itemsize`` bytes, on ``view`` (``distsort.cluster.view``).
 
     >>> import dataclasses
-    >>> from distsort.view import ClusterView
+    >>> from distsort.cluster.view import ClusterView
     >>> two = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(1, 1),
     ...                   memory_limits=(2**30, 2**30), owners=("a", "b") * 4)
     >>> p = plan_sort((100,) * 8, 8, two)

@@ -4,9 +4,9 @@
 workers (hosts, threads, memory limits) and the worker holding each input chunk, and
 the workers once per set of workers for their device memory (dask-cuda's
 ``device_memory_limit``, the GPU's capacity); without a client it describes this
-process (Dask's local schedulers).  Nothing below the plan (``distsort.sortplan``)
+process (Dask's local schedulers).  Nothing below the plan (``distsort.plan.sortplan``)
 asks the scheduler again: the plan is pure arithmetic on the view (the dataclass
-itself is ``distsort.clusterview``'s, beside the plan).
+itself is ``distsort.plan.clusterview``'s, beside the plan).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import functools
 import os
 from collections.abc import Iterable
 
-from .clusterview import ClusterView
+from distsort.plan.clusterview import ClusterView
 
 __all__ = ["ClusterView", "read_view"]
 
@@ -40,14 +40,14 @@ def local_facts(gpu):
 
 
 def _local_device():
-    from .backends.gpu.local_sort import device_limit
+    from distsort.backends.gpu.local_sort import device_limit
     return device_limit()
 
 
 def _scheduler_facts(keys, value_keys, dask_scheduler=None):
     """On the scheduler: its workers' ``(address, host, nthreads, memory_limit)`` and
     the first worker (by address) holding each of ``keys`` and ``value_keys``."""
-    from .locality import _first_holders
+    from distsort.cluster.locality import _first_holders
 
     def holders(ks):
         return _first_holders(ks, dask_scheduler=dask_scheduler)
@@ -60,7 +60,7 @@ def _scheduler_facts(keys, value_keys, dask_scheduler=None):
 def _device_facts(gpu, dask_worker=None):
     """On a worker: ``(dask-cuda's device_memory_limit or None, its device limit or
     None)``; the GPU is asked only for a sort of CuPy chunks."""
-    from .memory import _worker_device_budget
+    from distsort.core.memory import _worker_device_budget
     budget = _worker_device_budget(dask_worker)
     limit = None
     if gpu:
@@ -82,7 +82,7 @@ def read_view(keys: Iterable = (), value_keys: Iterable | None = None, gpu: bool
     >>> read_view([("x", 0), ("x", 1)]).owners  # no client: Dask's local schedulers
     (None, None)
     """
-    from .locality import _current_client
+    from distsort.cluster.locality import _current_client
     keys = list(keys)
     client = _current_client()
     if client is None:

@@ -1,8 +1,8 @@
 """The names of distsort's tasks, and what the scheduler plugin reads from them.
 
-One protocol, shared by the graph that writes the keys (``distsort.graph``), the
-scheduler plugin that places tasks by them (``distsort.scheduler_plugin``), the reads
-of persisted chunks (``distsort.held``) and the command that times its steps by them
+One protocol, shared by the graph that writes the keys (``distsort.graph.layers``), the
+scheduler plugin that places tasks by them (``distsort.cluster.plugin``), the reads
+of persisted chunks (``distsort.cluster.held``) and the command that times its steps by them
 (``distsort.cli``).  Pure names: nothing here imports Dask's scheduler.
 
 Task keys name the kind of task before anything with a digit,
@@ -24,7 +24,7 @@ from dask.utils import key_split
 #: the merges; ``share`` and ``done`` those of backends that share chunks (GPUs of
 #: one host).  The output arrays' tasks are ``distsort-sort`` (and
 #: ``distsort-sort-values``), as named in ``distsort.api``; they wait for one
-#: ``distsort-outputs`` task (None: see ``distsort.graph._output_layer``).
+#: ``distsort-outputs`` task (None: see ``distsort.graph.layers._output_layer``).
 TASK_KINDS = ("prepare", "edges", "tail", "head", "low", "high", "share", "done")
 
 #: Keys of the tasks of a round: ``("distsort-head-r03-<token>", 5)``.
@@ -160,7 +160,7 @@ def keeps(dependent_key, key) -> bool:
 @dataclass(frozen=True)
 class Held:
     """The key of a persisted chunk that a task reads itself: an argument that Dask
-    does not take for a dependency (``distsort.held.read_held`` reads it)."""
+    does not take for a dependency (``distsort.cluster.held.read_held`` reads it)."""
 
     key: tuple
 

@@ -1,0 +1,1 @@
+"""Files larger than host memory, sorted through the disk (the command's disk path)."""
