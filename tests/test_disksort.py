@@ -407,7 +407,8 @@ def test_keeps_its_path_for_zarr_outputs_and_clusters(tmp_path):
     """The disk path writes .npy outputs in this process; other requests keep theirs."""
     from types import SimpleNamespace
     src = SimpleNamespace(n=10**6, dtype=np.dtype(np.float32))
-    job = SimpleNamespace(src=src, outputs=[str(tmp_path / "o.npy")], sort_bytes=lambda: 4)
+    job = SimpleNamespace(src=src, outputs=[str(tmp_path / "o.npy")], sort_bytes=lambda: 4,
+                          mode="sort", vals=None, stable=False)
     args = SimpleNamespace(scheduler_address=None, scheduler_file=None, workers=None,
                            memory_limit=None, spill_dir=None, device="cpu", report=None,
                            host_memory_limit=10**6)

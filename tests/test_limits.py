@@ -37,9 +37,9 @@ def input_38mib(tmp_path_factory):
 
 def _named_limit(err):
     """The smallest limit the message names, as the option's text."""
-    m = re.search(r"needs at least --memory-limit ([\d.]+ [KMG]iB)", err)
+    m = re.search(r"needs at least --memory-limit (\d+[KMG]iB)", err)
     assert m, err
-    return m.group(1).replace(" ", "")
+    return m.group(1)
 
 
 @pytest.mark.parametrize("limit", ["10KB", "100MB"])
@@ -71,13 +71,23 @@ def test_the_named_limit_works(tmp_path, input_38mib):
 
 
 def test_a_chunk_that_fits_is_named():
-    """Where some chunk fits the limit given, the refusal names it, and a limit at the
-    smallest one named holds its chunks."""
-    assert limits.fitting_chunk(150 << 20, 0.8, 8) == 0
-    elements = limits.fitting_chunk(300 << 20, 0.8, 8)
-    assert elements > 0
-    assert limits.needed_limit(elements * 8, 0.8) <= (300 << 20) + (1 << 20)
-    assert limits.needed_limit((elements + 2**18) * 8, 0.8) > 300 << 20
+    """Where some chunk fits the limit given, the refusal names it, and the chunk size
+    named passes the check under that limit; a limit at the smallest one named
+    passes too."""
+    from types import SimpleNamespace
+    job = SimpleNamespace(src=SimpleNamespace(n=5_000_000, dtype=np.dtype(np.float64),
+                                              nbytes=40_000_000),
+                          vals=None, mode="sort", descending=False, per_element=lambda: 8)
+
+    def args(limit, chunk=None):
+        return SimpleNamespace(memory_limit=limit, workers=2, chunk_size=chunk,
+                               scheduler_address=None, scheduler_file=None, device="cpu",
+                               device_memory_limit=None, spill_dir=None)
+    with pytest.raises(limits.CLIError) as e:
+        limits.check_memory_limit(args("300MB"), job)
+    elements = int(re.search(r"--chunk-size (\d+) \(elements", str(e.value)).group(1))
+    limits.check_memory_limit(args("300MB", ("elements", elements)), job)
+    limits.check_memory_limit(args(_named_limit(str(e.value))), job)
 
 
 #: Seconds a worker process lives before it is killed: long enough to have started (the

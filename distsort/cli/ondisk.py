@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from distsort.io import disksort
-from distsort.io.disksort import (MEMORY_SHARE, DiskJob, Region, can_free, disk_room, disk_sort,
-                                  element_bytes, merged_file, needs_disk, plan_disk_sort,
-                                  sortable_dtype, summaries)
-from distsort.cli.errors import VERIFY_FAILED, CLIError
+from distsort.io.disksort import (IN_MEMORY_COPIES, MEMORY_SHARE, DiskJob, Region, can_free,
+                                  disk_room, disk_sort, element_bytes, merged_file, needs_disk,
+                                  plan_disk_sort, sortable_dtype, summaries)
+from distsort.cli.errors import BAD_INPUT, VERIFY_FAILED, CLIError
 from distsort.cli.files import file_kind
 from distsort.cli.outputs import Output, publish
+from distsort.cli.sizes import fmt_bytes, size_text, smallest_passing
 from distsort.cli.streams import quiet
-from distsort.cli.sizes import fmt_bytes
 from distsort.cli.temporaries import remove, temporary_name
 
 #: Disk space kept free beyond what the sort writes (the filesystem's own blocks,
@@ -49,7 +49,45 @@ def host_budget(args, job):
     memory = limit or psutil.virtual_memory().available
     if not needs_disk(job.src.n * job.sort_bytes(), memory):
         return None
-    return int(memory if limit else memory * MEMORY_SHARE)
+    memory = int(memory if limit else memory * MEMORY_SHARE)
+    if not disk_plan_works(job, memory):
+        raise CLIError(_too_little_memory(job, memory, limit), BAD_INPUT)
+    return memory
+
+
+#: Runs at most of a sort through the disk: each merge segment reads a slice of every
+#: run, and the segments are about as many as the runs, so the merge's cost grows with
+#: their square (20,000 float64 on the 2-core machine: 129 runs merged in 1.0 s, 278 in
+#: 4.8 s, 556 in 24.4 s, 1,112 not in 120 s; ``--host-memory-limit 1`` made 2,000 runs
+#: of one element of a 2,000-element input, and no end).
+MAX_DISK_RUNS = 128
+
+
+def disk_plan_works(job, memory):
+    """Whether the disk plan of ``job`` within ``memory`` bytes makes at most
+    :data:`MAX_DISK_RUNS` runs."""
+    return _runs(job, memory) <= MAX_DISK_RUNS
+
+
+def smallest_host_memory(job):
+    """The smallest ``--host-memory-limit`` that sorts ``job``: through the disk in at
+    most :data:`MAX_DISK_RUNS` runs, or in memory (``needs_disk``), whichever is
+    smaller."""
+    in_memory = job.src.n * job.sort_bytes() * IN_MEMORY_COPIES
+    on_disk = smallest_passing(lambda m: disk_plan_works(job, m), 1, in_memory)
+    return min(in_memory, on_disk or in_memory)
+
+
+def _too_little_memory(job, memory, limit):
+    smallest = smallest_host_memory(job)
+    what = f"--host-memory-limit {fmt_bytes(limit)}" if limit else (
+        f"the {fmt_bytes(memory)} of host memory available to it")
+    return (f"{what} is too little for {fmt_bytes(job.src.nbytes)} of input: the sort "
+            f"through the disk would cut {_runs(job, memory):,} runs, more than "
+            f"the {MAX_DISK_RUNS} its merge takes (each segment reads a slice of every "
+            f"run: the merge's time grows with the square of the runs); the smallest "
+            f"limit that works here: --host-memory-limit "
+            f"{size_text(smallest)}")
 
 
 def _order(job):
@@ -63,14 +101,34 @@ def _payload_size(job):
     return 8 if job.mode == "argsort" else (job.vals.dtype.itemsize if job.vals else 0)
 
 
+def _tasks():
+    """Tasks of the disk path at once: one sorting per core, and two reading or
+    writing."""
+    return (os.cpu_count() or 1) + 2
+
+
 def plan_for(job, memory):
-    """The disk plan of ``job`` within ``memory`` bytes (tasks: one sorting per core
-    and two reading or writing; the runs that the rest of the memory holds kept
-    there)."""
+    """The disk plan of ``job`` within ``memory`` bytes (:func:`_tasks`; the runs that
+    the rest of the memory holds kept there)."""
     per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
     kept = sortable_dtype(job.src.dtype).itemsize + _payload_size(job)
-    return plan_disk_sort(job.src.n, per, memory, tasks=(os.cpu_count() or 1) + 2,
+    return plan_disk_sort(job.src.n, per, memory, tasks=_tasks(),
                           stride=disksort.STRIDE, kept_bytes=kept)
+
+
+def _fewest_runs(job, memory):
+    """Runs the disk plan within ``memory`` cuts at least: no run is longer than the
+    memory's share of one task (``plan_disk_sort``), counted without making the plan
+    (a limit of 1 byte would make one run per element)."""
+    per = element_bytes(job.src.dtype.itemsize, _payload_size(job), _order(job))
+    return -(-job.src.n // max(1, int(memory) // (_tasks() * per)))
+
+
+def _runs(job, memory):
+    """Runs of the disk plan within ``memory`` (at least as many, where too many to make
+    the plan for)."""
+    fewest = _fewest_runs(job, memory)
+    return fewest if fewest > MAX_DISK_RUNS else len(plan_for(job, memory).runs)
 
 
 def check_room(job, plan):
@@ -94,13 +152,15 @@ def check_room(job, plan):
     flight = plan.tasks * plan.segment * (key + payload)
     for d, out in need.items():
         margin = int(ROOM_MARGIN[0] * runs[d]) + ROOM_MARGIN[1]
-        room = disk_room(runs[d], out, flight, punch) + margin
+        data = disk_room(runs[d], out, flight, punch)
+        room = data + margin
         free = shutil.disk_usage(d).free
         if free < room:
             raise CLIError(
                 f"{d}: not enough free disk space for a sort larger than memory: it needs "
-                f"{fmt_bytes(room)} ({room:,} bytes: the runs, then the output as they are "
-                f"merged{'' if punch else _NO_PUNCH}), "
+                f"{fmt_bytes(room)} ({room:,} bytes: {fmt_bytes(data)} for the runs, then "
+                f"the output as they are merged{'' if punch else _NO_PUNCH}, and "
+                f"{fmt_bytes(margin)} kept free for the filesystem), "
                 f"{fmt_bytes(free)} ({free:,} bytes) is free; free space there or write "
                 "OUTPUT elsewhere")
     return punch

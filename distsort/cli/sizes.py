@@ -128,20 +128,82 @@ def sort_slots(cluster):
     0: one)."""
     if cluster.client is None:
         return 1 if cluster.gpu else max(1, cluster.threads)
-    from distsort.cluster.view import ClusterView
+    from distsort.plan.clusterview import ClusterView
     workers = cluster.client.scheduler_info(n_workers=-1)["workers"]
     threads = tuple(w.get("nthreads", 1) for w in workers.values())
     return ClusterView(workers=tuple(workers), threads=threads).slots(cluster.gpu)
 
 
 def chunk_elements(args, cluster, itemsize, per_element, n=None):
-    """Elements per chunk: ``--chunk-size``, else the default (:func:`default_chunk`),
-    balanced over the chunks the cluster sorts at once where ``n`` is given."""
+    """Elements per chunk: ``--chunk-size``, else the default (:func:`default_chunk`; at
+    most two to a run of ``--device-memory-limit``'s out-of-core sort, as the plan cuts
+    one large chunk), balanced over the chunks the cluster sorts at once where ``n`` is
+    given."""
     if args.chunk_size is None:
         largest = max(1, default_chunk(cluster, itemsize, per_element))
+        limit = getattr(args, "device_memory_limit", None)
+        if limit:  # two chunks to an out-of-core run (``distsort.plan.sortplan``)
+            from distsort.plan.outofcore import RUN_FRACTION
+            largest = min(largest, max(1, int(limit * RUN_FRACTION) // (2 * per_element)))
         if n is None:
             return largest
         return balanced_chunk(n, largest, sort_slots(cluster),
                               smallest=MIN_SPLIT_BYTES // itemsize)
     kind, size = args.chunk_size
     return max(1, size // itemsize if kind == "bytes" else size)
+
+
+#: A size is written in a unit of which it takes at least this many.
+_UNITS_AT_LEAST = 10
+
+
+def size_text(n):
+    """A size option's text for at least ``n`` bytes, rounded up to a whole KiB, MiB or
+    GiB (that unit's count at least 10 where larger), which parses back exactly: the
+    value an error suggests is the value that passes.
+
+    >>> size_text(1000), size_text(5 * 2**20 + 1), size_text(452 * 2**20)
+    ('1000B', '5121KiB', '452MiB')
+    """
+    n = int(n)
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        count = -(-n >> shift)
+        if count >= _UNITS_AT_LEAST:
+            return f"{count}{unit}"
+    return f"{n}B"
+
+
+def smallest_passing(passes, low, high, tolerance=0.0):
+    """The smallest integer in ``[low, high]`` for which ``passes`` (false below, true
+    from some value on) holds, within ``tolerance`` of it (a share: a value that passes,
+    at most that much larger); None where even ``high`` fails.
+
+    >>> smallest_passing(lambda x: x * x >= 50, 1, 100), smallest_passing(bool, 0, 0)
+    (8, None)
+    >>> 1000 <= smallest_passing(lambda x: x >= 1000, 1, 10**9, 0.01) <= 1010
+    True
+    """
+    return bracket(passes, low, high, tolerance)[1]
+
+
+def bracket(passes, low, high, tolerance=0.0):
+    """``(below, x)``: the largest value tried that fails (``low - 1`` where none
+    does) and the smallest that passes (None where even ``high`` fails), at most
+    ``max(1, tolerance * x)`` apart.  Doubles from ``low`` first, so that a value near
+    ``low`` takes few calls of ``passes``.
+
+    >>> bracket(lambda x: x >= 37, 5, 100)
+    (36, 37)
+    """
+    below, x = low - 1, low
+    while not passes(x):
+        if x >= high:
+            return x, None
+        below, x = x, min(high, max(x + 1, 2 * x))
+    while x - below > max(1, tolerance * x):
+        mid = (below + x) // 2
+        if passes(mid):
+            x = mid
+        else:
+            below = mid
+    return below, x

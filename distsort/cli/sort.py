@@ -35,6 +35,7 @@ from distsort.cli.disk import disk_floor
 from distsort.graph.verify import VerificationError
 from distsort.cli.errors import OK, RUNTIME_FAILURE, VERIFY_FAILED, CLIError, outcome
 from distsort.cli.files import local_path, url_protocol
+from distsort.cli.budgets import check_device_memory_limit
 from distsort.cli.limits import check_memory_limit, end_on_worker_deaths
 from distsort.cli.metrics import cluster_counters, crossing_tasks
 from distsort.cli.claims import Claim, claim
@@ -42,6 +43,7 @@ from distsort.cli.outputs import Output, check_not_input, check_output_path, pub
 from distsort.cli.temporaries import clean_directory, remove, temporary_name
 from distsort.cli.progress import compute
 from distsort.cli.options import check_cluster_options
+from distsort.cli.planned import adjusted_chunks
 from distsort.cli.sizes import check_chunk_count, chunk_elements
 from distsort.cli.sources import Source, open_source
 from distsort.cli.summary import print_summary
@@ -339,7 +341,8 @@ def run_sort(job: SortJob, args: Namespace, cluster: Cluster, facts: dict[str, A
     inputs, sorted_arrays, plan = sort_graph(job, chunk, cluster, plan_options(args, cluster),
                                              args.verify)
     chunks = sorted_arrays[0].chunks[0]
-    facts.update(chunks=chunks, rounds=plan.rounds, strategy=plan.strategy)
+    facts.update(chunks=chunks, rounds=plan.rounds, strategy=plan.strategy,
+                 adjusted=adjusted_chunks(args, chunk, plan, job.src.n))
     if plan.out_of_core is not None:  # the runs are merged, not the chunks
         ooc = plan.out_of_core
         facts.update(out_of_core=(ooc.budget, ooc.plan.runs), merge=ooc.merge)
@@ -400,10 +403,13 @@ def cmd_sort(args: Namespace) -> int:
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
     from distsort.cli.ondisk import host_budget  # not on the workers that import distsort.cli
+    from distsort.cli.spill import check_spill_dir
+    check_spill_dir(getattr(args, "spill_dir", None))
     memory = host_budget(args, job)
     if memory:
         return _sort_on_disk(job, args, memory, t0)
     in_process = fits_in_process(args, job)
+    check_device_memory_limit(args, job, in_process)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:
         # A sort in this process measures the disk first, alone: beside the sort's

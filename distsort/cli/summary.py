@@ -33,6 +33,7 @@ def print_summary(job, cluster, facts, report=None):
                    f"{fmt_bytes((chunks[0] if chunks else 0) * src.dtype.itemsize)} of keys "
                    "each; " + ("output segments of the k-way merge" if "disk_path" in facts
                                else _network(facts))),
+        *([("adjusted", facts["adjusted"])] if facts.get("adjusted") else []),
         ("cluster", cluster.description),
         *_out_of_core(job, facts),
         ("wall time", f"{facts['wall']:.2f} s in all; " + _where(facts)),

@@ -47,14 +47,14 @@ from distsort.backends.disk.runs import (ORDERS, Frontier, RunStore, run_sample,
 from distsort.backends.outofcore.hostruns import codes_searcher, merge_codes
 from distsort.core.order import TIME_KINDS, as_sortable, from_sortable
 from distsort.plan.kway import Samples, co_ranks, segment_bounds
-from distsort.plan.outofcore import (MEMORY_SHARE, STRIDE, disk_room, element_bytes,
-                                     needs_disk, plan_disk_sort)
+from distsort.plan.outofcore import (IN_MEMORY_COPIES, MEMORY_SHARE, STRIDE, disk_room,
+                                     element_bytes, needs_disk, plan_disk_sort)
 
 #: What the command's disk path (``distsort.cli.ondisk``, which reaches the engine
 #: through this module alone) takes from here.
 __all__ = ["DiskJob", "disk_sort", "summaries", "co_ranks_on_disk", "Region", "can_free",
            "merged_file", "sortable_dtype", "plan_disk_sort", "element_bytes", "needs_disk",
-           "disk_room", "MEMORY_SHARE", "STRIDE", "READERS", "ORDERS"]
+           "disk_room", "IN_MEMORY_COPIES", "MEMORY_SHARE", "STRIDE", "READERS", "ORDERS"]
 
 
 # ------------------------------------------------------------------ the sort
