@@ -43,13 +43,12 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from driver import timed_command
 
 HERE = Path(__file__).resolve().parent
 
@@ -80,21 +79,11 @@ def make_input(path, nbytes, seed, threads=None):
     return n
 
 
-def timed(cmd, env=None):
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if r.returncode:
-        sys.stderr.write(r.stdout + r.stderr)
-        raise SystemExit(f"{' '.join(map(str, cmd))}: exit status {r.returncode}")
-    return wall, r.stdout
-
-
 def numpy_baseline(src, dst):
     code = ("import numpy as np, os, sys\n"
             "a = np.load(sys.argv[1]); a.sort(); np.save(sys.argv[2], a)\n"
             "fd = os.open(sys.argv[2], os.O_RDONLY); os.fsync(fd); os.close(fd)\n")
-    return timed([sys.executable, "-c", code, str(src), str(dst)])[0]
+    return timed_command([sys.executable, "-c", code, str(src), str(dst)])[0]
 
 
 def check_sorted(src, out, reference=None):
@@ -178,14 +167,14 @@ def run_step(step, src, out, args, row, ref):
     os.sync()
     row.setdefault(f"load_{step}", []).append(load())
     if step == "copy":
-        return timed(["dd", f"if={src}", f"of={out}", "bs=64M", "conv=fdatasync",
+        return timed_command(["dd", f"if={src}", f"of={out}", "bs=64M", "conv=fdatasync",
                       "status=none"])[0], ref
     if step == "numpy":
         return numpy_baseline(src, out), check_sorted(src, out, ref)
     extra = [str(src), str(out), "--no-progress", *args.distsort_args]
     if step == "distsort_verify":
         extra.append("--verify")
-    seconds, stdout = timed(distsort_cmd(extra))
+    seconds, stdout = timed_command(distsort_cmd(extra))
     row[f"{step}_summary"] = summary_lines(stdout)
     if args.no_numpy:
         check_streaming(src, out)

@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import cupy
 import numpy as np
+from driver import timings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends.gpu import cupy_backend as cpb  # noqa: E402
+from distsort.backends.gpu import cupy_backend as cpb
 
 
 def random_run(rng_seed, n, dtype):
@@ -59,16 +58,12 @@ def check(out, a, b):
     return bool((keys == ck[perm]).all() and (values == cupy.concatenate([av, bv])[perm]).all())
 
 
-def timed(fn, runs):
-    times = []
-    for _ in range(runs + 1):  # the first run compiles and warms up
-        cupy.cuda.Device().synchronize()
-        t = time.perf_counter()
-        out = fn()
-        cupy.cuda.Device().synchronize()
-        times.append(time.perf_counter() - t)
-        del out
-    return statistics.median(times[1:])
+def median_seconds(fn, runs):
+    """Median wall seconds of ``fn()``, the device idle when the clock starts and
+    synchronized before it stops; one warm-up run first (it compiles)."""
+    sync = cupy.cuda.Device().synchronize
+    return statistics.median(timings(fn, runs, 1, before=sync, sync=sync,
+                                     after=lambda out: None))
 
 
 def one_case(case, runs, seed):
@@ -81,8 +76,8 @@ def one_case(case, runs, seed):
     ok = check(cpb.merge_runs(a, b), a, b) and check(copy_then_merge(a, b), a, b)
     row = {"case": case, "n": n, "checked": ok,
            "passes": cpb.pass_count(n, dtype, vdtype, merge=True),
-           "in_place_read_ms": timed(lambda: cpb.merge_runs(a, b), runs) * 1e3,
-           "copy_then_merge_ms": timed(lambda: copy_then_merge(a, b), runs) * 1e3}
+           "in_place_read_ms": median_seconds(lambda: cpb.merge_runs(a, b), runs) * 1e3,
+           "copy_then_merge_ms": median_seconds(lambda: copy_then_merge(a, b), runs) * 1e3}
     nbytes = n * (np.dtype(dtype).itemsize + (np.dtype(vdtype).itemsize if vdtype else 0))
     row["bytes"] = nbytes
     a = b = None  # frees the runs before the pool is emptied

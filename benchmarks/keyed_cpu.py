@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import platform
 import statistics
-import time
 
 import dask
 import dask.array as da
@@ -40,7 +39,8 @@ import distsort
 from distsort import api
 from distsort.graph.gather import gather
 from distsort.backends.cpu import merge
-from driver import median_time, parser, print_table, save_rows, stage_seconds
+from driver import (median_time, parser, print_table, save_rows, stage_seconds, timings,
+                    wall_and_process_clock)
 
 #: (keys, values) dtypes: packed into one 64-bit code when they fit, else not.
 PAIRS = [("float32", "int32"), ("int32", "float32"), ("uint16", "int16"), ("float64", "int64")]
@@ -93,15 +93,9 @@ def case(k, v, chunks, threads, runs, warmup):
 
 def timed(fn, runs, warmup):
     """Median wall and process seconds of ``fn()`` (persisting what it returns)."""
-    for _ in range(warmup):
-        _persisted(*fn(), threads=2)
-    wall, cpu = [], []
-    for _ in range(runs):
-        w, c = time.perf_counter(), time.process_time()
-        _persisted(*fn(), threads=2)
-        wall.append(time.perf_counter() - w)
-        cpu.append(time.process_time() - c)
-    return statistics.median(wall), statistics.median(cpu)
+    times = timings(lambda: _persisted(*fn(), threads=2), runs, warmup,
+                    clock=wall_and_process_clock)
+    return tuple(statistics.median(clock) for clock in zip(*times, strict=True))
 
 
 def interleaved(cases, runs, warmup):
@@ -113,10 +107,10 @@ def interleaved(cases, runs, warmup):
     out = {name: ([], []) for name, _ in cases}
     for _ in range(runs):
         for name, fn in cases:
-            w, c = time.perf_counter(), time.process_time()
-            _persisted(*fn(), threads=2)
-            out[name][0].append(time.perf_counter() - w)
-            out[name][1].append(time.process_time() - c)
+            ((wall, cpu),) = timings(lambda fn=fn: _persisted(*fn(), threads=2), 1, 0,
+                                     clock=wall_and_process_clock)
+            out[name][0].append(wall)
+            out[name][1].append(cpu)
     return out
 
 

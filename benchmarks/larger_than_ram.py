@@ -48,9 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_io import check_streaming, make_input, timed  # noqa: E402
-from driver import parser, print_table, save_rows  # noqa: E402
+from cli_io import check_streaming, make_input
+from driver import parser, print_table, save_rows, timed_command
 
 PROBE = 2 << 30
 
@@ -59,35 +58,15 @@ def direct_rates(src, directory, nbytes=PROBE):
     """Read and write rates (bytes/s) of the disk, past the page cache (``O_DIRECT``)."""
     nbytes = min(nbytes, os.path.getsize(src) // (1 << 20) * (1 << 20))
     count = nbytes >> 20
-    read, _ = timed(["dd", f"if={src}", "of=/dev/null", "bs=1M", f"count={count}",
+    read, _ = timed_command(["dd", f"if={src}", "of=/dev/null", "bs=1M", f"count={count}",
                      "iflag=direct"])
     scratch = Path(directory) / ".larger_than_ram-probe"
     try:
-        write, _ = timed(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={count}",
+        write, _ = timed_command(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={count}",
                           "oflag=direct", "conv=fdatasync"])
     finally:
         scratch.unlink(missing_ok=True)
     return nbytes / read, nbytes / write
-
-
-def timed_with_peak(cmd):
-    """``timed(cmd)`` and the process's peak resident memory (polled every 0.2 s)."""
-    import psutil
-    t0 = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, proc.memory_info().rss)
-        except psutil.Error:
-            break
-        time.sleep(0.2)
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        sys.stderr.write(stdout + stderr)
-        raise SystemExit(f"{' '.join(map(str, cmd))}: exit status {proc.returncode}")
-    return wall, stdout, peak
 
 
 def sort_command(src, out, extra):
@@ -128,13 +107,14 @@ def _turn(src, copy, out, row, args):
     read, write = direct_rates(src, Path(src).parent)
     row.update(read_Bps=read, write_Bps=write)
     row["load_dd"] = loadavg()
-    row["dd_s"], _ = timed(["dd", f"if={src}", f"of={copy}", "bs=64M", "conv=fdatasync"])
+    row["dd_s"], _ = timed_command(["dd", f"if={src}", f"of={copy}", "bs=64M",
+                                    "conv=fdatasync"])
     copy.unlink()
     subprocess.run(["sync"], check=True)
     row["load_sort"] = loadavg()
     before, stalled = _child_cpu(), _cpu_stall()
-    row["sort_s"], stdout, row["sort_peak_rss"] = timed_with_peak(
-        sort_command(src, out, args.distsort_args))
+    row["sort_s"], stdout, row["sort_peak_rss"] = timed_command(
+        sort_command(src, out, args.distsort_args), peak=True)
     # CPU seconds (user, system) the sort took: over its wall time, the cores it got
     after = _child_cpu()
     row["sort_user_s"] = round(after[0] - before[0], 1)

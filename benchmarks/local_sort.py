@@ -8,24 +8,24 @@ cupy.lexsort (thrust merge sort) and a one-launch-per-step bitonic kernel.
 Every timed result is checked against cupy.sort's on the same fresh random input
 (CUDA events, one warm-up, median of several runs; the input is refilled before each
 run and never zeros).  Writes ``local_sort_<device>_<date>.json`` and a PNG plot.
-``DISTSORT_TREE`` (a path) imports distsort from another source tree, so that the same
+``PYTHONPATH=TREE`` imports distsort from another source tree, so that the same
 measurement compares two trees (``benchmarks/local_sort_ab.sh``).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import statistics
-import sys
 from pathlib import Path
 
 import cupy
 import numpy as np
+from driver import cuda_clock, timings
 
-sys.path.insert(0, os.environ.get("DISTSORT_TREE") or str(Path(__file__).resolve().parents[1]))
-from distsort.backends.gpu import cupy_backend as cpb  # noqa: E402
+from distsort.backends.gpu import cupy_backend as cpb
 
 HERE = Path(__file__).resolve().parent
 _mod = cupy.RawModule(code=(HERE / "bitonic_baseline.cu").read_text(), options=("-std=c++17",))
@@ -38,18 +38,12 @@ def fill(x, seed):
 
 
 def timed(fn, prepare, reps):
-    """Median ms of ``fn()`` over ``reps`` runs after one warm-up; ``prepare()`` before each."""
-    times = []
-    for r in range(reps + 1):
-        prepare(r)
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        out = fn()
-        stop.record()
-        stop.synchronize()
-        if r:
-            times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times), out
+    """Median ms of ``fn()`` (CUDA events) over ``reps`` runs after one warm-up, and the
+    last run's result; ``prepare(r)`` before run ``r`` (0: the warm-up)."""
+    run, kept = itertools.count(), {}
+    times = timings(fn, reps, 1, before=lambda: prepare(next(run)), clock=cuda_clock,
+                    after=lambda out: kept.update(out=out))
+    return statistics.median(times), kept["out"]
 
 
 def baseline_sort(a):

@@ -27,8 +27,9 @@ for round in 1 2; do
     for side in new old; do
         tree=$NEW; [ $side = old ] && tree=$OLD
         echo "== $side tree ($tree), round $round"
-        DISTSORT_TREE=$tree $PY benchmarks/local_sort.py --ab "$TMP/$side$round.json" --reps 5
+        PYTHONPATH=$tree${PYTHONPATH:+:$PYTHONPATH} $PY benchmarks/local_sort.py \
+            --ab "$TMP/$side$round.json" --reps 5
     done
 done
-$PY benchmarks/local_sort.py --ab-report "$TMP"/new*.json --old "$TMP"/old*.json \
+PYTHONPATH=$NEW${PYTHONPATH:+:$PYTHONPATH} $PY benchmarks/local_sort.py --ab-report "$TMP"/new*.json --old "$TMP"/old*.json \
     --report-dir "$OUT"

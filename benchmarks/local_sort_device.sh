@@ -8,6 +8,7 @@ OUT=${1:?usage: local_sort_device.sh OUTDIR [local_sort.py arguments]}; shift
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this tree's distsort
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv
 "$PYTHON" benchmarks/local_sort.py --variants --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" | tail -25
 # The fastest variant, or nothing when the tuning table's entries are already its own.

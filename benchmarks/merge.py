@@ -11,9 +11,9 @@ run) for keys-only int64 and float64 chunks (signed codes) and keyed chunks
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from driver import timings
 
 from distsort.backends import Order
 from distsort.backends.cpu import merge
@@ -21,12 +21,8 @@ from distsort.backends.cpu import numpy_backend as nb
 
 
 def best(fn, runs):
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """The fastest of ``runs`` runs of ``fn()``, in seconds (no warm-up)."""
+    return min(timings(fn, runs, 0))
 
 
 def runs_of(rng, m, dtype, order):

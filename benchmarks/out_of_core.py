@@ -30,8 +30,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import driver  # noqa: E402
+import driver
 
 
 def _generate(seed, n, dtype, gpu, block_info=None):

@@ -16,12 +16,12 @@ import argparse
 import ctypes
 import json
 import mmap
-import statistics
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from driver import median_time
 
 MADV_HUGEPAGE = 14
 MADV_POPULATE_WRITE = 23
@@ -199,14 +199,10 @@ def memcpy(nbytes, threads):
     out = {}
     for t in threads:
         parts = _split(nbytes, t)
-        times = []
         with ThreadPoolExecutor(t) as pool:
-            for _ in range(3):
-                start = time.perf_counter()
-                list(pool.map(lambda p: np.copyto(b[p[0]:p[0] + p[1]], a[p[0]:p[0] + p[1]]),
-                              parts))
-                times.append(time.perf_counter() - start)
-        out[f"threads_{t}"] = round(nbytes / statistics.median(times) / 1e9, 2)
+            seconds = median_time(lambda pool=pool, parts=parts: list(pool.map(
+                lambda p: np.copyto(b[p[0]:p[0] + p[1]], a[p[0]:p[0] + p[1]]), parts)), 3, 0)[0]
+        out[f"threads_{t}"] = round(nbytes / seconds / 1e9, 2)
     return out
 
 

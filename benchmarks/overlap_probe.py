@@ -14,17 +14,16 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import cupy
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends.gpu import launcher  # noqa: E402
-from distsort.backends.gpu.kernels.loader import Module  # noqa: E402
-from pass_profile import MODES, fresh, launches, timed_sort  # noqa: E402
+from pass_profile import MODES, fresh, launches, timed_sort
+
+from distsort.backends.gpu import launcher
+from distsort.backends.gpu.kernels.loader import Module
 
 
 def pass_times(build, keys, values, reps):

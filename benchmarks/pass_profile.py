@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import cupy
 import numpy as np
+from driver import cuda_span
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from distsort.backends.gpu import launcher  # noqa: E402
+from distsort.backends.gpu import launcher
 
 MODES = {0: "SORT", 1: "MERGE", 2: "GROUP"}
 
@@ -43,15 +42,9 @@ def fresh(n, dtype, seed):
 
 def timed_sort(keys, values, build=None):
     """``(pass, ms)`` of each pass of one sort (``launches``), timed by CUDA events."""
-    rows = []
-    for p, go in launches(keys, values, build):
-        a, b = cupy.cuda.Event(), cupy.cuda.Event()
-        a.record()
-        go()
-        b.record()
-        rows.append((p, a, b))
+    spans = [(p, cuda_span(go)) for p, go in launches(keys, values, build)]
     cupy.cuda.Device().synchronize()
-    return [(p, cupy.cuda.get_elapsed_time(a, b)) for p, a, b in rows]
+    return [(p, ms()) for p, ms in spans]
 
 
 def main():

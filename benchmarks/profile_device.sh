@@ -6,6 +6,7 @@
 # From the repository root:  bash benchmarks/profile_device.sh OUTDIR
 OUT=${1:?outdir}
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this tree's distsort
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv
 P=benchmarks/pass_profile.py
 {

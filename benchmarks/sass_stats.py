@@ -22,15 +22,14 @@ import argparse
 import collections
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 
+from distsort.backends.gpu import launch_plan as launch, tuning
+from distsort.backends.gpu.kernels.loader import HERE as KERNELS, scalar_type
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from distsort.backends.gpu import launch_plan as launch, tuning  # noqa: E402
-from distsort.backends.gpu.kernels.loader import HERE as KERNELS, scalar_type  # noqa: E402
 
 PAIRS = [("uint32", None), ("uint32", "uint32"), ("float64", None)]
 

@@ -32,18 +32,16 @@ import datetime as _dt
 import json
 import platform
 import statistics
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from driver import median_time, timings
+
+from distsort.plan.network import plan_network
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 GPU_RUNS = RESULTS / "distributed_sort_2xH200_2026-11-22.json"
-sys.path.insert(0, str(HERE.parent))
-
-from distsort.plan.network import plan_network  # noqa: E402
 
 #: Measured: cudaMemcpyPeer between the two H200s, one way, peer access on (docs/performance.md).
 NVLINK_GBS = 396.0
@@ -135,12 +133,9 @@ def scheduler_task_seconds(tasks=2000):
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cl, \
             distributed.Client(cl) as client:
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            distributed.wait(client.map(_noop, range(tasks), pure=False))
-            times.append((time.perf_counter() - start) / tasks)
-    return statistics.median(times)
+        seconds = median_time(
+            lambda: distributed.wait(client.map(_noop, range(tasks), pure=False)), 3, 0)[0]
+    return seconds / tasks
 
 
 def _noop(i):
@@ -231,37 +226,35 @@ def measure_cpu(workers=(2, 4, 8), chunk=2**17, runs=3):
     order = Order()
     a = nb.prepare(rng.random(chunk), None, order)
     b = nb.prepare(rng.random(chunk), None, order)
-    sort_s = statistics.median(_timed(lambda: nb.prepare(rng.random(chunk), None, order))
-                               for _ in range(5))
-    merge_s = statistics.median(_timed(lambda: nb.merge_low(a, b, order)) for _ in range(5))
+    sort_s = median_time(lambda: nb.prepare(rng.random(chunk), None, order), 5, 0)[0]
+    merge_s = median_time(lambda: nb.merge_low(a, b, order), 5, 0)[0]
     rows = []
     for w in workers:
         with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
                                       host="127.0.0.1", dashboard_address=None) as cl, \
                 distributed.Client(cl) as client, dask.config.set({"distsort.group": 1}):
-            times = []
-            for _ in range(runs + 1):
-                data = rng.random(w * chunk)
-                x = client.persist(da.from_array(data, chunks=chunk))
-                distributed.wait(x)
-                start = time.perf_counter()
-                out = client.compute(distsort.sort(x)).result()
-                times.append(time.perf_counter() - start)
-                np.testing.assert_array_equal(out, np.sort(data))
-                del x
+            held = {}
+
+            def place(w=w, client=client, held=held):
+                """Fresh data, persisted on the workers before the clock starts."""
+                held["data"] = rng.random(w * chunk)
+                held["x"] = client.persist(da.from_array(held["data"], chunks=chunk))
+                distributed.wait(held["x"])
+
+            def check(out, held=held):
+                np.testing.assert_array_equal(out, np.sort(held.pop("data")))
+                del held["x"]
+
+            times = timings(lambda client=client, held=held:
+                            client.compute(distsort.sort(held["x"])).result(),
+                            runs, 1, before=place, after=check)
             rounds = len(plan_network(w))
             # Merges of one round run in parallel on the workers, as do the sorts.
             rows.append(dict(workers=w, chunk=chunk, rounds=rounds,
-                             seconds=statistics.median(times[1:]), runs=times[1:],
+                             seconds=statistics.median(times), runs=times,
                              local_sort_s=sort_s, merge_s=merge_s))
             print(rows[-1], flush=True)
     return rows
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def save(doc, name):

@@ -26,11 +26,10 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
-from driver import parser, print_table, save_rows
+from driver import parser, print_table, save_rows, timings
 
 #: Fresh-process programs: each prints the seconds from its first import to a checked result.
 PROGRAMS = {
@@ -78,12 +77,9 @@ def steady(calls):
     import distsort
     x = np.random.default_rng(1).random(1000)
     distsort.sort(x)
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        r = distsort.sort(x)
-        times.append(time.perf_counter() - start)
-    np.testing.assert_array_equal(r, np.sort(x))
+    last = {}
+    times = timings(lambda: distsort.sort(x), calls, 0, after=lambda r: last.update(r=r))
+    np.testing.assert_array_equal(last["r"], np.sort(x))
     return times
 
 
@@ -94,13 +90,10 @@ def graph_construction(runs):
     from distsort.api import wrap_plain
     distsort.sort(np.arange(10.0))  # imports done
     x = np.random.default_rng(2).random(2**27)
-    times, graph = [], None
-    for _ in range(runs):
-        start = time.perf_counter()
-        s = distsort.sort(wrap_plain(x))
-        times.append(time.perf_counter() - start)
-        graph = s
-    return times, len(graph.__dask_graph__()), graph.chunks
+    last = {}
+    times = timings(lambda: distsort.sort(wrap_plain(x)), runs, 0,
+                    after=lambda s: last.update(graph=s))
+    return times, len(last["graph"].__dask_graph__()), last["graph"].chunks
 
 
 def main():

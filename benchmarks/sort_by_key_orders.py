@@ -118,12 +118,9 @@ def turns(cases, runs, warmup, sync, before=lambda: None):
     out = {name: [] for name, _ in cases}
     for i in range(warmup + runs):
         for name, fn in cases:
-            before()
-            start = time.perf_counter()
-            fn()
-            sync()
+            (seconds,) = driver.timings(fn, 1, 0, sync=sync, before=before)
             if i >= warmup:
-                out[name].append(time.perf_counter() - start)
+                out[name].append(seconds)
     return out
 
 

@@ -63,6 +63,13 @@ SCENARIOS = (
              (_py("cpu_sort.py", "--out", "{json}"),), quick=("--quick",)),
     Scenario("cpu_merge", 0, "one CPU merge of two sorted runs, numba against NumPy",
              (_py("merge.py", "--runs", "7"),)),
+    Scenario("select", 0, "exact median and quantiles, top k (10^6) of 2^26 float64 against "
+             "the local sorts, a full sort, NumPy and dask.array",
+             (_py("selection.py", "--out", "{json}"),), quick=("--quick",)),
+    Scenario("select_gpu", 1, "exact median and quantiles, top k (10^6) of 16 GiB float32 in 8 "
+             "persisted CuPy chunks against the local sorts, a full sort and dask.array",
+             (_py("selection.py", "--gpu", "--gib", "16", "--dtype", "float32", "--chunks",
+                  "8", "--out", "{json}"),), quick=("--gib", "1")),
     Scenario("larger_than_ram", 0, "distsort sort on a float32 .npy of 1.25x this machine's "
              "memory (through the disk: runs, one k-way merge) against a dd copy of it",
              (_py("larger_than_ram.py", "--out", "{json}"),), quick=("--quick",)),

@@ -17,14 +17,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dask.utils import parse_bytes  # noqa: E402
-from distributed import wait  # noqa: E402
-from distributed_sort import device_name, make_chunk, peer_bandwidth, sync_workers  # noqa: E402
+from dask.utils import parse_bytes
+from distributed import wait
+from distributed_sort import device_name, make_chunk, peer_bandwidth, sync_workers
 
 
 def consume(x):

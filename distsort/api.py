@@ -25,8 +25,8 @@ from distsort.graph.layers import (Inline, SortGraph, chunk_output_layer, finish
                                    group_prepare, one_chunk, plan_layers, run_output_layer,
                                    sort_chunk)
 from distsort.eager import like_input, plain_runs_here
-from distsort.inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted, native_order,
-                             numpy_keywords)
+from distsort.inputs import (as_dask, check_flag, chunks_in_memory, chunks_persisted,
+                             like_byte_order, native_order, numpy_keywords)
 from distsort.core.order import (TIME_KINDS, check_key_dtype, code_dtype, decode, encode,
                                  time_codes, time_from_codes)
 from distsort.plan.clusterview import ClusterView
@@ -54,6 +54,10 @@ def _conversion(x, what):  # noqa: PLR0911 - one return per kind of collection
     an array distsort sorts, and what that array does not carry."""
     library = type(x).__module__.split(".")[0]
     lazy = library in ("dask", "dask_expr", "dask_cudf") or is_dask_collection(x)
+    if lazy and type(x).__module__.startswith("dask.bag"):
+        return (f"dask.array.from_delayed on each of "
+                f"{what}.map_partitions(numpy.asarray).to_delayed() (its length given), "
+                f"or numpy.asarray({what}.compute())"), None
     if lazy and library == "dask" and not hasattr(type(x), "to_dask_array"):
         # a Delayed, a Bag, ...: a Delayed answers every attribute asked of it
         return f"dask.array.from_delayed(...), or {what}.compute()", None
@@ -133,22 +137,32 @@ def wrap_plain(x):
                     meta=x[(slice(0, 0),) * x.ndim], dtype=x.dtype)
 
 
-def _as_codes(x):
+def _as_codes(x, descending=False):
     """datetime64/timedelta64 ``x`` as its uint64 order codes, lazily and elementwise
-    (NaT last: ``distsort.core.order.time_codes``); other arrays as they are."""
+    (NaT last for both orders: ``distsort.core.order.time_codes``, whose ``descending``
+    codes sort ascending into the descending order); other arrays as they are."""
     if x.dtype.kind not in TIME_KINDS:
         return x
-    return x.map_blocks(time_codes, dtype=np.uint64, name="distsort-timecodes-" + tokenize(x),
+    return x.map_blocks(time_codes, descending, dtype=np.uint64,
+                        name="distsort-timecodes-" + tokenize(x, descending),
                         meta=_module(x._meta).empty((0,) * x.ndim, dtype=np.uint64))
 
 
-def _from_codes(codes, dtype):
+def _from_codes(codes, dtype, descending=False):
     """The inverse of :func:`_as_codes` for an array of ``dtype``."""
     if np.dtype(dtype).kind not in TIME_KINDS:
         return codes
-    return codes.map_blocks(time_from_codes, dtype, dtype=dtype,
-                            name="distsort-fromtimecodes-" + tokenize(codes, dtype),
+    return codes.map_blocks(time_from_codes, dtype, descending, dtype=dtype,
+                            name="distsort-fromtimecodes-" + tokenize(codes, dtype, descending),
                             meta=_module(codes._meta).empty((0,) * codes.ndim, dtype=dtype))
+
+
+def _code_order(dtype, order):
+    """The order in which the codes of keys of ``dtype`` (:func:`_as_codes`) sort: the
+    descending order of times is in their codes (NaT last), so they sort ascending."""
+    if np.dtype(dtype).kind in TIME_KINDS and order.descending:
+        return Order(descending=False, keyed=order.keyed)
+    return order
 
 
 def _check_known_chunks(x, what):
@@ -470,6 +484,9 @@ def _validate(x, axis, what="x"):
     x = as_dask_array(x, what)
     check_key_dtype(x.dtype, what)
     _check_known_chunks(x, what)
+    if x.size == 0 and x.ndim != 1:  # Dask does not reshape or rechunk these: one chunk
+        x = wrap_plain(_module(x._meta).empty(x.shape if axis is not None else (0,),
+                                              dtype=x.dtype))
     if axis is None:
         return x.reshape(-1) if x.ndim != 1 else x, 0
     axis = normalize_axis_index(axis, x.ndim)
@@ -488,7 +505,7 @@ def _sort_along(x, axis, order, want, verify=False):
     dtype = x.dtype if want == "keys" else np.int64
 
     def block(b):
-        out = backend.sort_blocks(b, None, axis, order, positions=(want == "values"))
+        out = backend.sort_blocks(b, None, axis, order, positions=order.keyed)
         if verify:  # in the same task: the block is only returned once checked
             from distsort.graph.verify import check_lanes
             check_lanes(b, out[0], out[1], axis, order, "argsort" if index else "sort")
@@ -517,7 +534,7 @@ def _check_flags(descending, verify):
 @numpy_keywords
 @like_input("x")
 def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
-         stable: bool | None = True, verify: bool = False, local: str = "auto") -> da.Array:
+         stable: bool | None = None, verify: bool = False, local: str = "auto") -> da.Array:
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
@@ -532,13 +549,16 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
         whatever its chunking.  ``None`` sorts the flattened array.  For an N-D
         array the axis must be held in one chunk.
     descending : bool, optional
-        Sort from largest to smallest: exactly the reverse of the ascending
-        result (NaNs and NaTs first).
+        Sort from largest to smallest, NaNs and NaTs still last, as
+        ``numpy.sort(x, descending=True)`` (NumPy >= 2.5).
     stable : bool, optional
-        Accepted as in the array API standard's ``sort(x, /, *, axis=-1,
-        descending=False, stable=True)``; it changes nothing: keys sorted alone
-        have no order among equal keys to keep (they are indistinguishable),
-        so every ``stable`` gives the same result, bit for bit.
+        ``True``: keys that NumPy calls equal keep their input order, so the
+        result is ``x[argsort(x)]`` bit for bit, as ``numpy.sort(x, stable=True)``
+        (``-0.0`` and ``+0.0``, NaNs of any sign and payload; float keys then sort
+        with their positions, as :func:`argsort` does).  ``None`` or ``False``
+        (the default, NumPy's): the faster bit order, the same values, with
+        ``-0.0`` before ``+0.0`` and NaNs by their bits (``docs/semantics.md``).
+        Other dtypes give the same bits either way.
     verify : bool, optional
         Check on the workers (on the GPU for CuPy chunks), before the result can be
         read, that it is sorted and a permutation of the input (counts and
@@ -576,7 +596,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     device budgets the sort runs out of core.
 
     NumPy's order: NaNs (any sign and payload) sort last and keep their bits;
-    ``-0.0`` sorts just before ``+0.0``; NaT sorts last.  datetime64 and
+    NaT sorts last; both for either order.  The dtype is kept, byte order included.  datetime64 and
     timedelta64 (any unit) are sorted through their int64 view, mapped
     elementwise so that NaT comes last, and come back with their dtype.  Not
     supported: complex, object, string and structured dtypes (TypeError), and
@@ -591,25 +611,40 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     >>> distsort.sort(x).compute()
     array([-1. ,  0.5,  2. ,  3. ,  nan])
     >>> distsort.sort(x, descending=True).compute()
-    array([ nan,  3. ,  2. ,  0.5, -1. ])
+    array([ 3. ,  2. ,  0.5, -1. ,  nan])
     >>> distsort.sort(x, verify=True).compute()  # checked on the workers before it is read
     array([-1. ,  0.5,  2. ,  3. ,  nan])
     >>> t = np.array(["2026-03-01", "NaT", "2025-12-24"], dtype="datetime64[D]")
     >>> distsort.sort(da.from_array(t, chunks=2)).compute()
     array(['2025-12-24', '2026-03-01',        'NaT'], dtype='datetime64[D]')
     """
-    _check_stable(stable, True)
+    stable = _check_stable(stable, False)
     _check_flags(descending, verify)
-    order = Order(descending=bool(descending))
     _check_local(local)
+    given = getattr(x, "dtype", None)
+    # Floats are the one kind whose keys NumPy calls equal can differ in bits: a stable
+    # sort takes them by their positions, as argsort does.
+    by_position = stable and given is not None and np.dtype(given).kind == "f"
+    order = Order(descending=bool(descending), keyed=by_position)
     if not verify and (out := _sorted_at_once(x, axis, order, local)) is not None:
-        return out
+        return _module(x).take(x.reshape(-1), out) if by_position else out
     x, axis = _validate(x, axis)
-    dtype, x = x.dtype, _as_codes(x)
-    if x.ndim == 1:
-        return _from_codes(_sort_1d(x, None, order, positions=False, verify=verify,
-                                    local=local)[0], dtype)
-    return _from_codes(_sort_along(x, axis, order, "keys", verify), dtype)
+    dtype = x.dtype
+    order = _code_order(dtype, order)
+    x = _as_codes(x, descending)
+    if x.ndim == 1 and by_position:
+        out = argsort_by_positions(x, order.descending, verify, local, "sort")[0]
+    elif x.ndim == 1:
+        out = _sort_1d(x, None, order, positions=False, verify=verify, local=local)[0]
+    else:
+        out = _sort_along(x, axis, order, "keys", verify)
+    return _like_given(_from_codes(out, dtype, descending), given)
+
+
+def _like_given(out, given):
+    """The sorted ``out`` in the byte order of the input's dtype ``given``, as NumPy
+    returns it (the sorts run in native order: ``distsort.inputs.native_order``)."""
+    return out if given is None else like_byte_order(out, given)
 
 
 @numpy_keywords
@@ -627,7 +662,9 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     axis : int or None, optional
         As for :func:`sort`; with ``None`` the indices are into the flattened array.
     descending : bool, optional
-        Largest keys first; equal keys keep their original order.
+        Largest keys first, NaNs and NaTs still last; equal keys keep their
+        original order (as ``numpy.argsort(x, descending=True, stable=True)``,
+        NumPy >= 2.5).
     stable : bool, optional
         Accepted for NumPy compatibility: the result is always stable, equal to
         ``numpy.argsort(x, kind="stable")`` element for element.
@@ -662,7 +699,8 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     if not verify and (out := _sorted_at_once(x, axis, order, local)) is not None:
         return out
     x, axis = _validate(x, axis)
-    x = _as_codes(x)
+    order = _code_order(x.dtype, order)
+    x = _as_codes(x, descending)
     if x.ndim == 1:
         return _sort_1d(x, None, order, positions=True, verify=verify, what="argsort",
                         local=local)[1]
@@ -934,6 +972,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     _check_local(local)
     if stable and not verify and (out := _stable_at_once(keys, values, order, local)):
         return out
+    given_keys, given_values = getattr(keys, "dtype", None), getattr(values, "dtype", None)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)
     if known and keys.shape != values.shape:  # before flattening: (2, 3) is not (3, 2)
@@ -943,11 +982,14 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     values, _ = _validate(values, None, "values")
     if array_module_name(keys._meta) != array_module_name(values._meta):
         raise TypeError("keys and values must both have NumPy chunks or both CuPy chunks")
-    key_dtype, keys = keys.dtype, _as_codes(keys)
+    key_dtype, keys = keys.dtype, _as_codes(keys, descending)
+    order = _code_order(key_dtype, order)
     if stable:
         out_keys, out_values = _stable_by_key(keys, values, order, verify, local)
-        return _from_codes(out_keys, key_dtype), out_values
+        return (_like_given(_from_codes(out_keys, key_dtype, descending), given_keys),
+                _like_given(out_values, given_values))
     value_dtype, values = values.dtype, _as_codes(values)
     out_keys, out_values = _sort_1d(keys, values, order, positions=False, verify=verify,
                                     what="sort_by_key", local=local)
-    return _from_codes(out_keys, key_dtype), _from_codes(out_values, value_dtype)
+    return (_like_given(_from_codes(out_keys, key_dtype, descending), given_keys),
+            _like_given(_from_codes(out_values, value_dtype), given_values))

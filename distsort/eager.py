@@ -22,6 +22,8 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import dask
 import dask.array as da
@@ -29,10 +31,13 @@ import dask.core
 import numpy as np
 from dask.base import get_scheduler, is_dask_collection
 
+#: A public function, whose signature a decorator keeps.
+F = TypeVar("F", bound=Callable[..., Any])
+
 SMALL_GRAPH = 16  # tasks: one-device plans take 1 to 8; a network of chunks takes more
 
 
-def _leaves(structure):
+def _leaves(structure: Any) -> list[Any]:
     """The arrays of an argument or a result: itself, or the items of a tuple, list or
     dict (sort_by_key's tables)."""
     if isinstance(structure, dict):
@@ -42,7 +47,7 @@ def _leaves(structure):
     return [structure]
 
 
-def is_plain(argument):
+def is_plain(argument: Any) -> bool:
     """Whether an argument holds no Dask collection and no memory map.
 
     >>> import dask.array as da
@@ -55,7 +60,7 @@ def is_plain(argument):
                    for a in _leaves(argument))
 
 
-def runs_here(arrays=None):
+def runs_here(arrays: Sequence[Any] | None = None) -> bool:
     """Whether Dask's local schedulers, not a ``distributed`` client, would compute
     ``arrays`` (or any collection): their work may then run in this process.
 
@@ -70,7 +75,7 @@ def runs_here(arrays=None):
     return scheduler is None or (getattr(scheduler, "__module__", "") or "").startswith("dask.")
 
 
-def in_task():
+def in_task() -> bool:
     """Whether this thread runs a task of a ``distributed`` worker.
 
     >>> in_task()
@@ -86,7 +91,7 @@ def in_task():
     return True
 
 
-def plain_runs_here():
+def plain_runs_here() -> bool:
     """Whether a sort of plain arrays runs in this process: where no ``distributed``
     client is the scheduler, and in a worker's task, whose arrays are here (its
     client would send them to the scheduler inside the graph, as a 256 MiB graph
@@ -94,7 +99,7 @@ def plain_runs_here():
     return in_task() or runs_here()
 
 
-def _runs_here(arrays):
+def _runs_here(arrays: Sequence[da.Array]) -> bool:
     """Whether ``arrays`` (of plain inputs) are computed in this thread, without Dask's
     scheduler: one chunk each, a few tasks, and plain arrays sorted in this process
     (:func:`plain_runs_here`)."""
@@ -105,12 +110,12 @@ def _runs_here(arrays):
     return sum(len(a.__dask_graph__()) for a in arrays) <= SMALL_GRAPH
 
 
-def _compute(arrays):
+def _compute(arrays: Sequence[da.Array]) -> list[Any]:
     """The NumPy or CuPy arrays of ``arrays`` (Dask arrays), computed together."""
     if not arrays:
         return []
     if _runs_here(arrays):
-        graph = {}
+        graph: dict = {}
         for a in arrays:
             graph.update(a.__dask_graph__())
         chunks = dask.core.get(graph, [a.__dask_keys__() for a in arrays])
@@ -120,20 +125,20 @@ def _compute(arrays):
     return list(dask.compute(*arrays))
 
 
-def _one_chunk(nested):
+def _one_chunk(nested: Any) -> Any:
     while isinstance(nested, (list, tuple)):  # nested once per dimension, as keys are
         (nested,) = nested
     return nested
 
 
-def compute_now(result):
+def compute_now(result: Any) -> Any:
     """``result`` (a Dask array, or a tuple of arrays, tuples and dicts of them) with
     every Dask array computed, in one pass, and the structure kept."""
     parts = result if isinstance(result, tuple) else (result,)
     arrays = [a for p in parts for a in _leaves(p) if isinstance(a, da.Array)]
     done = dict(zip(map(id, arrays), _compute(arrays), strict=True))
 
-    def swap(part):
+    def swap(part: Any) -> Any:
         if isinstance(part, dict):
             return {k: done.get(id(v), v) for k, v in part.items()}
         if isinstance(part, tuple):
@@ -143,24 +148,24 @@ def compute_now(result):
     return tuple(map(swap, parts)) if isinstance(result, tuple) else swap(result)
 
 
-def like_input(*names):
+def like_input(*names: str) -> Callable[[F], F]:
     """Decorate a public sort whose array arguments are ``names``: where all are plain
     (:func:`is_plain`), its lazy result is computed at once (:func:`compute_now`)."""
-    def decorate(function):
+    def decorate(function: F) -> F:
         where = [(list(inspect.signature(function).parameters).index(n), n) for n in names]
 
         @functools.wraps(function)
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             result = function(*args, **kwargs)  # validates the arguments first
             if type(result) is not tuple and not isinstance(result, da.Array):
                 return result  # computed already (distsort.api._sorted_at_once)
             given = [args[i] if i < len(args) else kwargs.get(n) for i, n in where]
             return compute_now(result) if all(map(is_plain, given)) else result
-        return call
+        return cast(F, call)
     return decorate
 
 
-def one_place(arrays):
+def one_place(arrays: Sequence[da.Array]) -> bool:
     """Whether all chunks of ``arrays`` are computed in one process: Dask's local
     schedulers, or a ``distributed`` cluster of one worker (one query of the
     scheduler, ``locality.worker_hosts``; no answer counts as several workers).

@@ -17,11 +17,19 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import dask.array as da
 
-def to_native(chunk):
+#: A public function, whose signature a decorator keeps.
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def to_native(chunk: np.ndarray) -> np.ndarray:
     """A NumPy array in native byte order, bit for bit (a new array where it was not).
 
     Swapped bytes, not ``astype``: NumPy converts float16 between byte orders through
@@ -36,29 +44,56 @@ def to_native(chunk):
     return chunk.byteswap().view(chunk.dtype.newbyteorder("="))
 
 
-def native_order(x):
+def native_order(x: da.Array) -> da.Array:
     """The Dask array ``x`` with its dtype in native byte order (converted chunk by
     chunk, when computed); ``x`` itself where it already is."""
     if x.dtype.isnative:
         return x
+    import dask.array as da
     from dask.base import tokenize
     dtype = x.dtype.newbyteorder("=")
-    return x.map_blocks(to_native, dtype=dtype, name="distsort-native-" + tokenize(x),
-                        meta=np.empty((0,) * x.ndim, dtype))
+    return da.map_blocks(to_native, x, dtype=dtype, name="distsort-native-" + tokenize(x),
+                         meta=np.empty((0,) * x.ndim, dtype))
 
 
-def _memmap_name(m):
+def to_byte_order(chunk: Any, dtype: Any) -> Any:
+    """The native-order ``chunk`` in ``dtype``'s byte order, bit for bit (the inverse of
+    :func:`to_native`): what a sort of an input of ``dtype`` returns, as NumPy does.
+
+    >>> to_byte_order(np.array([1.5, -2.0]), ">f8").dtype.str
+    '>f8'
+    """
+    dtype = np.dtype(dtype)
+    if dtype.isnative or chunk.dtype == dtype:
+        return chunk
+    return chunk.byteswap().view(dtype)
+
+
+def like_byte_order(x: da.Array, dtype: Any) -> da.Array:
+    """The Dask array ``x`` (native byte order) in ``dtype``'s byte order, chunk by
+    chunk when computed; ``x`` itself where ``dtype`` is native."""
+    dtype = np.dtype(dtype)
+    if dtype.isnative or x.dtype == dtype:
+        return x
+    import dask.array as da
+    from dask.base import tokenize
+    return da.map_blocks(to_byte_order, x, dtype, dtype=dtype,
+                         name="distsort-byteorder-" + tokenize(x, dtype.str),
+                         meta=np.empty((0,) * x.ndim, dtype))
+
+
+def _memmap_name(m: np.memmap, filename: str) -> str:
     """A Dask name for the read-only memory map ``m`` from what identifies its data
     (file, modification time, place in the mapping, layout): Dask's own token of a
     memmap hashes every byte of it, reading the whole file before the sort starts."""
     from dask.base import tokenize
-    stat = os.stat(m.filename)
+    stat = os.stat(filename)
     return "distsort-memmap-" + tokenize(
-        m.filename, stat.st_mtime_ns, stat.st_size, m.__array_interface__["data"][0],
+        filename, stat.st_mtime_ns, stat.st_size, m.__array_interface__["data"][0],
         m.shape, m.strides, m.dtype.str)
 
 
-def as_dask(x):
+def as_dask(x: Any) -> da.Array:
     """A NumPy array (a memory map included) as a Dask array with ``chunks="auto"``.
 
     A memory map's chunks are read from the file when the sort needs them (no copy
@@ -74,12 +109,12 @@ def as_dask(x):
     if not isinstance(x, np.memmap):
         return da.from_array(x, chunks="auto")
     plain = x.view(np.ndarray)  # the same memory, without the subclass
-    name = _memmap_name(x) if x.mode == "r" and x.filename else None
+    name = _memmap_name(x, x.filename) if x.mode == "r" and x.filename else None
     return da.from_array(plain, chunks="auto", name=name or None,
                          meta=np.empty((0,) * x.ndim, x.dtype))
 
 
-def chunks_in_memory(x):
+def chunks_in_memory(x: da.Array) -> list[Any] | None:
     """The chunks of the 1-D Dask array ``x`` where its graph holds them as arrays (an
     array persisted on Dask's local schedulers, a wrapped NumPy or CuPy array), in
     order; else None (chunks that tasks make, or futures of a ``distributed`` client).
@@ -102,7 +137,7 @@ def chunks_in_memory(x):
     return None
 
 
-def chunks_persisted(x):
+def chunks_persisted(x: da.Array) -> bool:
     """Whether every chunk of the 1-D Dask array ``x`` is a future of a ``distributed``
     client in its graph (``client.persist(x)``): then its chunks stay on the workers
     while ``x`` lives.
@@ -120,7 +155,7 @@ def chunks_persisted(x):
                for c in chunks)
 
 
-def check_flag(name, value):
+def check_flag(name: str, value: Any) -> bool:
     """``value`` as a bool: True, False, or NumPy's bools; TypeError for anything else
     (``descending="yes"`` must not be taken as True).
 
@@ -136,7 +171,7 @@ def check_flag(name, value):
     return bool(value)
 
 
-def numpy_keywords(function):
+def numpy_keywords(function: F) -> F:
     """Decorate a public function so that NumPy's ``kind=`` and ``order=``, which it
     does not take, get a TypeError that says what to use instead.
 
@@ -147,7 +182,7 @@ def numpy_keywords(function):
     TypeError: distsort.sort() has no kind=: use stable=True or stable=False
     """
     @functools.wraps(function)
-    def checked(*args, **kwargs):
+    def checked(*args: Any, **kwargs: Any) -> Any:
         if "kind" in kwargs:
             raise TypeError(f"distsort.{function.__name__}() has no kind=: use stable=True "
                             "or stable=False")
@@ -155,4 +190,4 @@ def numpy_keywords(function):
             raise TypeError(f"distsort.{function.__name__}() has no order= (structured "
                             "dtypes are not sorted): sort one field, or use sort_by_key")
         return function(*args, **kwargs)
-    return checked
+    return cast(F, checked)

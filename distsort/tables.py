@@ -16,6 +16,7 @@ the 64-bit groups), each pass one sort and one gather.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import dask.array as da
@@ -36,19 +37,20 @@ __all__ = ["sort_by_key", "lexsort", "sort_table", "composite_codes", "code_grou
 _CODE_BITS = 64
 
 
-def _code_bits(dtype):
+def _code_bits(dtype: np.dtype) -> int:
     """Bits of a key's order code (datetime64/timedelta64: 64, see ``time_codes``)."""
     return _CODE_BITS if dtype.kind in TIME_KINDS else 8 * dtype.itemsize
 
 
-def code_groups(bits):
+def code_groups(bits: Iterable[int]) -> list[tuple[int, ...]]:
     """Keys (given by their codes' widths, primary first) grouped greedily into runs
     whose codes fit 64 bits together: the sorts a lexicographic sort needs.
 
     >>> code_groups((32, 32, 64, 16, 8, 8))
     [(0, 1), (2,), (3, 4, 5)]
     """
-    groups, width = [], _CODE_BITS + 1
+    groups: list[tuple[int, ...]] = []
+    width = _CODE_BITS + 1
     for i, b in enumerate(bits):
         if width + b > _CODE_BITS:
             groups.append(())
@@ -58,15 +60,16 @@ def code_groups(bits):
     return groups
 
 
-def _key_code(block):
+def _key_code(block: Any, descending: bool = False) -> Any:
     """A block's order code as NumPy compares keys for equality: ``-0.0`` and ``+0.0``
-    one code, every NaN one code (last), NaT last."""
+    one code, every NaN one code (last), NaT last; ``descending``: codes whose
+    ascending order is the descending one, NaN and NaT still last."""
     if block.dtype.kind in TIME_KINDS:
-        return time_codes(block)
-    return encode(block, canonical=True)
+        return time_codes(block, descending)
+    return encode(block, canonical=True, descending=descending)
 
 
-def _code_width(dtypes):
+def _code_width(dtypes: Sequence[np.dtype]) -> np.dtype:
     """The narrowest unsigned dtype that holds the codes of ``dtypes`` side by side.
 
     >>> _code_width([np.dtype("int8")]), _code_width([np.dtype("int16"), np.dtype("bool")])
@@ -78,22 +81,24 @@ def _code_width(dtypes):
     return np.dtype(f"u{1 << (max(total, 8) - 1).bit_length() - 3}")
 
 
-def _composite_block(*blocks):
+def _composite_block(descending: bool, *blocks: Any) -> Any:
     """One unsigned code per element: the blocks' codes side by side, the first block's
     the most significant."""
     width = _code_width([b.dtype for b in blocks])
-    code = _key_code(blocks[0]).astype(width)
+    code = _key_code(blocks[0], descending).astype(width)
     for b in blocks[1:]:
         code <<= width.type(_code_bits(b.dtype))
-        code |= _key_code(b).astype(width)
+        code |= _key_code(b, descending).astype(width)
     return code
 
 
-def composite_codes(keys):
+def composite_codes(keys: Sequence[da.Array], descending: bool = False) -> da.Array:
     """The lexicographic order codes of ``keys`` (1-D Dask arrays chunked alike, the
     FIRST most significant) whose codes fit 64 bits together: one unsigned Dask array
     of the narrowest width that holds them.  Ordered as NumPy orders the keys: equal
-    codes for equal keys (``-0.0 == +0.0``, NaNs equal and last, NaT last).
+    codes for equal keys (``-0.0 == +0.0``, NaNs equal and last, NaT last);
+    ``descending``: sorted ascending, the codes give every key's descending order,
+    NaNs and NaTs still last.
 
     >>> import dask.array as da
     >>> a = da.from_array(np.array([1, 0, 1], dtype=np.int16), chunks=2)
@@ -104,12 +109,15 @@ def composite_codes(keys):
     """
     width = _code_width([k.dtype for k in keys])
     xp = _namespace(keys[0]._meta)
-    return da.map_blocks(_composite_block, *keys, dtype=width,
-                         name="distsort-keycodes-" + tokenize([k.name for k in keys]),
+    return da.map_blocks(_composite_block, descending, *keys, dtype=width,
+                         name="distsort-keycodes-" + tokenize([k.name for k in keys],
+                                                              descending),
                          meta=xp.empty((0,), dtype=width))
 
 
-def _lexsort_perm(keys, descending=False, verify=False, local="auto", together=None):  # noqa: PLR0913, PLR0917
+def _lexsort_perm(keys: Sequence[da.Array], descending: bool = False,  # noqa: PLR0913, PLR0917
+                  verify: bool = False, local: str = "auto",
+                  together: bool | None = None) -> da.Array:
     """The permutation that sorts 1-D ``keys`` (Dask arrays chunked alike, the LAST
     primary) lexicographically, ties in input order.  ``together``: the gathers' (the
     caller's :func:`~distsort.eager.one_place`, else asked here)."""
@@ -117,30 +125,33 @@ def _lexsort_perm(keys, descending=False, verify=False, local="auto", together=N
         together = one_place(keys)
     bits = [_code_bits(k.dtype) for k in keys[::-1]]  # primary first
     groups = [tuple(len(keys) - 1 - i for i in g) for g in code_groups(bits)]
-    perm = None
+    perm: da.Array | None = None
     for group in groups[::-1]:  # least significant first: each pass is stable
-        codes = composite_codes([keys[i] for i in group])
+        # The descending order is in the codes (NaNs and NaTs last): they sort ascending.
+        codes = composite_codes([keys[i] for i in group], bool(descending))
         if perm is not None:
             (codes,) = gather((codes,), perm, together=together)
-        order = Order(descending=bool(descending), keyed=True)
+        order = Order(descending=False, keyed=True)
         step = api._sort_1d(codes, None, order, positions=True, verify=verify, what="lexsort",
                         local=local)[1]
         perm = step if perm is None else gather((perm,), step, together=together)[0]
+    assert perm is not None  # keys is not empty: one group at least
     return perm
 
 
-def _as_columns(values):
+def _as_columns(values: tuple | dict) -> tuple[tuple | None, Sequence[Any]]:
     """``(names, arrays)`` of a tuple or dict of value arrays (names None for a tuple)."""
     if isinstance(values, dict):
         return tuple(values), tuple(values.values())
     return None, tuple(values)
 
 
-def _columns_like(names, arrays):
+def _columns_like(names: tuple | None, arrays: Sequence[Any]) -> dict | tuple:
     return dict(zip(names, arrays, strict=True)) if names is not None else tuple(arrays)
 
 
-def _validated(arrays, what, shape=None, chunks=None):
+def _validated(arrays: Iterable[Any], what: str, shape: tuple | None = None,
+               chunks: tuple | None = None) -> tuple[list[da.Array], tuple | None]:
     """The arrays validated and flattened as :func:`distsort.sort_by_key` does, all of
     one shape and one backend, chunked alike (like the first, or as ``chunks``)."""
     out, backend = [], None
@@ -171,10 +182,11 @@ def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") ->
 
     Parameters
     ----------
-    keys : tuple of arrays
+    keys : tuple of arrays, or a 2-D array
         Dask, NumPy or CuPy arrays of one shape (flattened, as with ``axis=None``),
-        of the dtypes :func:`distsort.sort` takes.  As in ``numpy.lexsort``, the
-        LAST key is the primary one, the one before it the secondary, and so on.
+        of the dtypes :func:`distsort.sort` takes, or a 2-D array whose rows are
+        the keys.  As in ``numpy.lexsort``, the LAST key
+        is the primary one, the one before it the secondary, and so on.
     verify : bool, optional
         Check each sort as :func:`distsort.argsort` does.
     local : {"auto", "bitonic", "radix"}, optional
@@ -201,11 +213,30 @@ def lexsort(keys: tuple | list, *, verify: bool = False, local: str = "auto") ->
     >>> distsort.lexsort((first, last)).compute()  # by last, then by first
     array([2, 0, 1, 3])
     """
-    if not isinstance(keys, (tuple, list)) or not keys:
-        raise TypeError("lexsort takes a non-empty tuple of key arrays (the last primary)")
+    keys = _key_rows(keys)
     api._check_local(local)
     keys, _ = _validated(keys, "keys")
     return _lexsort_perm(keys, verify=verify, local=local)
+
+
+def _key_rows(keys: Any) -> tuple[Any, ...] | list[Any]:
+    """The key arrays of ``lexsort``'s ``keys``: a tuple or list of arrays, or the rows
+    of a 2-D array, as ``numpy.lexsort`` takes them (which reads a 1-D array as keys of
+    one element each: refused here, as a mistake for one key)."""
+    ndim = getattr(keys, "ndim", None)
+    if ndim == _ROWS_NDIM:
+        if any(np.isnan(d) for d in keys.shape):
+            raise ValueError("lexsort's key array has unknown chunk sizes; call "
+                             "keys.compute_chunk_sizes() first")
+        return tuple(keys[i] for i in range(keys.shape[0]))
+    if not isinstance(keys, (tuple, list)) or not keys:
+        raise TypeError("lexsort takes a non-empty tuple of key arrays, or a 2-D array whose "
+                        "rows are the keys (the last primary); one key: lexsort((key,))")
+    return keys
+
+
+#: A key array whose rows are the keys.
+_ROWS_NDIM = 2
 
 
 def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool = False,
@@ -242,9 +273,11 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
         out_keys, out_values = moved[:len(key_list)], moved[len(key_list):]
     else:
         (key,) = key_list
-        sorted_codes, perm = api.argsort_by_positions(api._as_codes(key), descending, verify, local,
-                                      "sort_by_key")
-        out_keys = api._from_codes(sorted_codes, key.dtype)
+        order = api._code_order(key.dtype, Order(descending=bool(descending)))
+        sorted_codes, perm = api.argsort_by_positions(api._as_codes(key, descending),
+                                                      order.descending, verify, local,
+                                                      "sort_by_key")
+        out_keys = api._from_codes(sorted_codes, key.dtype, descending)
         out_values = gather(columns, perm, together=together) if columns else ()
     if not isinstance(values, (tuple, dict)):
         return out_keys, out_values[0]

@@ -69,11 +69,32 @@ def assert_same_multiset(out, ref):
     np.testing.assert_array_equal(np.sort(bits(out)), np.sort(bits(ref)))
 
 
+def missing(x):
+    """Where ``x`` holds NaN (floats) or NaT (datetime64, timedelta64): what sorts last
+    for both orders (NumPy >= 2.5)."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return np.isnan(x)
+    if x.dtype.kind in "mM":
+        return np.isnat(x)
+    return np.zeros(x.shape, dtype=bool)
+
+
+def descending_of(ascending):
+    """The descending order from a 1-D array sorted ascending, NaN and NaT last as
+    NumPy >= 2.5 has them: the part before the first NaN reversed, then the NaNs
+    (reversed too: the bit order of distsort's descending codes)."""
+    ascending = np.asarray(ascending)
+    k = int(np.argmax(missing(ascending))) if missing(ascending).any() else len(ascending)
+    return np.concatenate([ascending[:k][::-1], ascending[k:][::-1]])
+
+
 def assert_sorted_like_numpy(out, x, descending=False):
-    """``out`` equals ``numpy.sort(x)`` (reversed when descending) and keeps every bit pattern."""
+    """``out`` equals ``numpy.sort(x)`` (descending: NaNs and NaTs still last) and keeps
+    every bit pattern."""
     ref = np.sort(x)
     if descending:
-        ref = ref[::-1]
+        ref = descending_of(ref)
     assert out.dtype == x.dtype and out.shape == x.shape
     assert np.array_equal(out, ref, equal_nan=x.dtype.kind == "f")
     assert_same_multiset(out, x)
@@ -92,11 +113,15 @@ def assert_only_crossing_parts_travel(sent, workers):
 
 
 def stable_argsort(x, descending=False):
-    """``numpy.argsort(kind="stable")``, and its descending form (equal keys keep their order)."""
+    """``numpy.argsort(kind="stable")``, and its descending form as NumPy >= 2.5 has it
+    (``numpy.argsort(x, descending=True, stable=True)``): largest first, NaN and NaT
+    last, equal keys (``-0.0 == +0.0``, every NaN) in their input order."""
+    x = np.asarray(x)
     if not descending:
         return np.argsort(x, kind="stable")
-    n = len(x)
-    return (n - 1 - np.argsort(x[::-1], kind="stable")[::-1]).astype(np.int64)
+    # Each key's rank among the distinct values (np.unique: -0.0 == +0.0, NaNs one).
+    rank = np.unique(x, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return np.lexsort((np.arange(len(x)), -rank, missing(x))).astype(np.int64)
 
 
 def kernel_order(keys, values, descending):

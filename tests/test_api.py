@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import distsort
-from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, random_chunks,
-                    random_keys, stable_argsort)
+from arrays import (DTYPES, assert_same_multiset, assert_sorted_like_numpy, bits, descending_of,
+                    missing, random_chunks, random_keys, stable_argsort)
 
 SIZES = [0, 1, 2, 3, 5, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 251, 257,
          509, 1021, 1024, 1025]
@@ -17,10 +17,10 @@ SETTINGS = settings(max_examples=60, deadline=None,
 
 
 def sort_by_key_reference(keys, values, descending=False):
-    """NumPy's order on keys (descending if asked), ties by value ascending."""
+    """NumPy's order on keys (descending if asked, NaNs last), ties by value ascending."""
     _, rank = np.unique(keys, return_inverse=True)
     rank = rank.reshape(-1).astype(np.int64)
-    perm = np.lexsort((values, -rank if descending else rank))
+    perm = np.lexsort((values, -rank if descending else rank, missing(keys)))
     return keys[perm], values[perm]
 
 
@@ -56,11 +56,11 @@ def test_sort(case, descending):
 
 @SETTINGS
 @given(case=cases())
-def test_descending_is_exact_reverse(case):
+def test_descending_reverses_the_ascending_order_but_nans_stay_last(case):
     x, chunks = case
     up = distsort.sort(as_dask(x, chunks)).compute(scheduler="sync")
     down = distsort.sort(as_dask(x, chunks), descending=True).compute(scheduler="sync")
-    np.testing.assert_array_equal(bits(down), bits(up)[::-1])
+    np.testing.assert_array_equal(bits(down), bits(descending_of(up)))
 
 
 @SETTINGS
@@ -196,7 +196,8 @@ class TestNDArrays:
         np.testing.assert_array_equal(distsort.argsort(dx, axis=axis).compute(),
                                       np.argsort(x, axis=axis, kind="stable"))
         down = distsort.sort(dx, axis=axis, descending=True).compute()
-        assert np.array_equal(down, np.flip(np.sort(x, axis=axis), axis=axis), equal_nan=True)
+        ref = np.apply_along_axis(descending_of, axis, np.sort(x, axis=axis))
+        assert np.array_equal(down, ref, equal_nan=True)
 
     def test_split_axis_raises_with_advice(self):
         dx = da.ones((10, 10), chunks=5)
@@ -222,9 +223,10 @@ def random_times(rng, n, dtype, duplicates=False):
 
 
 def time_rank(t, descending=False):
-    """Order keys of times as NumPy sorts them (NaT last), computed apart from distsort."""
+    """Order keys of times as NumPy sorts them (NaT last for both orders), computed apart
+    from distsort."""
     nat, i8 = np.isnat(t).astype(np.int8), t.view(np.int64)
-    return (1 - nat, ~i8) if descending else (nat, i8)
+    return (nat, ~i8) if descending else (nat, i8)
 
 
 @st.composite
@@ -246,7 +248,7 @@ def test_times_sort_like_numpy_with_nat_last(case, descending):
     ref = np.sort(t)
     assert np.isnat(ref[len(ref) - np.isnat(t).sum():]).all()  # NumPy's NaT-last order
     assert s.dtype == t.dtype
-    np.testing.assert_array_equal(s.view(np.int64), (ref[::-1] if descending else ref)
+    np.testing.assert_array_equal(s.view(np.int64), (descending_of(ref) if descending else ref)
                                   .view(np.int64))
     np.testing.assert_array_equal(a, stable_argsort(t, descending))
     if not descending:
@@ -293,13 +295,17 @@ def test_times_nd_and_verified():
 
 # ---------------------------------------------------------------- stable=
 @pytest.mark.parametrize("stable", [True, False, None])
-def test_sort_accepts_stable_and_it_changes_nothing(stable):
+def test_sort_stable_is_x_of_argsort_and_the_default_the_bit_order(stable):
     rng = np.random.default_rng(8)
     x = random_keys(rng, 3001, "float32", duplicates=True)
     dx = da.from_array(x, chunks=400)
     out = distsort.sort(dx, stable=stable).compute()
-    np.testing.assert_array_equal(bits(out), bits(distsort.sort(dx).compute()))
-    assert_sorted_like_numpy(out, x)
+    if stable:  # numpy.sort(x, stable=True): equal keys (-0.0, +0.0, NaNs) in input order
+        np.testing.assert_array_equal(bits(out), bits(x[stable_argsort(x)]))
+        assert not np.array_equal(bits(out), bits(distsort.sort(dx).compute()))
+    else:
+        np.testing.assert_array_equal(bits(out), bits(distsort.sort(dx).compute()))
+        assert_sorted_like_numpy(out, x)
     np.testing.assert_array_equal(distsort.argsort(dx, stable=stable).compute(),
                                   stable_argsort(x))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arrays import assert_sorted_like_numpy, bits, random_keys
+from arrays import assert_sorted_like_numpy, bits, descending_of, random_keys, stable_argsort
 from backends import GPU
 from distsort import cli
 from distsort.cli import bench as bench_cmd, outputs, sort as sort_cmd
@@ -111,10 +111,10 @@ def test_sort_npy(tmp_path, capsys, address, rng, dtype, descending):
     assert code == 0, err
     ref = np.sort(x)
     if descending:
-        ref = ref[::-1]
+        ref = descending_of(ref)
     got = np.load(out)
     assert got.dtype == x.dtype
-    if dtype == "float32":  # NaNs (any payload) last, or first when descending
+    if dtype == "float32":  # NaNs (any payload) last, for both orders
         nan = np.isnan(got)
         assert np.array_equal(nan, np.isnan(ref))
         assert np.array_equal(got[~nan], ref[~nan])
@@ -161,7 +161,7 @@ def test_argsort(tmp_path, capsys, address, rng, descending):
     assert code == 0, err
     got = np.load(out)
     assert got.dtype == np.int64
-    ref = np.argsort(-x if descending else x, kind="stable")
+    ref = stable_argsort(x, descending)
     assert np.array_equal(got, ref)
 
 
@@ -353,7 +353,6 @@ def test_sort_datetime_and_timedelta(tmp_path, capsys, address, rng, verify):
     code, _, err = run(capsys, *sort_args(address, vals, tmp_path / "a.npy", "--argsort",
                                           "--descending", "--chunk-size", "3000"))
     assert code == 0, err
-    from arrays import stable_argsort
     assert np.array_equal(np.load(tmp_path / "a.npy"), stable_argsort(d, descending=True))
 
 
@@ -1051,19 +1050,22 @@ def test_values_pair_keys_rename_fails(tmp_path, capsys, inproc_address, pair, m
         save_npy(ko, np.arange(3))
         save_npy(vo, np.arange(3.0))
     old = {p: sha(p) for p in (ko, vo) if p.exists()}
-    real = os.replace
     published = []
 
-    def replace(src, dst):
-        src, dst = str(src), str(dst)
-        into_place = "distsort-tmp" in src and not src.endswith("-old") \
-            and "distsort-tmp" not in dst
-        if into_place and Path(dst) == ko.resolve():
-            raise OSError(errno.EIO, os.strerror(errno.EIO), dst)
-        real(src, dst)
-        if into_place:
-            published.append(Path(dst).name)
-    monkeypatch.setattr(os, "replace", replace)
+    def hooked(real):
+        def rename(src, dst):
+            src, dst = str(src), str(dst)
+            into_place = "distsort-tmp" in src and not src.endswith("-old") \
+                and "distsort-tmp" not in dst
+            if into_place and Path(dst) == ko.resolve():
+                raise OSError(errno.EIO, os.strerror(errno.EIO), dst)
+            real(src, dst)
+            if into_place:
+                published.append(Path(dst).name)
+        return rename
+    # the outputs are renamed into place by rename_noreplace, put back by os.replace
+    monkeypatch.setattr(os, "replace", hooked(os.replace))
+    monkeypatch.setattr(outputs, "rename_noreplace", hooked(outputs.rename_noreplace))
     code, _, err = run(capsys, *pair_args(inproc_address, pair, "--verify",
                                           *(["--overwrite"] if overwrite else [])))
     assert code == 3 and "I/O error" in err
@@ -1090,14 +1092,16 @@ def test_values_pair_interrupt_between_renames(tmp_path, capsys, inproc_address,
 
 
 def test_values_pair_published_values_first(tmp_path, capsys, address, pair, monkeypatch):
-    real = os.replace
     published = []
 
-    def replace(src, dst):
-        real(src, dst)
-        if "distsort-tmp" in str(src) and "distsort-tmp" not in str(dst):
-            published.append(Path(dst).name)
-    monkeypatch.setattr(os, "replace", replace)
+    def hooked(real):
+        def rename(src, dst):
+            real(src, dst)
+            if "distsort-tmp" in str(src) and "distsort-tmp" not in str(dst):
+                published.append(Path(dst).name)
+        return rename
+    monkeypatch.setattr(os, "replace", hooked(os.replace))
+    monkeypatch.setattr(outputs, "rename_noreplace", hooked(outputs.rename_noreplace))
     code, _, err = run(capsys, *pair_args(address, pair))
     assert code == 0, err
     assert published == ["vo.npy", "ko.npy"]

@@ -105,14 +105,18 @@ def kill_after_renames(k, argv):
     publication, as a SIGKILL between them would leave it."""
     code = f"""
 import os, sys
-real, count = os.replace, [0]
-def replace(src, dst):
-    real(src, dst)
-    if ".distsort-" in str(src) + str(dst):
-        count[0] += 1
-        if count[0] == {k}:
-            os._exit(9)
-os.replace = replace
+import distsort.cli.outputs as outputs
+count = [0]
+def counted(real):
+    def rename(src, dst):
+        real(src, dst)
+        if ".distsort-" in str(src) + str(dst):
+            count[0] += 1
+            if count[0] == {k}:
+                os._exit(9)
+    return rename
+os.replace = counted(os.replace)
+outputs.rename_noreplace = counted(outputs.rename_noreplace)  # the outputs' installs
 from distsort.cli import main
 sys.exit(main(sys.argv[1:]))
 """

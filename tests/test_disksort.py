@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arrays import DTYPES, bits, brute_co_ranks, kernel_order, random_keys, stable_argsort
+from arrays import (DTYPES, bits, brute_co_ranks, descending_of, kernel_order, random_keys,
+                    stable_argsort)
 from distsort import cli
 from distsort.io import disksort
 from distsort.cli import ondisk
@@ -272,9 +273,9 @@ def _keys(rng, n, dtype):
 
 
 def _sorted_like_numpy(x, descending):
-    if x.dtype.kind in "mM":  # NaT last; descending: the reverse of the ascending sort
+    if x.dtype.kind in "mM":  # NaT last, for both orders
         ref = np.sort(x)
-        return ref[::-1] if descending else ref
+        return descending_of(ref) if descending else ref
     from distsort.core.order import decode, encode
     c = np.sort(encode(x, descending=descending))
     return decode(c, x.dtype, descending=descending)

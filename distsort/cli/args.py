@@ -9,6 +9,7 @@ from distsort.cli.errors import EXIT_CODES
 from distsort.cli.options import memory_limit_arg, scheduler_address_arg, workers_arg
 from distsort.cli.sizes import parse_bytes_arg, parse_chunk_size
 from distsort.cli.sort import cmd_sort
+from distsort.cli.streams import is_terminal
 
 VERIFY_HELP = ("check the output before publishing it: sorted, and a permutation of the "
                "input by count and 64-bit checksums, computed on each chunk as it is read "
@@ -48,7 +49,7 @@ def _cluster_options(p, local_workers=True):
         g.add_argument("--spill-dir", metavar="DIR",
                        help="local cluster: directory for spilled chunks (default: $TMPDIR)")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                   default=sys.stdout.isatty(),
+                   default=is_terminal(sys.stdout),
                    help="show progress bars (default: when stdout is a terminal)")
     g.add_argument("--chunk-size", type=parse_chunk_size, metavar="SIZE",
                    help="chunk size: bytes of keys (256MiB) or elements (1000000); default "
@@ -71,7 +72,8 @@ def _add_sort(sub, exits):
                f"\nexit status:\n{exits}")
     s.add_argument("input", metavar="INPUT", help="1-D array: a .npy file or a .zarr directory")
     s.add_argument("output", metavar="OUTPUT", help="where to write the result (.npy or .zarr)")
-    s.add_argument("--descending", action="store_true", help="largest first (NaNs first)")
+    s.add_argument("--descending", action="store_true",
+                   help="largest first (NaNs and NaTs still last)")
     s.add_argument("--argsort", action="store_true",
                    help="write the int64 indices that sort INPUT (stable) instead of the keys")
     s.add_argument("--values", metavar="FILE", help=VALUES_HELP)
@@ -84,7 +86,9 @@ def _add_sort(sub, exits):
     s.add_argument("--report", metavar="FILE.html",
                    help="write a Dask performance report (a sort in this process: Dask's "
                         "task and resource profiles)")
-    s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace an existing OUTPUT: only what is there when the run starts "
+                        "(a file that replaces it meanwhile is kept, exit 2)")
     s.add_argument("--host-memory-limit", type=parse_bytes_arg, metavar="BYTES",
                    help="host memory a sort in this process may hold, e.g. 8GB: an input "
                         "larger than a third of it is sorted through the disk (sorted runs "

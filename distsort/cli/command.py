@@ -1,14 +1,13 @@
 """``main``: parse the command line, run the command, turn its errors into exit codes."""
 import atexit
 import contextlib
-import errno
 import os
 import signal
 import sys
 import time
 
 from distsort.cli.args import build_parser
-from distsort.cli.errors import INTERRUPTED, RUNTIME_FAILURE, CLIError, Interrupted, print_error
+from distsort.cli.errors import INTERRUPTED, CLIError, Interrupted, outcome, print_error
 from distsort.cli.signals import interrupts_not_lost, sigterm_interrupts
 
 
@@ -42,7 +41,7 @@ def _since_process_start():
 _NOT_FOR_THE_COMMAND = ("xarray",)
 
 
-def run():
+def run(taken_over=None):
     """The ``distsort`` executable: :func:`main`, then an exit that skips the
     interpreter's teardown.
 
@@ -50,16 +49,30 @@ def run():
     (``docs/performance.md``).  Nothing of the command needs it: ``main`` closes and syncs the
     outputs, removes its temporaries and closes its cluster before it returns; the
     ``atexit`` handlers still run and the standard streams are flushed.
+
+    An interrupt that comes once ``main`` has decided the status (its handlers are
+    gone) keeps that status; one that comes before, anywhere, exits 130.
     """
-    status = main(command_line=True)
-    for s in (signal.SIGINT, signal.SIGTERM):  # the status is decided: exit with it
-        signal.signal(s, signal.SIG_IGN)
-    _abandon_local_pools()
-    atexit._run_exitfuncs()  # noqa: SLF001  (what a normal exit runs first)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed pipe: nothing to flush to
-            stream.flush()
-    os._exit(status)
+    status = None
+    try:
+        status = main(command_line=True, taken_over=taken_over)
+    except (KeyboardInterrupt, Interrupted):  # outside main's own handling
+        status = DECIDED.get("status")
+        if status is None:
+            print_error("interrupted")
+    except Exception as e:  # noqa: BLE001  (building the parser): one line, no traceback
+        status = _failed(e)
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):  # the status is decided: exit with it
+            signal.signal(s, signal.SIG_IGN)
+        _abandon_local_pools()
+        atexit._run_exitfuncs()  # noqa: SLF001  (what a normal exit runs first)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed pipe: nothing to flush to
+                stream.flush()
+    except (KeyboardInterrupt, Interrupted):  # before the signals were ignored
+        pass
+    os._exit(INTERRUPTED if status is None else status)
 
 
 def _abandon_local_pools():
@@ -100,30 +113,18 @@ def import_dask_array_lean():
                 del sys.modules[m]
 
 
-def _interrupted(error: BaseException) -> bool:
-    """Whether ``error`` comes of an interrupt: Python wraps one that lands inside a
-    class body being made (an import's ``__set_name__``) in a RuntimeError.
-
-    >>> try:
-    ...     raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
-    ... except RuntimeError as e:
-    ...     _interrupted(e), _interrupted(ValueError())
-    (True, False)
-    """
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, (KeyboardInterrupt, Interrupted)):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
+#: The status of the command line's run, once :func:`main` has decided it: an
+#: interrupt that comes after (in :func:`run`) keeps it.
+DECIDED: dict[str, int] = {}
 
 
-def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
+def main(argv: list[str] | None = None, *, command_line: bool = False,
+         taken_over=None) -> int:
     """Run the ``distsort`` command; returns the exit status.
 
     ``command_line``: this process is the command (:func:`run`), not a script that
-    calls ``main``.
+    calls ``main``; ``taken_over``: called once the command handles signals itself
+    (the executable's first handler, :mod:`distsort.cli.launch`, then leaves them to it).
 
     >>> main(["sort", "missing.npy", "out.npy"])
     2
@@ -140,34 +141,31 @@ def main(argv: list[str] | None = None, *, command_line: bool = False) -> int:
     if extra:
         args.extra = extra
     args.t0 = t0
+    status = None
     try:
         with sigterm_interrupts(), interrupts_not_lost():
             if command_line:  # SIGINT stopped the process at once while it started
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+                if taken_over is not None:
+                    taken_over()
                 import_dask_array_lean()
-            return args.func(args)
+            status = DECIDED["status"] = args.func(args)
+        return status
     except (KeyboardInterrupt, Interrupted, Exception) as e:
-        return _failed(e)
+        # An interrupt after the command's end (its handlers being put back) does
+        # not change the status decided.
+        if status is None:
+            status = DECIDED["status"] = _failed(e)
+        return status
 
 
 def _failed(error: BaseException) -> int:
     """The exit status of the command ended by ``error``, said in one line (no
-    traceback unless ``DISTSORT_DEBUG`` is set, for errors of no known kind)."""
-    if isinstance(error, CLIError):
-        print_error(str(error))
-        return error.code
-    if _interrupted(error):
-        print_error("interrupted; no output written")
-        return INTERRUPTED
-    if isinstance(error, OSError):
-        if error.errno == errno.ENOSPC:
-            print_error(f"no space left on device ({error.filename or 'output'}); "
-                        "no output written")
-        else:
-            print_error(f"I/O error: {error}")
-        return RUNTIME_FAILURE
-    # a worker's error, a lost cluster, ...: one line, not a traceback
-    print_error(f"failed: {type(error).__name__}: {error}")
-    if os.environ.get("DISTSORT_DEBUG"):
+    traceback unless ``DISTSORT_DEBUG`` is set, for errors of no known kind); the
+    table is :func:`distsort.cli.errors.outcome`."""
+    code, line = outcome(error)
+    print_error(line)
+    if os.environ.get("DISTSORT_DEBUG") and not isinstance(error, (CLIError, OSError)) \
+            and code != INTERRUPTED:
         raise error
-    return RUNTIME_FAILURE
+    return code

@@ -157,9 +157,13 @@ def open_npy(path):
     if magic != NPY_MAGIC:
         raise CLIError(f"{path}: not a .npy file (it does not begin with the .npy format's "
                        "magic bytes, \\x93NUMPY)")
+    with open(path, "rb") as f:
+        shape, dtype = read_npy_header(f, path)
+        offset, size = f.tell(), os.fstat(f.fileno()).st_size
+    check_npy_size(path, shape, dtype, size - offset)
     try:
         m = np.load(path, mmap_mode="r")
-    except ValueError as e:  # pickled objects
+    except (ValueError, OverflowError) as e:  # pickled objects
         raise CLIError(f"{path}: not a readable .npy array ({e})") from e
     if not isinstance(m, np.memmap):
         raise CLIError(f"{path}: not a .npy array file")
@@ -203,21 +207,52 @@ def open_remote_npy(url):
     """The layout of a 1-D .npy file at a URL, from its header."""
     import fsspec
     with fsspec.open(url, "rb") as f:
-        fmt = np.lib.format
-        try:
-            version = fmt.read_magic(f)
-            read = (fmt.read_array_header_1_0 if version == (1, 0)
-                    else fmt.read_array_header_2_0)  # 2.0; 3.0 differs only in its encoding
-            shape, fortran, dtype = read(f)
-        except ValueError as e:
-            raise CLIError(f"{url}: not a readable .npy array ({e})") from e
+        shape, dtype = read_npy_header(f, url)
         offset = f.tell()
+        size = getattr(f, "size", None)
     if dtype.hasobject:
         raise CLIError(f"{url}: not a readable .npy array (it holds Python objects)")
     if len(shape) != 1:
         raise CLIError(f"{url}: distsort sort sorts 1-D arrays; this one has shape {shape}")
-    del fortran  # a 1-D array reads the same in either order
+    if size is not None:
+        check_npy_size(url, shape, dtype, size - offset)
     return RemoteNpy(url, offset, dtype, shape)
+
+
+def read_npy_header(f, path):
+    """``(shape, dtype)`` from the .npy header at the start of file ``f``; a header that
+    cannot be parsed, or that gives a shape of other than whole numbers >= 0, is a
+    CLIError that says so."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        read = (fmt.read_array_header_1_0 if version == (1, 0)
+                else fmt.read_array_header_2_0)  # 2.0; 3.0 differs only in its encoding
+        shape, _, dtype = read(f)  # a 1-D array reads the same in either order
+    except (ValueError, OverflowError, TypeError, SyntaxError, MemoryError) as e:
+        raise CLIError(f"{path}: corrupt .npy header, not a readable .npy array "
+                       f"({type(e).__name__}: {e})") from None
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise CLIError(f"{path}: corrupt .npy header: shape {shape} (the sizes of its "
+                       "dimensions must be whole numbers >= 0)")
+    return shape, dtype
+
+
+def check_npy_size(path, shape, dtype, data_bytes):
+    """Refuse a .npy file that holds fewer bytes after its header than its shape says
+    (a corrupt header, or a truncated file).
+
+    >>> check_npy_size("x.npy", (10**20,), np.dtype("f8"), 8000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    distsort.cli.errors.CLIError: x.npy: corrupt or truncated .npy file: its header says ...
+    """
+    needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if needed > data_bytes:
+        count = int(np.prod(shape, dtype=object))
+        raise CLIError(f"{path}: corrupt or truncated .npy file: its header says {count:,} "
+                       f"elements of {dtype} ({needed:,} bytes), the file holds "
+                       f"{data_bytes:,} bytes after the header")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,6 +18,7 @@ from distsort.io.disksort import (MEMORY_SHARE, DiskJob, Region, can_free, disk_
 from distsort.cli.errors import VERIFY_FAILED, CLIError
 from distsort.cli.files import file_kind
 from distsort.cli.outputs import Output, publish
+from distsort.cli.streams import quiet
 from distsort.cli.sizes import fmt_bytes
 from distsort.cli.temporaries import remove, temporary_name
 
@@ -107,8 +107,8 @@ def check_room(job, plan):
 
 
 class _Progress:
-    def __init__(self, enabled, stream=sys.stdout):
-        self.enabled, self.stream = enabled, stream
+    def __init__(self, enabled, stream=None):
+        self.enabled, self.stream = enabled, stream or quiet()
 
     def __call__(self, label, done, total):
         if self.enabled:
@@ -126,15 +126,17 @@ def sort_on_disk(job, args, memory, facts):
     dtypes = [np.dtype(np.int64)] if job.mode == "argsort" else (
         [job.src.dtype] + ([job.vals.dtype] if job.vals else []))
     dtypes = [d.newbyteorder("=") for d in dtypes]  # the readers give native order
-    outputs = [Output(p, d, job.src.n, plan.segment)
-               for p, d in zip(job.outputs, dtypes, strict=True)]
+    outputs = [Output(p, d, job.src.n, plan.segment, claim=c)
+               for p, d, c in zip(job.outputs, dtypes, job.claims, strict=True)]
     job.written = outputs
     with ExitStack() as stack:
         stack.callback(lambda: [o.discard() for o in outputs])
         for o in outputs:
             o.create()
         runs, merged = _regions(job, outputs, stack)
-        summarize_in, summarize_out = (summaries(_order(job), job.descending,
+        # Times sorted descending: their codes hold the order, and sort ascending.
+        codes_descending = job.descending and job.src.dtype.kind not in "mM"
+        summarize_in, summarize_out = (summaries(_order(job), codes_descending,
                                                  job.mode == "argsort")
                                        if args.verify else (None, None))
         read_keys, keys_at = _reader(job.src)

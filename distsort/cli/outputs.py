@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from distsort.cli.claims import Claim, conflict, rename_noreplace
 from distsort.cli.errors import CLIError
+from distsort.cli.identities import check_not_an_input_file, identity
 from distsort.cli.files import NpyFile, ZarrFile, file_kind, open_npy
 from distsort.cli.signals import interruption, signals_deferred
 from distsort.cli.temporaries import fsync, remove, temporary_name, write_journal
@@ -36,6 +38,9 @@ class Output:
     committed: bool = False
     final: str = ""
     old: str = ""
+    #: The run's claim on ``path`` (:mod:`distsort.cli.claims`): published only over
+    #: what was there when the run started.  None: over nothing.
+    claim: Claim | None = None
 
     def create(self):
         self.kind = file_kind(self.path)
@@ -81,19 +86,38 @@ class Output:
 
     def journal_entry(self):
         """What a later run needs to finish or undo this output's publication; the
-        name the old output will be moved aside to is chosen here."""
+        name the old output will be moved aside to is chosen here.  Raises the
+        conflict where ``path`` holds another file than when the run started."""
+        self._check_unchanged()
         self.old = temporary_name(self.final, "old") if os.path.lexists(self.final) else ""
         return {"final": self.final, "tmp": self.tmp, "old": self.old}
 
+    def _check_unchanged(self):
+        if self.claim is not None:
+            self.claim.check_unchanged()
+        elif os.path.lexists(self.final):
+            raise conflict(self.path, overwrite=False)
+
     def move_aside(self):
         """Move an old ``path`` (--overwrite) aside, not removing it until ``finish``
-        (``uninstall`` may still need it)."""
-        if self.old:
-            os.replace(self.final, self.old)
+        (``uninstall`` may still need it); put back, with the conflict raised, where
+        it is not the file found when the run started (replaced just now)."""
+        if not self.old:
+            return
+        os.replace(self.final, self.old)
+        if self.claim is not None and identity(self.old, follow=False) != self.claim.found:
+            with contextlib.suppress(OSError):  # where that fails, the journal tells
+                rename_noreplace(self.old, self.final)
+                self.old = ""
+            raise conflict(self.path, overwrite=True)
 
     def install(self):
-        """Rename the temporary to ``path`` (the old one already moved aside)."""
-        os.replace(self.tmp, self.final)
+        """Rename the temporary to ``path``, where nothing is (the old one already
+        moved aside): a file or directory that appeared there is never replaced."""
+        try:
+            rename_noreplace(self.tmp, self.final)
+        except FileExistsError:
+            raise conflict(self.path, overwrite=bool(self.old)) from None
         self.committed = True
 
     def uninstall(self):
@@ -269,3 +293,4 @@ def check_not_input(path, inputs, what="", replaced=False):
             raise CLIError(f"{name}: lies inside the input {src}; write it elsewhere")
         if replaced and written in source.parents:
             raise CLIError(f"{name}: holds the input {src}; refusing to replace it")
+    check_not_an_input_file(path, inputs, what)

@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 
 from distsort.cli.metrics import LocalMeter, crossing_of, step_seconds
+from distsort.cli.streams import quiet, say
 
 #: Seconds a finished computation waits for its progress bar's last message (the
 #: scheduler sends one each 100 ms).
@@ -30,14 +31,14 @@ def compute(client, collections, progress, label):
     """
     import dask
     if progress:
-        print(label, flush=True)
+        say(label)
     # Unoptimized: Dask fuses array layers and delayed ones apart, so the merges fused
     # into the store's tasks would run a second time for the summaries of --verify,
     # which read the same sorted chunks.  The tasks are few and large; fusing saves
     # nothing here.
     if client is None:
         from dask.diagnostics import ProgressBar
-        bar = ProgressBar() if progress else contextlib.nullcontext()
+        bar = ProgressBar(out=quiet()) if progress else contextlib.nullcontext()
         with bar, LocalMeter() as meter:
             results = dask.compute(*collections, scheduler=local_scheduler(),
                                    optimize_graph=False)
@@ -59,10 +60,11 @@ def compute(client, collections, progress, label):
 def persist(cluster, x, progress, label):
     """``x`` computed and held in memory (on the workers); returns it and the crossing bytes."""
     if progress:
-        print(label, flush=True)
+        say(label)
     if cluster.client is None:
         from dask.diagnostics import ProgressBar
-        with (ProgressBar() if progress else contextlib.nullcontext()), LocalMeter() as m:
+        bar = ProgressBar(out=quiet()) if progress else contextlib.nullcontext()
+        with bar, LocalMeter() as m:
             return x.persist(scheduler=local_scheduler()), (m.crossing, m.tasks)
     from distributed import futures_of, get_task_stream, wait
     with get_task_stream(cluster.client) as stream:
@@ -91,8 +93,7 @@ def text_bar(client, futures, progress=True):
     if not progress:
         yield
         return
-    from distributed.diagnostics.progressbar import TextProgressBar
-    bar = TextProgressBar(futures, start=False)
+    bar = _quiet_text_bar()(futures, start=False)
     listening = asyncio.run_coroutine_threadsafe(_listen(bar), client.loop.asyncio_loop)
     try:
         yield
@@ -101,6 +102,28 @@ def text_bar(client, futures, progress=True):
             listening.result(timeout=BAR_SECONDS)
     finally:
         listening.cancel()
+
+
+def _quiet_text_bar():
+    """Distributed's text progress bar, drawn through :func:`distsort.cli.streams.quiet`:
+    a pipe whose reader left (``| head``) stops the bar, not the command (the bar
+    writes from the client's event loop, where an error would be a traceback)."""
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    class QuietTextProgressBar(TextProgressBar):
+        out = quiet()
+
+        def _draw_bar(self, remaining, all, **kwargs):
+            frac = (1 - remaining / all) if all else 1.0
+            bar = "#" * int(self.width * frac)
+            self.out.write(f"\r[{bar:<{self.width}}] | {int(100 * frac)}% Completed | "
+                           f"{self.elapsed:.1f} s")
+            self.out.flush()
+
+        def _draw_stop(self, **kwargs):
+            self.out.write("\33[2K\r")
+            self.out.flush()
+    return QuietTextProgressBar
 
 
 async def _listen(bar):

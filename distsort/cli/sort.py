@@ -19,6 +19,7 @@ interrupt at any point removes both temporaries, and a rename already done is un
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import time
@@ -32,12 +33,13 @@ from distsort.cli.connection import (Cluster, check_visible, fits_in_process, op
                                      plan_options, to_device, to_host)
 from distsort.cli.disk import disk_floor
 from distsort.graph.verify import VerificationError
-from distsort.cli.errors import INTERRUPTED, OK, VERIFY_FAILED, CLIError, Interrupted
+from distsort.cli.errors import OK, RUNTIME_FAILURE, VERIFY_FAILED, CLIError, outcome
 from distsort.cli.files import local_path, url_protocol
 from distsort.cli.limits import check_memory_limit, end_on_worker_deaths
 from distsort.cli.metrics import cluster_counters, crossing_tasks
+from distsort.cli.claims import Claim, claim
 from distsort.cli.outputs import Output, check_not_input, check_output_path, publish
-from distsort.cli.temporaries import clean_directory
+from distsort.cli.temporaries import clean_directory, remove, temporary_name
 from distsort.cli.progress import compute
 from distsort.cli.options import check_cluster_options
 from distsort.cli.sizes import check_chunk_count, chunk_elements
@@ -62,10 +64,16 @@ class SortJob:
     stable: bool = False  # with values: equal keys in input order, not by value
     #: The outputs once being written (``Output``): which of them are published.
     written: list[Output] = field(default_factory=list)
+    #: The outputs' claims (:mod:`distsort.cli.claims`), held until the command ends.
+    claims: list[Claim] = field(default_factory=list)
 
     @property
     def published(self) -> bool:
         return any(o.committed for o in self.written)
+
+    def release(self):
+        for c in self.claims:
+            c.release()
 
     @property
     def keyed(self) -> bool:
@@ -108,8 +116,15 @@ def check_sort_args(args: Namespace) -> SortJob:
     except ArgumentTypeError as e:
         raise CLIError(str(e)) from None
     mode = "argsort" if args.argsort else "values" if vals else "sort"
-    return SortJob(src, vals, outputs, mode, args.descending,
-                   stable=bool(getattr(args, "stable", False)))
+    job = SortJob(src, vals, outputs, mode, args.descending,
+                  stable=bool(getattr(args, "stable", False)))
+    try:  # last, once nothing else can refuse the run: from here on it is released
+        for p in outputs:
+            job.claims.append(claim(p, args.overwrite))
+    except BaseException:
+        job.release()
+        raise
+    return job
 
 
 def _local_output(path):
@@ -122,15 +137,33 @@ def _local_output(path):
 
 
 def check_other_writes(args, inputs, outputs):
-    """The report and the spill directory: never an input, inside one, or an output."""
+    """The report and the spill directory: never an input, inside one, or an output;
+    the report a file in a directory this process can write."""
     if args.report:
         check_not_input(args.report, inputs, "--report")
-        if Path(args.report).resolve() in {Path(p).resolve() for p in outputs}:
-            raise CLIError(f"--report {args.report}: is an output too; name another file")
-        if not Path(args.report).resolve().parent.is_dir():
-            raise CLIError(f"--report {args.report}: directory does not exist")
+        check_report_path(args.report, outputs)
     if getattr(args, "spill_dir", None):
         check_not_input(args.spill_dir, inputs, "--spill-dir")
+
+
+def check_report_path(path, outputs):
+    """``--report``: a new or existing file (not a directory, not an output) in an
+    existing directory where this process may create files: refused before any work,
+    not after the sort."""
+    report = Path(path).resolve()
+    if report in {Path(p).resolve() for p in outputs}:
+        raise CLIError(f"--report {path}: is an output too; name another file")
+    if os.path.isdir(report):
+        raise CLIError(f"--report {path}: is a directory; name a file, e.g. {path}/report.html")
+    if not report.parent.is_dir():
+        raise CLIError(f"--report {path}: directory does not exist")
+    probe = temporary_name(str(report), "probe")
+    try:  # a file made and removed: what the report's writing needs, whoever runs it
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.remove(probe)
+    except OSError as e:
+        raise CLIError(f"--report {path}: cannot write in directory {report.parent} "
+                       f"({e.strerror}: read-only, or not yours)") from None
 
 
 def sort_graph(job: SortJob, chunk: int, cluster: Cluster, options: dict[str, Any],
@@ -197,17 +230,58 @@ def in_process_report(path):
 
 def report_context(args, cluster):
     """``--report``: Dask's performance report of a cluster's scheduler, or the profile
-    of the sort in this process (which ``--report`` does not move to worker processes)."""
+    of the sort in this process (which ``--report`` does not move to worker processes):
+    the :class:`ReportFile` (None without ``--report``) and the context that writes it."""
     if not args.report:
-        return contextlib.nullcontext()
+        return None, contextlib.nullcontext()
+    report = ReportFile(args.report)
     if cluster.client is None:
         if not _has_bokeh():
             raise CLIError("--report needs bokeh: pip install 'bokeh>=3.1'")
-        return in_process_report(str(Path(args.report).resolve()))
+        return report, report.around(in_process_report(report.tmp))
     check_report(cluster)
     from distributed import performance_report
     # Bokeh's scripts inline: the report opens on a node with no internet access.
-    return performance_report(filename=str(Path(args.report).resolve()), mode="inline")
+    return report, report.around(performance_report(filename=report.tmp, mode="inline"))
+
+
+class ReportFile:
+    """The report, written under a temporary name beside it and renamed into place
+    when whole: never written through a link into another file, never left
+    truncated.  Its failure (a full disk) is kept in ``error``, not raised: the
+    outputs are published all the same and :func:`run_sort` says so after."""
+
+    def __init__(self, path):
+        self.path, self.final = path, str(Path(path).resolve())
+        self.tmp = temporary_name(self.final, "tmp")
+        self.error = None
+
+    @contextlib.contextmanager
+    def around(self, writer):
+        sorted_ = False  # the block (the sort) ended: what fails now is the report
+        try:
+            with writer:
+                yield self
+                sorted_ = True
+        except OSError as e:
+            remove(self.tmp)
+            if not sorted_:
+                raise
+            self.error = e
+            return
+        except BaseException:
+            remove(self.tmp)
+            raise
+        os.replace(self.tmp, self.final)
+
+    def error_after(self, outputs):
+        """The error that ends a run whose outputs are published but whose report
+        could not be written."""
+        e = self.error
+        why = ("no space left on device" if e.errno == errno.ENOSPC
+               else e.strerror or str(e))
+        return CLIError(f"{why} (report {self.path}); no report written. The outputs are "
+                        f"published: {', '.join(outputs)} complete", RUNTIME_FAILURE)
 
 
 def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args, plan):
@@ -269,16 +343,16 @@ def run_sort(job: SortJob, args: Namespace, cluster: Cluster, facts: dict[str, A
     if plan.out_of_core is not None:  # the runs are merged, not the chunks
         ooc = plan.out_of_core
         facts.update(out_of_core=(ooc.budget, ooc.plan.runs), merge=ooc.merge)
-    outputs = [Output(p, a.dtype, job.src.n, chunk)
-               for p, a in zip(job.outputs, sorted_arrays, strict=False)]
+    outputs = [Output(p, a.dtype, job.src.n, chunk, claim=c)
+               for p, a, c in zip(job.outputs, sorted_arrays, job.claims, strict=False)]
     job.written = outputs
-    report = report_context(args, cluster)
+    report, writer = report_context(args, cluster)
     try:
         for o in outputs:
             o.create()
         facts["plan"] = time.perf_counter() - t0
         before = cluster_counters(cluster.client)
-        with _local_threads(cluster), report:
+        with _local_threads(cluster), writer:
             measured, summaries = write_sorted(job, inputs, sorted_arrays, outputs, cluster,
                                                args, plan)
             facts.update(measured)
@@ -294,6 +368,8 @@ def run_sort(job: SortJob, args: Namespace, cluster: Cluster, facts: dict[str, A
     finally:
         for o in outputs:
             o.discard()
+    if report is not None and report.error is not None:
+        raise report.error_after(job.outputs)
     return facts
 
 
@@ -310,12 +386,15 @@ def cmd_sort(args: Namespace) -> int:
     job = check_sort_args(args)
     try:
         return _sort_and_summarize(job, args)
-    except (KeyboardInterrupt, Interrupted):
+    except BaseException as e:
         if not job.published:
             raise
-        # The renames are done: the outputs are complete, whatever comes after.
-        raise CLIError(f"interrupted after the output was published: {', '.join(job.outputs)} "
-                       "complete", INTERRUPTED) from None
+        # The renames are done: the outputs are complete, whatever came after; the
+        # line says so (never "no output written"), the status is the table's.
+        code, line = outcome(e, published=", ".join(job.outputs))
+        raise CLIError(line, code) from None
+    finally:
+        job.release()
 
 
 def _sort_and_summarize(job, args):
@@ -348,14 +427,34 @@ def _sort_and_summarize(job, args):
                 cluster.close()
         facts["disk"] = await_floor(floor)
     facts["wall"] = time.perf_counter() - t0
+    return print_done(job, cluster, facts, args.report)
+
+
+def print_done(job, cluster, facts, report=None):
+    """The summary, once the outputs are published.  A pipe whose reader left (``|
+    head``) ends nothing: exit 0.  Another failure of stdout (a full device) is a
+    runtime failure, said as such (the outputs stay published)."""
     try:
         print("distsort sort: done", flush=True)
-        print_summary(job, cluster, facts, args.report)
+        print_summary(job, cluster, facts, report)
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:  # ``| head``: the reader left; the outputs are published
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush fails no more
-        os.close(devnull)
+        _stdout_to_devnull()
+    except (OSError, ValueError) as e:
+        _stdout_to_devnull()
+        raise OSError(getattr(e, "errno", None) or errno.EIO,
+                      getattr(e, "strerror", None) or str(e), "stdout") from None
     return OK
+
+
+def _stdout_to_devnull():
+    """Descriptor 1 on /dev/null, so that the exit's flush of what stdout still holds
+    fails no more."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _sort_on_disk(job, args, memory, t0):
@@ -371,9 +470,7 @@ def _sort_on_disk(job, args, memory, t0):
     cluster = Cluster(None, f"{cores} sorting threads of this process on {cores} cores, "
                             f"{READERS} reading and one writing (larger than memory: "
                             "sorted through the disk)", gpu=False)
-    print("distsort sort: done", flush=True)
-    print_summary(job, cluster, facts)
-    return OK
+    return print_done(job, cluster, facts)
 
 
 def await_floor(floor):

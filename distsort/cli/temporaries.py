@@ -12,19 +12,22 @@ A process killed outright (SIGKILL, a power cut) cannot remove them: the next ru
 over an output in the same directory (:func:`clean_directory`) finishes or undoes a
 publication whose journal it finds, then removes the temporaries of owners that are
 no longer running on this host.  Those of other hosts (a shared filesystem) are
-named in a note, not touched.
+named in a note, not touched.  An output's lock (``.<name>.distsort-lock``, see
+:mod:`distsort.cli.claims`) that no process holds is removed too.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import socket
-import sys
 import uuid
+
+from distsort.cli.streams import quiet
 
 #: Longest file name (bytes) that Linux filesystems take.
 NAME_MAX = 255
@@ -39,6 +42,21 @@ def host_tag():
     6
     """
     return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
+#: The end of an output's lock file's name (:mod:`distsort.cli.claims`).
+LOCK_SUFFIX = ".distsort-lock"
+
+
+def lock_name(path):
+    """The lock file of output ``path``: one name per output, in its directory.
+
+    >>> os.path.basename(lock_name("/d/o.npy"))
+    '.o.npy.distsort-lock'
+    """
+    directory, name = os.path.split(os.fspath(path))
+    room = NAME_MAX - 1 - len(LOCK_SUFFIX)
+    return os.path.join(directory, f".{os.fsdecode(os.fsencode(name)[:room])}{LOCK_SUFFIX}")
 
 
 def temporary_name(path, kind):
@@ -94,6 +112,42 @@ def fsync(path):
         os.close(fd)
 
 
+def hold(lock):
+    """A descriptor of the file ``lock`` with an exclusive ``flock`` on it, made where
+    there is none; None where another process holds it."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # its last holder may have removed it between our open and our lock
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def release_unheld(lock):
+    """Remove lock file ``lock`` where no process holds it (its run was killed);
+    returns whether it did."""
+    try:
+        fd = hold(lock)
+    except OSError:
+        return False
+    if fd is None:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(lock)
+    os.close(fd)
+    return True
+
+
 # ------------------------------------------------------------------ journals
 def write_journal(path, entries):
     """Record a publication before its first rename: ``entries`` are ``{"final",
@@ -139,14 +193,16 @@ def clean_directory(directory, stream=None):
 
     Returns the paths removed or recovered.
     """
-    stream = stream or sys.stderr
+    stream = stream or quiet("stderr")  # a note, never a reason to fail
     try:
         names = os.listdir(directory)
     except OSError:
         return []
+    done = [os.path.join(directory, n) for n in names
+            if n.endswith(LOCK_SUFFIX) and release_unheld(os.path.join(directory, n))]
     found = [(n, owner(n)) for n in names]
     found = [(os.path.join(directory, n), o) for n, o in found if o is not None]
-    here, done = host_tag(), []
+    here = host_tag()
     for path, (pid, host) in sorted(found, key=lambda f: ".distsort-journal-" not in f[0]):
         if host != here:
             print(f"distsort: {path} was left by a run on another host (process {pid}); "

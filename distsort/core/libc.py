@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import Any
 
 
 @functools.cache
-def libc(name: str, *argtypes) -> ctypes._CFuncPtr | None:
+def libc(name: str, *argtypes: Any) -> Any | None:
     """libc's function ``name`` taking ``argtypes`` and returning an int, or None where
     the system has none."""
     try:

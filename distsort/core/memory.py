@@ -20,6 +20,8 @@ MemoryError: a chunk of 100000 elements ... rechunk with x.rechunk(79166)
 """
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["check_chunk_fits", "largest_fitting_chunk", "device_capacity", "format_bytes"]
 
 #: Part of a device kept for the CUDA context, kernels' modules and small buffers.
@@ -29,19 +31,21 @@ RESERVE = 0.05
 _DECIMAL_STEP = 1000
 
 
-def format_bytes(n):
+def format_bytes(n: float) -> str:
     """``n`` bytes in decimal units, as Dask prints them.
 
     >>> format_bytes(0), format_bytes(1536), format_bytes(64 * 10**9)
     ('0 B', '1.5 kB', '64.0 GB')
     """
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < _DECIMAL_STEP or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < _DECIMAL_STEP:
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
+    return f"{n:.1f} TB"
 
 
-def largest_fitting_chunk(itemsize, capacity_bytes, copies=3, reserve=RESERVE):
+def largest_fitting_chunk(itemsize: int, capacity_bytes: int, copies: int = 3,
+                          reserve: float = RESERVE) -> int:
     """The most elements of ``itemsize`` bytes of which ``copies`` fit in a device.
 
     >>> largest_fitting_chunk(4, 1200, copies=3, reserve=0)
@@ -55,11 +59,12 @@ def largest_fitting_chunk(itemsize, capacity_bytes, copies=3, reserve=RESERVE):
     return _usable(capacity_bytes, reserve) // (int(itemsize) * int(copies))
 
 
-def _usable(capacity_bytes, reserve):
+def _usable(capacity_bytes: int, reserve: float) -> int:
     return max(0, int(capacity_bytes) - int(-(-int(capacity_bytes) * reserve // 1)))
 
 
-def check_chunk_fits(length, itemsize, capacity_bytes, *, copies=3, reserve=RESERVE):
+def check_chunk_fits(length: int, itemsize: int, capacity_bytes: int, *, copies: int = 3,
+                     reserve: float = RESERVE) -> None:
     """Raise MemoryError, saying which chunk size would fit, unless a chunk fits a device.
 
     Parameters
@@ -114,7 +119,7 @@ def check_chunk_fits(length, itemsize, capacity_bytes, *, copies=3, reserve=RESE
 _CAPACITY: dict[int, int] = {}
 
 
-def device_capacity():
+def device_capacity() -> int:
     """Bytes of memory of the current CUDA device (what :func:`check_chunk_fits` needs)."""
     import cupy
 
@@ -124,7 +129,7 @@ def device_capacity():
     return _CAPACITY[device]
 
 
-def _worker_device_budget(dask_worker=None):
+def _worker_device_budget(dask_worker: Any = None) -> int | None:
     """This worker's device budget: dask-cuda's ``device_memory_limit`` (bytes), or None."""
     from distsort.core import dask_cuda_store
     return dask_cuda_store.spill_budget(getattr(dask_worker, "data", None))

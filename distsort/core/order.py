@@ -14,8 +14,14 @@ key's width, so that NumPy and CUDA code agree bit for bit:
     where ties are broken by the value, as ``numpy.argsort(kind="stable")`` does
     with positions.
 
-``descending`` complements the code, so a descending sort is an ascending sort of
-the complemented codes: for keys alone exactly the reverse of the ascending order.
+``descending`` maps the code so that an ascending sort of the new codes is NumPy's
+descending order: every value that is not NaN in the reverse order, and the NaNs
+still last (NumPy >= 2.5: "NaNs are sorted to the end for both orders").  For floats
+the descending code is ``~(code + n_nan)`` modulo ``2**bits`` (``n_nan``: the number of
+NaN bit patterns, the top codes of ``total``): the codes that are not NaN's are
+complemented, the NaNs' wrap round to the bottom and are complemented back to the top.
+For other dtypes it is the complement.  Either way a bijection, so the keys come back
+bit for bit.
 
 The CUDA kernels implement the same maps in ``kernels/order.cuh``.
 
@@ -26,9 +32,15 @@ back with :func:`time_from_codes`.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import DTypeLike
 
 from distsort.core.xp import namespace
+
+#: A NumPy or CuPy array (CuPy is optional, so its arrays are typed loosely).
+Array = Any
 
 #: dtypes the backends sort, by kind and item size.
 SUPPORTED_KINDS = "biuf"
@@ -40,18 +52,18 @@ TIME_KINDS = "mM"
 _MAX_BYTES = 8
 
 
-def _refuse(dtype, what, supported, unsupported):
+def _refuse(dtype: np.dtype, what: str, supported: str, unsupported: str) -> TypeError:
     """The TypeError for a dtype distsort does not sort, naming what it does."""
     return TypeError(f"distsort cannot sort {what} of dtype {dtype!r}: supported are "
                      f"{supported} ({unsupported} are not)")
 
 
-def _sortable(dtype):
+def _sortable(dtype: np.dtype) -> bool:
     return (dtype.kind in SUPPORTED_KINDS and dtype.fields is None
             and dtype.itemsize <= _MAX_BYTES)
 
 
-def check_dtype(dtype, what="keys"):
+def check_dtype(dtype: DTypeLike, what: str = "keys") -> np.dtype:
     """Raise TypeError unless ``dtype`` is one distsort can sort."""
     dtype = np.dtype(dtype)
     if not _sortable(dtype):
@@ -60,7 +72,7 @@ def check_dtype(dtype, what="keys"):
     return dtype
 
 
-def check_key_dtype(dtype, what="keys"):
+def check_key_dtype(dtype: DTypeLike, what: str = "keys") -> np.dtype:
     """Raise TypeError unless ``dtype`` is one the public functions sort
     (those of :func:`check_dtype`, datetime64 and timedelta64 of any unit)."""
     dtype = np.dtype(dtype)
@@ -73,12 +85,14 @@ def check_key_dtype(dtype, what="keys"):
 _TIME_SIGN = np.uint64(1 << 63)
 
 
-def time_codes(x):
+def time_codes(x: Array, descending: bool = False) -> Array:
     """uint64 order codes of datetime64/timedelta64 ``x`` (a new array): NaT last.
 
     The int64 view with its sign bit flipped keeps the order, then minus one
     (modulo 2**64) sends NaT (int64's minimum, code 0) to the top and every other
     value one down: a bijection, so :func:`time_from_codes` gives back the bits.
+    ``descending``: codes whose ascending order is the times' descending one, NaT
+    still last: the complement of the flipped view (``~(v ^ sign)``, NaT at the top).
 
     >>> t = np.array(["2026-01-02", "NaT", "1969-12-31"], dtype="datetime64[D]")
     >>> codes = time_codes(t)
@@ -86,40 +100,52 @@ def time_codes(x):
     array(['1969-12-31', '2026-01-02',        'NaT'], dtype='datetime64[D]')
     >>> bool((time_from_codes(codes, t.dtype) == t)[[0, 2]].all())
     True
+    >>> t[np.argsort(time_codes(t, descending=True))]
+    array(['2026-01-02', '1969-12-31',        'NaT'], dtype='datetime64[D]')
     """
+    if descending:
+        return x.view(np.uint64) ^ ~_TIME_SIGN
     code = x.view(np.uint64) ^ _TIME_SIGN
     code -= np.uint64(1)  # wraps modulo 2**64, as intended: NaT goes to the top
     return code
 
 
-def time_from_codes(codes, dtype):
-    """The datetime64/timedelta64 values of ``dtype`` whose :func:`time_codes` are ``codes``."""
+def time_from_codes(codes: Array, dtype: DTypeLike, descending: bool = False) -> Array:
+    """The datetime64/timedelta64 values of ``dtype`` whose :func:`time_codes` (with
+    ``descending``) are ``codes``."""
+    if descending:
+        return (codes ^ ~_TIME_SIGN).view(dtype)
     u = codes + np.uint64(1)
     u ^= _TIME_SIGN
     return u.view(dtype)
 
 
-def as_sortable(x):
-    """datetime64/timedelta64 ``x`` as its :func:`time_codes`; other arrays (and None)
+def as_sortable(x: Array | None, descending: bool = False) -> Array | None:
+    """datetime64/timedelta64 ``x`` as its :func:`time_codes` (``descending``: sorted
+    ascending, they give the descending order, NaT last); other arrays (and None)
     as they are: what the sorts and the summaries order.
 
     >>> as_sortable(np.array(["NaT"], dtype="datetime64[s]")).dtype, as_sortable(None)
     (dtype('uint64'), None)
     """
-    return x if x is None or x.dtype.kind not in TIME_KINDS else time_codes(x)
+    if x is None or x.dtype.kind not in TIME_KINDS:
+        return x
+    return time_codes(x, descending)
 
 
-def from_sortable(x, dtype):
+def from_sortable(x: Array, dtype: DTypeLike, descending: bool = False) -> Array:
     """The inverse of :func:`as_sortable` for an array of ``dtype``."""
-    return time_from_codes(x, dtype) if np.dtype(dtype).kind in TIME_KINDS else x
+    if np.dtype(dtype).kind in TIME_KINDS:
+        return time_from_codes(x, dtype, descending)
+    return x
 
 
-def code_dtype(dtype):
+def code_dtype(dtype: DTypeLike) -> np.dtype:
     """The unsigned integer dtype of the codes of ``dtype``."""
     return np.dtype(f"u{np.dtype(dtype).itemsize}")
 
 
-def _float_constants(dtype):
+def _float_constants(dtype: np.dtype) -> tuple[int, int, int, int]:
     info = np.finfo(dtype)
     bits = 8 * dtype.itemsize
     sign = 1 << (bits - 1)
@@ -130,11 +156,29 @@ def _float_constants(dtype):
     return sign, exp_mask, n_negative_nans, info.nmant
 
 
+def code_shift(dtype: DTypeLike, descending: bool = False) -> int:
+    """What the codes of ``dtype`` subtract from the sign-folded bits, modulo
+    ``2**bits``: for floats the count of negative NaNs (so that every NaN sorts last),
+    and its negation where ``descending`` (``(folded + n) ^ ones`` is the descending
+    code of the module docstring, ``n`` the negative NaNs' count, half of all NaNs);
+    0 for other dtypes.
+
+    >>> f2 = np.dtype("f2")
+    >>> code_shift(f2), code_shift(f2, True), code_shift(np.dtype("i4"), True)
+    (1023, 64513, 0)
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        return 0
+    n = _float_constants(dtype)[2]
+    return (-n) % (1 << (8 * dtype.itemsize)) if descending else n
+
+
 #: Elements per block of the in-place passes of ``decode``.
 _BLOCK = 1 << 16
 
 
-def encode(keys, *, canonical=False, descending=False):
+def encode(keys: Array, *, canonical: bool = False, descending: bool = False) -> Array:
     """Codes of ``keys`` (a new array of unsigned integers of the same width).
 
     Works on NumPy and CuPy arrays alike.
@@ -146,7 +190,7 @@ def encode(keys, *, canonical=False, descending=False):
     bits = 8 * dtype.itemsize
     u = keys.view(udt)
     if dtype.kind == "f":
-        sign, exp_mask, n_neg_nans, nmant = _float_constants(dtype)
+        sign, exp_mask, _, nmant = _float_constants(dtype)
         if canonical:
             u = u.copy()
             u[u == udt.type(sign)] = 0
@@ -156,7 +200,8 @@ def encode(keys, *, canonical=False, descending=False):
         xp.negative(code, out=code)
         code |= udt.type(sign)
         code ^= u
-        code -= udt.type(n_neg_nans)  # wraps modulo 2**bits, as intended
+        # wraps modulo 2**bits, as intended; descending: the module docstring's map
+        code -= udt.type(code_shift(dtype, descending))
     elif dtype.kind == "i":
         code = u ^ udt.type(1 << (bits - 1))
     else:
@@ -166,7 +211,8 @@ def encode(keys, *, canonical=False, descending=False):
     return code
 
 
-def decode(codes, dtype, *, descending=False, copy=True):
+def decode(codes: Array, dtype: DTypeLike, *, descending: bool = False,
+           copy: bool = True) -> Array:
     """Keys of ``dtype`` from their ``total`` codes (the inverse of ``encode``).
 
     With ``copy=False`` the codes are overwritten and returned as keys.
@@ -182,8 +228,8 @@ def decode(codes, dtype, *, descending=False, copy=True):
     if dtype.kind == "i":
         u ^= udt.type(1 << (bits - 1))
     elif dtype.kind == "f":
-        sign, _, n_neg_nans, _ = _float_constants(dtype)
-        u += udt.type(n_neg_nans)
+        sign = _float_constants(dtype)[0]
+        u += udt.type(code_shift(dtype, descending))
         # On the CPU in blocks, so the mask is a small reused buffer, not a second array.
         flat = u.reshape(-1)
         block = _BLOCK if xp is np else max(1, flat.size)

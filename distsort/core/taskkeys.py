@@ -14,7 +14,9 @@ kind and round).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from dask.utils import key_split
 
@@ -66,7 +68,7 @@ LAID_OUT = ("distsort-read-",)
 HOLDER = "distsort-held-reads"
 
 
-def task_name(kind, token, round_id=None) -> str:
+def task_name(kind: str, token: str, round_id: int | None = None) -> str:
     """The name of a distsort task (the first part of its key): ``distsort-<kind>``,
     which Dask's ``key_split`` keeps whole, then the round, if any, and the token.
 
@@ -81,11 +83,11 @@ def task_name(kind, token, round_id=None) -> str:
     return f"distsort-{kind}-r{round_id:02d}-{token}"
 
 
-def _round_match(key):
+def _round_match(key: Hashable) -> re.Match[str] | None:
     return _ROUND_TASK.match(str(key[0] if isinstance(key, tuple) else key))
 
 
-def round_task_kind(key) -> str | None:
+def round_task_kind(key: Hashable) -> str | None:
     """What a task of a round does (``"head"``, ``"tail"``, ``"low"``, ``"edges"``, ...),
     from its key; None for keys of other tasks.
 
@@ -98,7 +100,7 @@ def round_task_kind(key) -> str | None:
     return m.group(1) if m else None
 
 
-def task_kind(key) -> str:
+def task_kind(key: Hashable) -> str:
     """The kind of any task: for distsort's, its task prefix less ``distsort-``
     (``"head"``, ``"prepare"``, ``"sort"``, ``"verify-input"``, ...); for others, the
     first word of the name.
@@ -112,7 +114,7 @@ def task_kind(key) -> str:
     return name.split("-", maxsplit=1)[0]
 
 
-def task_round(key) -> int | None:
+def task_round(key: Hashable) -> int | None:
     """The round of the network a task belongs to, from its key; None for keys of
     tasks outside the rounds.
 
@@ -123,7 +125,7 @@ def task_round(key) -> int | None:
     return int(m.group(2)) if m else None
 
 
-def keeps(dependent_key, key) -> bool:
+def keeps(dependent_key: Hashable, key: Hashable) -> bool:
     """Whether the task ``dependent_key`` reads the chunk computed as ``key`` in place:
     a distsort task (prepare, edges, head, tail, compare-split, finish) of the same
     chunk position, or one that reads chunks of other positions (``READS_INPUT``).
@@ -180,21 +182,23 @@ class HeldChunks:
 
     __slots__ = ("keys", "read", "keep")
 
-    def __init__(self, keys, read, keep=None):
+    def __init__(self, keys: Iterable[tuple], read: Callable[[tuple[tuple, ...]], Any],
+                 keep: Any = None) -> None:
         self.keys, self.read, self.keep = tuple(keys), read, keep
 
-    def take(self, indices):
+    def take(self, indices: Iterable[int]) -> HeldChunks:
         return HeldChunks(map(self.keys.__getitem__, indices), self.read, self.keep)
 
     @property
-    def chunks(self):
+    def chunks(self) -> Any:
         return self.read(self.keys)
 
-    def __reduce__(self):  # ``keep`` stays in the client
+    def __reduce__(self) -> tuple[type[HeldChunks], tuple[tuple[tuple, ...], Callable]]:
+        # ``keep`` stays in the client
         return HeldChunks, (self.keys, self.read)
 
 
-def held_keys(run_spec) -> list:
+def held_keys(run_spec: Any) -> list[tuple]:
     """The keys a task (its ``run_spec``, as the scheduler holds it) reads through
     :class:`Held` and :class:`HeldChunks` arguments.
 

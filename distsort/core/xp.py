@@ -14,11 +14,12 @@ TypeError: distsort sorts NumPy or CuPy chunks, not numpy.ma.MaskedArray
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 
-def namespace(x, *, strict: bool = False) -> ModuleType:
+def namespace(x: Any, *, strict: bool = False) -> ModuleType:
     """The module of ``x``: ``cupy`` for CuPy arrays, else ``numpy``.
 
     ``strict``: anything but a NumPy or CuPy ``ndarray`` raises TypeError.  Subclasses

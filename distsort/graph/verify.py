@@ -31,6 +31,7 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ import numpy as np
 from distsort.backends import Order
 # NumPy chunks this long are hashed compiled
 from distsort.backends.cpu.numpy_backend import COMPILED_FROM
-from distsort.core.order import as_sortable
+from distsort.core.order import TIME_KINDS, as_sortable
 from distsort.core.xp import namespace as _namespace
 
 __all__ = ["VerificationError", "Summary", "summarize", "check", "check_lanes",
@@ -204,17 +205,19 @@ def _exact(xp, x):
     return xp.where(xp.signbit(x), -magnitude, magnitude)
 
 
-def _before(xp, b, a, total):
+def _before(xp, b, a, total, descending=False):  # noqa: PLR0913, PLR0917
     """Mask: ``b`` comes strictly before ``a`` in NumPy's order, by comparing the values
-    (never the sort's order codes, so a wrong code cannot pass unseen): NaNs last;
-    with ``total`` also ``-0.0`` before ``+0.0`` (keys sorted alone)."""
+    (never the sort's order codes, so a wrong code cannot pass unseen): NaNs last, for
+    both orders; with ``total`` also ``-0.0`` before ``+0.0`` (keys sorted alone;
+    ``descending``: after it)."""
     if a.dtype.kind != "f":
-        return b < a
+        return b > a if descending else b < a
     na, nb = xp.isnan(a), xp.isnan(b)
     ea, eb = _exact(xp, a), _exact(xp, b)
-    bad = ((eb < ea) & ~na & ~nb) | (na & ~nb)
+    bad = (((eb > ea) if descending else (eb < ea)) & ~na & ~nb) | (na & ~nb)
     if total:
-        bad |= (eb == ea) & ~na & ~nb & xp.signbit(b) & ~xp.signbit(a)
+        low, high = (a, b) if descending else (b, a)
+        bad |= (eb == ea) & ~na & ~nb & xp.signbit(low) & ~xp.signbit(high)
     return bad
 
 
@@ -228,7 +231,8 @@ def _same(xp, a, b):
 
 def _out_of_order(xp, keys, values, order):
     """Boolean mask ``bad[..., i]``: element ``i + 1`` comes before element ``i`` (last
-    axis), in ``order``: keys alone in NumPy's total order (descending: its reverse);
+    axis), in ``order``: keys alone in NumPy's total order (descending: its reverse, NaNs
+    still last);
     with values (argsort's positions), equal keys in ascending order of value.
 
     >>> from distsort.backends import Order
@@ -237,7 +241,7 @@ def _out_of_order(xp, keys, values, order):
     """
     a, b = keys[..., :-1], keys[..., 1:]
     total = not order.keyed
-    bad = _before(xp, a, b, total) if order.descending else _before(xp, b, a, total)
+    bad = _before(xp, b, a, total, order.descending)
     if values is not None:
         bad |= _same(xp, a, b) & _before(xp, values[..., 1:], values[..., :-1], False)
     return bad
@@ -425,7 +429,16 @@ def release(chunk, passed):
 
 
 def _summary(keys, values, start, order):
-    return summarize(as_sortable(keys), as_sortable(values), start=start, order=order)
+    hashed = summarize(as_sortable(keys), as_sortable(values), start=start, order=order)
+    if order is None or not order.descending or keys.dtype.kind not in TIME_KINDS:
+        return hashed
+    # Times descending, NaT last: the order is that of their descending codes, ascending;
+    # the checksums stay those of the input's codes.
+    ordered = summarize(as_sortable(keys, True), as_sortable(values), start=start,
+                        order=Order(descending=False, keyed=order.keyed))
+    return dataclasses.replace(hashed, first=ordered.first, last=ordered.last,
+                               disorder=ordered.disorder, where=ordered.where,
+                               order=ordered.order)
 
 
 def summary_tasks(name, keys, values, chunks, positions=False, order=None):

@@ -676,6 +676,17 @@ class DiskJob:
     #: and whole pages are read in place (:func:`_direct_read`).
     keys_at: object = None
 
+    @property
+    def times_descending(self):
+        """Whether the keys are times sorted descending: then their codes hold the
+        order (``distsort.core.order.time_codes``, NaT last) and sort ascending."""
+        return self.descending and np.dtype(self.dtype).kind in TIME_KINDS
+
+    @property
+    def codes_descending(self):
+        """Whether the keys' codes (:func:`distsort.core.order.as_sortable`) sort descending."""
+        return self.descending and not self.times_descending
+
 
 def _payload(job, start, stop):
     if job.positions:
@@ -737,7 +748,7 @@ def form_runs(job, plan, pipeline, progress=None):
         start, stop = bounds[r], bounds[r + 1]
         at = None if job.keys_at is None else job.keys_at(start)
         buf = slot.array("in", stop - start, job.dtype, at)
-        keys = as_sortable(job.read_keys(start, stop, buf))
+        keys = as_sortable(job.read_keys(start, stop, buf), job.times_descending)
         return r, buf, keys, _payload(job, start, stop)
 
     def sort(state, slot):
@@ -747,13 +758,13 @@ def form_runs(job, plan, pipeline, progress=None):
         kept = plan.is_kept(r)
         out = (np.empty(len(keys), keys.dtype) if kept
                else slot.array("out", len(keys), keys.dtype, job.runs[0].at(start)))
-        keys, payload = sort_piece(keys, payload, job.order, job.descending, out)
+        keys, payload = sort_piece(keys, payload, job.order, job.codes_descending, out)
         if kept:  # a run kept must not lie in a task's buffers, which the next task takes
             keys, payload = (None if a is None else a.copy() if np.may_share_memory(a, buf)
                              else a for a in (keys, payload))
         sample = slice(0, None, plan.stride)
         codes = probe_codes(keys[sample], None if payload is None else payload[sample],
-                            job.order, job.descending)
+                            job.order, job.codes_descending)
         return r, keys, payload, tuple(np.ascontiguousarray(c) for c in codes), summary
 
     def write(state, slot):
@@ -776,7 +787,7 @@ def merge_runs(job, plan, store, samples, pipeline, progress=None):
     def read_codes(j, lo, hi):
         keys = store.read(0, j, lo, hi)
         payload = store.read(1, j, lo, hi) if job.order == "by-value" else None
-        return probe_codes(keys, payload, job.order, job.descending)
+        return probe_codes(keys, payload, job.order, job.codes_descending)
 
     split = Splitters(lengths, samples, plan.stride, read_codes)
     ranks = segment_bounds((plan.n,), plan.segment)[0]
@@ -809,15 +820,16 @@ def merge_runs(job, plan, store, samples, pipeline, progress=None):
         rank, keys, payload = state
         out = (slot.array("out", len(keys), keys.dtype, into.at(rank))
                if payload is None and keys.dtype == into.dtype else None)
-        keys, payload = sort_piece(keys, payload, job.order, job.descending, out)
+        keys, payload = sort_piece(keys, payload, job.order, job.codes_descending, out)
         summary = job.summarize_out(keys, payload) if job.summarize_out else None
         return rank, keys, payload, summary
 
     def write(state, slot):
         rank, keys, payload, summary = state
-        for region, part in zip(job.outputs, (keys, payload), strict=True):
-            if region is not None:
-                region.write(rank, from_sortable(part, region.dtype))
+        for i, (region, part) in enumerate(zip(job.outputs, (keys, payload), strict=True)):
+            if region is not None:  # the keys (0) in the codes of their order
+                region.write(rank, from_sortable(part, region.dtype,
+                                                 job.times_descending and i == 0))
         return len(keys), summary
 
     done = pipeline(enumerate(cuts()), read, sort, write, progress, "merge",

@@ -13,6 +13,7 @@ the last one may be shorter (its missing tail is virtual ``+inf``).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -71,7 +72,7 @@ def plan_network(c: int, run: int = 1) -> tuple[Round, ...]:
     """
     if run < 1 or run & (run - 1):
         raise ValueError(f"run must be a power of two >= 1, got {run}")
-    rounds = []
+    rounds: list[Round] = []
     stage = 2 * run
     while stage <= padded_count(c):
         steps = [(0, mirror_pairs(c, stage))]
@@ -84,7 +85,7 @@ def plan_network(c: int, run: int = 1) -> tuple[Round, ...]:
     return tuple(rounds)
 
 
-def group_steps(rounds, run: int) -> list:
+def group_steps(rounds: Iterable[Round], run: int) -> list[Round | None]:
     """``rounds`` with the rounds whose pairs lie inside groups of ``run`` consecutive
     chunks (half-cleaners of stride ``< run``, the tail of a stage) replaced by one
     ``None`` per stage: a sort of each group as one gives what they give (each
@@ -93,7 +94,7 @@ def group_steps(rounds, run: int) -> list:
     >>> [(r.stage, r.stride) if r else None for r in group_steps(plan_network(8, 2), 2)]
     [(4, 0), None, (8, 0), (8, 2), None]
     """
-    out = []
+    out: list[Round | None] = []
     for rnd in rounds:
         if run > 1 and 0 < rnd.stride < run:
             if out and out[-1] is None:
@@ -104,7 +105,7 @@ def group_steps(rounds, run: int) -> list:
     return out
 
 
-def spread_order(pairs, c: int) -> tuple[tuple[int, int], ...]:
+def spread_order(pairs: Iterable[tuple[int, int]], c: int) -> tuple[tuple[int, int], ...]:
     """The pairs of a round in the order the merge lets them start: by the bit-reversed
     index of the lower chunk, so that consecutive pairs belong to different workers
     whether the chunks were dealt out round robin or in contiguous blocks (the graph

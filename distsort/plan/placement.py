@@ -24,6 +24,7 @@ aligned block of four positions.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 
 __all__ = ["placement", "group_size", "local_group", "floor_pow2", "starts", "group_bounds"]
 
@@ -41,7 +42,8 @@ def floor_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n).bit_length() - 1)
 
 
-def placement(owners, group: int = 1, short_last: bool = False) -> tuple[int, ...]:
+def placement(owners: Sequence[Hashable | None], group: int = 1,
+              short_last: bool = False) -> tuple[int, ...]:
     """A permutation ``perm`` of the chunks: position ``p`` of the network takes input
     chunk ``perm[p]``.
 
@@ -123,7 +125,7 @@ def group_size(chunks: int, slots: int, chunk_bytes: int, budget_bytes: int | No
     return g
 
 
-def local_group(owners, group: int) -> int:
+def local_group(owners: Sequence[Hashable | None], group: int) -> int:
     """The largest power of two ``<= group`` such that every block of that many
     consecutive positions lies on one worker (``owners``: the worker of the chunk at
     each position, None where not known, which matches any): a group sort then moves
@@ -143,7 +145,7 @@ def local_group(owners, group: int) -> int:
     return 1
 
 
-def starts(perm, chunk: int) -> tuple[int, ...]:
+def starts(perm: Iterable[int], chunk: int) -> tuple[int, ...]:
     """The index of the first element of the input chunk at each position, for a
     regular chunking of ``chunk`` elements (argsort's positions follow the chunk).
 

@@ -14,7 +14,8 @@ Every map is a fixed bit operation on the key's unsigned bit pattern ``u`` of wi
     mask   = S | -(u >> (B - 1))      floats (all ones for negative keys)
            = S                        signed integers
            = 0                        unsigned integers and bools
-    shift  = 2**nmant - 1             floats (NaNs last), else 0
+    shift  = 2**nmant - 1             floats ascending (NaNs last), else 0
+           = -(2**nmant - 1)          floats descending (NaNs still last)
     flip   = S ^ (all ones if descending else 0)
 
 ``flip`` folds ``descending`` (the complement) and ``_signed`` (the sign bit) into
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distsort.core.order import code_shift
 from distsort.backends.cpu import merge as _merge
 # chunks shorter than this keep NumPy's code
 from distsort.backends.cpu.numpy_backend import COMPILED_FROM
@@ -92,7 +94,7 @@ def _constants(dtype, descending):
     sign = 1 << (bits - 1)
     ones = (1 << bits) - 1
     is_float = dtype.kind == "f"
-    shift = (1 << np.finfo(dtype).nmant) - 1 if is_float else 0
+    shift = code_shift(dtype, descending)
     mask_sign = sign if dtype.kind in "fi" else 0
     flip = sign ^ (ones if descending else 0)
     floats = ones if is_float else 0

@@ -147,7 +147,8 @@ def _code(u, c):  # pragma: no cover - compiled
     """The ``total`` code (``distsort.core.order.encode``) of the unsigned bits ``u``, from
     the constants ``c`` of :func:`_encoding`: the same map for every dtype, in registers."""
     mask = (u >> c[0]) * c[1] | c[2]  # floats: all ones for negative keys, else the sign
-    return ((u ^ mask) - c[3]) ^ c[4]
+    # numba widens narrow unsigned operands: the difference is cut back to the width.
+    return (((u ^ mask) - c[3]) & c[5]) ^ c[4]
 
 
 # numba compiles this with plain array arguments, as _merge_keyed.
@@ -184,19 +185,20 @@ def take_pairs(keys, values, perm):
 def _encoding(dtype, descending=False):
     """Constants of :func:`_code` for ``dtype``: shift to the sign bit, the float mask's
     multiplier (all ones for floats, 0 otherwise), the bits always flipped (the sign for
-    signed kinds), the count subtracted (floats' negative NaNs) and the final
-    complement (descending)."""
-    from distsort.core.order import _float_constants
+    signed kinds), the count subtracted (``distsort.core.order.code_shift``), the final
+    complement (descending) and the width's mask."""
+    from distsort.core.order import code_shift
     udt = np.dtype(f"u{dtype.itemsize}")
     bits = 8 * dtype.itemsize
     ones = (1 << bits) - 1
     sign = 1 << (bits - 1)
-    fmul, flip, sub = 0, 0, 0
+    fmul, flip = 0, 0
     if dtype.kind == "f":
-        fmul, flip, sub = ones, sign, _float_constants(dtype)[2]
+        fmul, flip = ones, sign
     elif dtype.kind == "i":
         flip = sign
-    return np.array([bits - 1, fmul, flip, sub, ones if descending else 0], dtype=udt)
+    return np.array([bits - 1, fmul, flip, code_shift(dtype, descending),
+                     ones if descending else 0, ones], dtype=udt)
 
 
 def _bits(a):

@@ -115,10 +115,12 @@ def _classes(dtype, descending=False):
     if dtype.kind != "f":
         return ()
     top = 1 << (8 * dtype.itemsize)
-    zero = int(encode(np.array([-0.0], dtype=dtype))[0])  # +0.0's code is the next one
-    nan = int(encode(np.array([np.inf], dtype=dtype))[0]) + 1  # NaNs: every code above +inf
-    if descending:  # complemented codes: the same runs, mirrored
-        return (top - 2 - zero, 2), (0, top - nan)
+    # The zeros' codes are consecutive (-0.0 first; descending: +0.0 first).
+    first_zero = np.array([0.0 if descending else -0.0], dtype=dtype)
+    zero = int(encode(first_zero, descending=descending)[0])
+    # NaNs: every code above +inf's (ascending), or -inf's (descending): the top codes.
+    nan = int(encode(np.array([-np.inf if descending else np.inf], dtype=dtype),
+                     descending=descending)[0]) + 1
     return (zero, 2), (nan, top - nan)
 
 
@@ -462,9 +464,9 @@ def _plain_keys(keys, descending):
     its keyed order is that of the (key, value) ``total`` codes, whatever the values."""
     if keys.dtype.kind != "f" or not len(keys):
         return True
-    ascending = keys[::-1] if descending else keys  # NaNs last, the zeros together
-    if np.isnan(ascending[-1]):
+    if np.isnan(keys[-1]):  # NaNs last, for both orders
         return False
+    ascending = keys[::-1] if descending else keys  # no NaN here: the zeros together
     zero = keys.dtype.type(0)
     return np.searchsorted(ascending, zero, "left") == np.searchsorted(ascending, zero, "right")
 

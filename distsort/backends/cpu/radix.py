@@ -134,7 +134,7 @@ def _radix(u, out, tmp, consts, is_float):
 
 def sort_keys(keys, descending=False, out=None, tmp=None):
     """Keys of a 1-D NumPy array sorted in NumPy's order (``descending``: the
-    reverse, NaNs first), into ``out`` (a new array where None); ``tmp``: scratch of
+    reverse, NaNs still last), into ``out`` (a new array where None); ``tmp``: scratch of
     the keys' size and dtype (allocated where None).  ``keys`` is left as it was.
 
     >>> sort_keys(np.array([True, False, True])).tolist()

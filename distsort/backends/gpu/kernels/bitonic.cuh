@@ -59,8 +59,8 @@ template <class K, class V> struct Cmp {
         } else if constexpr (PACKED) {  // canonical codes are the total codes here
             return ((u64_t)a << 32 | V::value_code(va)) > ((u64_t)b << 32 | V::value_code(vb));
         } else {
-            const U ka = (U)(K::canon_total((U)(a ^ dm)) ^ dm);
-            const U kb = (U)(K::canon_total((U)(b ^ dm)) ^ dm);
+            const U ka = K::code(K::canon_total(K::uncode(a, dm)), dm);
+            const U kb = K::code(K::canon_total(K::uncode(b, dm)), dm);
             const VU ca = V::value_code(va), cb = V::value_code(vb);
             if (ka != kb) return ka > kb;
             if (ca != cb) return ca > cb;

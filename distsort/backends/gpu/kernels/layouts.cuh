@@ -9,11 +9,11 @@
 // reads an element's code and value through registers; `copy` puts its bits into its
 // shared-memory slots by cp.async, and `fix` turns them into its code afterwards where
 // `raw` says that they are not; `put` writes one.  `affine(q)`: offsets of 2^q are d's.
-template <class K> struct Codes {  // keys as codes: the total order, XOR the descending mask
+template <class K> struct Codes {  // keys as codes: the total order, by the descending mask
     typedef typename K::U U;
     U dm;
     __device__ __forceinline__ bool raw() const { return K::KIND != KIND_UNSIGNED || dm != 0; }
-    __device__ __forceinline__ void fix(U& c) const { c = (U)(K::total(c) ^ dm); }
+    __device__ __forceinline__ void fix(U& c) const { c = K::code(K::total(c), dm); }
     __device__ __forceinline__ bool affine(int) const { return true; }
 };
 
@@ -26,7 +26,7 @@ template <class K, class V> struct Flat : Codes<K> {
     VU* vals;
     __device__ __forceinline__ Flat(U* k, VU* v, U dm) : Codes<K>{dm}, keys(k), vals(v) {}
     __device__ __forceinline__ void fetch(long long i0, long long d, U& c, VU& v) const {
-        c = (U)(K::total(keys[i0 + d]) ^ this->dm);
+        c = K::code(K::total(keys[i0 + d]), this->dm);
         if constexpr (HV) v = vals[i0 + d];
     }
     __device__ __forceinline__ void copy(long long i0, long long d, U* ks, VU* vs) const {
@@ -34,7 +34,7 @@ template <class K, class V> struct Flat : Codes<K> {
         if constexpr (HV) copy_async(vs, vals + i0 + d);
     }
     __device__ __forceinline__ void put(long long i0, long long d, U c, VU v) const {
-        keys[i0 + d] = K::untotal((U)(c ^ this->dm));
+        keys[i0 + d] = K::untotal(K::uncode(c, this->dm));
         if constexpr (HV) vals[i0 + d] = v;
     }
 };
@@ -63,7 +63,7 @@ template <class K, class V> struct Runs : Codes<K> {
         return i < ma ? av_end - i : bv + (i - ma);
     }
     __device__ __forceinline__ void fetch(long long i0, long long d, U& c, VU& v) const {
-        c = (U)(K::total(*key_at(i0 + d)) ^ this->dm);
+        c = K::code(K::total(*key_at(i0 + d)), this->dm);
         if constexpr (HV) v = *val_at(i0 + d);
     }
     __device__ __forceinline__ void copy(long long i0, long long d, U* ks, VU* vs) const {
@@ -87,10 +87,10 @@ template <class KS, class VS> struct Packed {
     static __host__ __device__ __forceinline__ U untotal(U c) { return c; }
     // The value's code is its canonical code (integers: the total one, a bijection).
     static __host__ __device__ __forceinline__ U code(u32_t key, u32_t val, u32_t dm) {
-        return (U)(KS::total(key) ^ dm) << 32 | VS::value_code(val);
+        return (U)KS::code(KS::total(key), dm) << 32 | VS::value_code(val);
     }
     static __host__ __device__ __forceinline__ u32_t key(U c, u32_t dm) {
-        return KS::untotal((u32_t)(c >> 32) ^ dm);
+        return KS::untotal(KS::uncode((u32_t)(c >> 32), dm));
     }
     static __host__ __device__ __forceinline__ u32_t val(U c) { return VS::untotal((u32_t)c); }
 };

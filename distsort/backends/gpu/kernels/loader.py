@@ -99,10 +99,11 @@ template <typename T> __host__ __device__ T float_code(T u, bool canonical, bool
     typedef Scalar<T, KIND_FLOAT> S;
     T c = S::total(u);
     if (canonical) c = S::canon_total(c);
-    return descending ? (T)~c : c;
+    return S::code(c, descending ? S::ONES : (T)0);
 }
 template <typename T> __host__ __device__ T float_key(T c, bool descending) {
-    return Scalar<T, KIND_FLOAT>::untotal(descending ? (T)~c : c);
+    typedef Scalar<T, KIND_FLOAT> S;
+    return S::untotal(S::uncode(c, descending ? S::ONES : (T)0));
 }
 """
 

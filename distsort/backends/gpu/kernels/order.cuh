@@ -1,8 +1,9 @@
 // The orders of distsort/core/order.py on the GPU: keys as unsigned codes.
 //
 // A kernel loads a key's bits, turns them into its `total` code (a bijection, so
-// the original bits, NaN payloads and -0.0 included, come back on store), XORs
-// the descending mask, and compares codes.  Keyed sorts compare the `canonical`
+// the original bits, NaN payloads and -0.0 included, come back on store), maps it by
+// the descending mask (`code`: descending, the reverse order with NaNs still last),
+// and compares codes.  Keyed sorts compare the `canonical`
 // code (-0.0 == +0.0, one NaN), computed from the stored total code, and break
 // ties by the value's canonical code (always ascending), as NumPy's backend does.
 #pragma once
@@ -33,6 +34,18 @@ template <typename U_, int KIND_> struct Scalar {
     static constexpr U NNEG = (U)(((U)1 << (NMANT > 0 ? NMANT : 1)) - 1);
     static constexpr U EXP = (U)(((SIGN - 1) >> NMANT) << NMANT);  // exponent mask
     static constexpr U QNAN = (U)(EXP | ((U)1 << (NMANT > 0 ? NMANT - 1 : 0)));
+    // The NaNs' bit patterns, the top codes of `total` (floats; none for other kinds).
+    static constexpr U NANS = (U)(KIND == KIND_FLOAT ? 2 * NNEG : 0);
+
+    // The order code of total code t under the descending mask dm (0 or all ones), as
+    // order.py's encode: ascending t; descending ~(t + NANS), the reverse order of the
+    // codes below the NaNs', the NaNs' wrapped round and complemented back to the top.
+    static __host__ __device__ __forceinline__ U code(U t, U dm) {
+        return (U)((U)(t + (U)(dm & NANS)) ^ dm);
+    }
+    static __host__ __device__ __forceinline__ U uncode(U c, U dm) {
+        return (U)((U)(c ^ dm) - (U)(dm & NANS));
+    }
 
     static __host__ __device__ __forceinline__ U total(U u) {
         if (KIND == KIND_SIGNED) return (U)(u ^ SIGN);

@@ -162,7 +162,7 @@ __global__ void crossing_count(const typename K::U* a, const typename V::U* av, 
     long long lo = 0, hi = ma < mb ? ma : mb;
     while (lo < hi) {
         const long long mid = (lo + hi) / 2, ia = ma - 1 - mid;
-        const U ca = (U)(K::total(a[ia]) ^ dm), cb = (U)(K::total(b[mid]) ^ dm);
+        const U ca = K::code(K::total(a[ia]), dm), cb = K::code(K::total(b[mid]), dm);
         const VU va = HV ? av[ia] : 0, vb = HV ? bv[mid] : 0;
         if (Cmp<K, V>::gt(ca, cb, va, vb, dm)) lo = mid + 1; else hi = mid;
     }
