@@ -82,6 +82,8 @@ def classify(command):  # noqa: PLR0911 - one return per kind of command
     if "pip install" in command or "venv" in words:
         return ("creates a virtual environment and installs distsort: .ci/run does exactly "
                 "this on a fresh clone (test_ci_runs_the_readme_test_command)")
+    if words[0] == "git":
+        return "clones the repository (needs the network): these tests run in the clone"
     if words[0] == "sbatch":
         return "needs a Slurm cluster"
     if words[0].startswith("kubectl"):
@@ -201,14 +203,54 @@ def test_shell_command(command, tmp_path, monkeypatch, capsys, request):
         assert report.stat().st_size > 0
 
 
-def test_slow_marks_name_real_tests():
-    """README's quick subset (-m "not slow") leaves out what conftest.SLOW names: every
-    name there must still be a test, or a renamed slow test would silently run again."""
+def conftest_table(name):
+    """``SLOW`` or ``QUICK`` of tests/conftest.py, read without importing it."""
     import ast
     tree = ast.parse((ROOT / "tests" / "conftest.py").read_text())
-    slow = next(ast.literal_eval(n.value) for n in tree.body
-                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SLOW")
-    for module, names in slow.items():
-        source = (ROOT / "tests" / module).read_text()
-        for name in names or ():
-            assert re.search(rf"^def {name}\(", source, re.M), f"{module}: no {name}"
+    return next(ast.literal_eval(n.value) for n in tree.body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == name)
+
+
+def test_marks_name_real_tests():
+    """README's quick tier (-m quick) and the tests -m "not slow" leaves out are named in
+    conftest's QUICK and SLOW: every name there must still be a test, or a renamed test
+    would silently leave the tier (or run again among the quick ones)."""
+    for table in ("SLOW", "QUICK"):
+        for module, names in conftest_table(table).items():
+            source = (ROOT / "tests" / module).read_text()
+            for name in names or ():
+                assert re.search(rf"^def {name}\(", source, re.M), f"{table} {module}: no {name}"
+
+
+def floors_touched(quick):
+    """The floors of docs/architecture.md whose modules the test modules of ``quick``
+    import (``tests/test_layers.py`` reads the floors)."""
+    import ast
+
+    from test_layers import floor_of, floors, modules
+    table, known = floors(), modules()
+    touched = set()
+    for test_module in quick:
+        for node in ast.walk(ast.parse((ROOT / "tests" / test_module).read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            else:
+                continue
+            for target in targets:
+                module = target
+                while module and module not in known:  # ``from m import name``: m
+                    module = module.rpartition(".")[0]
+                if module:
+                    touched.add(table[floor_of(module, table)][0])
+    return touched
+
+
+def test_quick_tier_touches_every_floor():
+    from test_layers import floors
+    assert floors_touched({"test_order.py": None}) == {"base"}  # the check sees imports
+    # the checks of the repository itself (this module, the floors') run no floor's code
+    quick = set(conftest_table("QUICK")) - {"test_readme.py", "test_layers.py"}
+    missing = {f for f, _ in floors()} - floors_touched(quick)
+    assert not missing, f"the quick tier (tests/conftest.py QUICK) tests no module of {missing}"
