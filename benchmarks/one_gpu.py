@@ -20,7 +20,7 @@ Parts (each adds its rows to ``--out``, replacing that part's earlier rows):
 * ``big``: more float32 than one GPU can sort the naive way, made lazily on one worker
   (``--big-worker``: dask-cuda's under ``--device-memory-limit``, or a plain one with an
   RMM pool), sorted and checked on the GPU (``CHEAP_CHECK``).
-* ``shared``: two workers sharing GPU 0 (``distsort.shared_gpu``) beside one such
+* ``shared``: two workers sharing GPU 0 (``distsort.cluster.shared_gpu``) beside one such
   worker, the same persisted input; checked as ``big``.
 
 Every time is the median of ``--runs`` after ``--warmup``, each worker's device
@@ -302,7 +302,7 @@ def one_worker(kind, device_memory_limit):
         from distsort.cluster import local_cuda_cluster
         return local_cuda_cluster(n_workers=1, protocol="tcp",
                                   device_memory_limit=device_memory_limit)
-    from distsort.shared_gpu import shared_gpu_cluster
+    from distsort.cluster.shared_gpu import shared_gpu_cluster
     return shared_gpu_cluster(1, pool_fraction=0.9)
 
 
@@ -339,7 +339,7 @@ def shared_rows(args):
     from distributed import Client
 
     import distsort
-    from distsort.shared_gpu import shared_gpu_cluster
+    from distsort.cluster.shared_gpu import shared_gpu_cluster
     nbytes = parse_bytes(args.shared)
     n = nbytes // 4
     for workers in (1, 2):

@@ -279,7 +279,7 @@ def _cluster(args, budget):
         with local_cuda_cluster(n_workers=args.gpus, device_memory_limit=budget) as cluster:
             yield cluster
         return
-    from distsort.shared_gpu import shared_gpu_cluster
+    from distsort.cluster.shared_gpu import shared_gpu_cluster
     with (dask.config.set({"distsort.device-memory-limit": budget}),
           shared_gpu_cluster(args.shared_workers,
                              pool_fraction=0.8 / args.shared_workers) as cluster):
@@ -342,7 +342,7 @@ def main():
     p.add_argument("--host-input", action="store_true",
                    help="NumPy chunks in host memory (sorted on the GPUs)")
     p.add_argument("--shared-workers", type=int, default=0,
-                   help="N workers sharing GPU 0 (distsort.shared_gpu), each with the "
+                   help="N workers sharing GPU 0 (distsort.cluster.shared_gpu), each with the "
                         "budget as distsort.device-memory-limit, instead of dask-cuda's")
     p.add_argument("--merges", nargs="+", default=["auto"],
                    choices=["auto", "kway", "network"],

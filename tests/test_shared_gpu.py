@@ -1,5 +1,5 @@
 """The multi-worker GPU path on one GPU: two plain workers share GPU 0, each with an RMM
-pool (``distsort.shared_gpu``), against NumPy element for element on fresh random data.
+pool (``distsort.cluster.shared_gpu``), against NumPy element for element on fresh random data.
 
 Placement and group sorts, both exchanges (CUDA IPC and the comm), ``sort``,
 ``argsort``, ``sort_by_key`` in both orders with ``verify=True``, descending, ragged
@@ -21,7 +21,7 @@ distributed = pytest.importorskip("distributed")
 import distsort  # noqa: E402
 from distsort.cluster import bytes_sent_by_kind, diff_sent, gpu_available  # noqa: E402
 from distsort.core.taskkeys import round_task_kind  # noqa: E402
-from distsort.shared_gpu import shared_gpu_cluster  # noqa: E402
+from distsort.cluster.shared_gpu import shared_gpu_cluster  # noqa: E402
 from distsort.plan.options import SortOptions  # noqa: E402
 from distsort.plan.sortplan import plan_sort  # noqa: E402
 from distsort.cluster.view import read_view  # noqa: E402
