@@ -428,7 +428,11 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     # On GPUs whose budgets are known, whatever the network cannot sort in them runs
     # out of core, however small: every byte of it is counted (``fits_in_place``).
     needed = (gpu and bool(budgets) and all(budgets)) or needs_out_of_core(n * element, budgets)
-    if not needed or fits_in_place(chunks, element, budgets, resident):
+    forced = options.strategy == "out-of-core"
+    if forced and not (budgets and all(budgets)):
+        raise ValueError("distsort.strategy 'out-of-core' needs a device budget: set "
+                         "distsort.device-memory-limit, or sort on dask-cuda workers")
+    if not forced and (not needed or fits_in_place(chunks, element, budgets, resident)):
         return None
     budget = min(budgets)
     regular = normalize_chunks(chunks)
