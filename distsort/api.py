@@ -3,7 +3,7 @@
 Each checks its arguments (``distsort.inputs``), then hands the sort on: a 1-D array to
 ``distsort.sort1d`` (the cluster read once, the plan made once, the graph assembled
 from the plan), an axis held in one chunk to ``sort1d.sort_along``, a stable key-value
-sort to ``distsort.stable``.  How a sort runs is decided in ``distsort.plan`` alone.
+sort to ``distsort.sort1d``.  How a sort runs is decided in ``distsort.plan`` alone.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from distsort.eager import like_input
 from distsort.inputs import (as_codes, as_dask_array, check_flags, check_stable, code_order,
                              from_codes, like_byte_order, numpy_keywords, validate)
 from distsort.plan.options import check_local, planning
-from distsort.sort1d import sort_1d, sort_along, sorted_at_once
-from distsort.stable import argsort_by_positions, stable_at_once, stable_by_key
+from distsort.sort1d import (argsort_by_positions, sort_1d, sort_along, sorted_at_once,
+                             stable_at_once, stable_by_key)
 
 __all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
 
@@ -245,7 +245,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         positions and the values gathered (measured within 1.3x of the default
         order's time, often below it: ``docs/performance.md``); on CuPy chunks
         values of up to 4 bytes travel packed with their positions as 8 bytes, wider
-        ones are gathered after an argsort (``distsort.stable.stable_by_key``).  Both
+        ones are gathered after an argsort (``distsort.sort1d.stable_by_key``).  Both
         orders are deterministic, whatever the chunking and backend.  NumPy and the array
         API have no key-value sort to follow; the default stays ``False``, the
         order distsort always gave, and the faster one.
