@@ -33,6 +33,10 @@ def aligned(keys, values, plan):
 def _sorted_chunks(graph, keys, vname, order, positions, plan, backend, reads):  # noqa: PLR0913, PLR0917
     """The keys of the sorted chunks (runs out of core, the merged chunks of a k-way
     merge), or None where one task sorts the one chunk into the output."""
+    if plan.strategy == "kway":  # keys alone: the merged chunks are the output's
+        from distsort.graph.kway import kway_sort_layers
+        return kway_sort_layers(graph, reads[keys.name], plan.pieces, plan.chunks, backend,
+                                order, "distsort-sort-" + graph.token)
     ooc = plan.out_of_core
     if ooc is not None and ooc.one_pass:  # keys alone: the merged chunks are the output's
         from distsort.graph.outofcore import kway_sort_layers
@@ -53,7 +57,9 @@ def _output(graph, name, part, finish, args, meta, how):
     plan, backend, sorted_keys, source, sources = how
     out = graph.output()
     ooc = plan.out_of_core
-    if sorted_keys is None:
+    if plan.strategy == "kway":
+        pass  # the merge's own layer
+    elif sorted_keys is None:
         chunk_output_layer(out, name, source, backend, args[0], plan.local, part, args)
     elif ooc is None:
         finish_layer(out, name, sorted_keys, finish, *args)

@@ -1,0 +1,130 @@
+"""Runs in this process's memory, sorted and merged by its threads: the tasks of the
+one-host k-way sort (``distsort.plan.onehost``, ``distsort.graph.kway``).
+
+A run is a 1-D NumPy array of keys in the order of their ``total`` codes
+(``distsort.core.order``: NaN last in both orders, ``-0.0`` before ``+0.0``), the
+order every other path of distsort gives, bit for bit.  :func:`sort_keys` makes one
+with ``numpy.sort`` (which releases the GIL, so runs sort on all cores at once) and
+the k slices of an output chunk are merged by the compiled two-way merge
+(``distsort.backends.cpu.merge.merge_keys_into``) in a tree of ``log2(k)`` levels.
+
+>>> >>> runs = [sort_keys(np.array([3.0, np.nan, -0.0])), sort_keys(np.array([0.0, 1.0]))]
+>>> merge_slices(runs, (0, 0), (3, 2), Order()).tolist()
+[-0.0, 0.0, 1.0, 3.0, nan]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distsort.backends.cpu import merge as compiled
+from distsort.backends.outofcore.hostruns import HostRuns
+from distsort.core.order import decode, encode
+
+__all__ = ["ThreadRuns", "sort_keys", "sort_run", "merge_slices"]
+
+#: Bytes of the narrowest floats that ``numpy.sort`` sorts keeping their bits (it does
+#: not keep the NaNs' of any width, nor any of float16's).
+NUMPY_FLOAT_BYTES = 4
+
+
+def sort_keys(keys, descending=False):
+    """``keys`` (an array this call owns) sorted in the order of their ``total`` codes,
+    in place where it can.  Ascending integers: ``numpy.sort`` alone; ascending floats:
+    ``numpy.sort`` and its zeros put in code order, where no NaN is among them; else
+    the codes sorted and turned back into keys (NumPy's sort of floats does not keep
+    the bits of NaNs).
+
+    >>> sort_keys(np.array([np.nan, 0.0, -1.0, -0.0])).tolist()
+    [-1.0, -0.0, 0.0, nan]
+    >>> sort_keys(np.array([1, 3, 2], np.int8), descending=True).tolist()
+    [3, 2, 1]
+    """
+    kind = keys.dtype.kind
+    if not descending and kind in "biu":
+        keys.sort()
+        return keys
+    if (not descending and kind == "f" and keys.dtype.itemsize >= NUMPY_FLOAT_BYTES
+            and not _has_nan(keys)):
+        keys.sort()
+        _codes_order_zeros(keys)
+        return keys
+    codes = encode(keys, descending=descending)
+    codes.sort()
+    return decode(codes, keys.dtype, descending=descending, copy=False)
+
+
+def _has_nan(keys):
+    """Whether ``keys`` may hold a NaN: their sum is NaN (so it is for infinities of
+    both signs: the slower path, never a wrong one), in one pass with no copy."""
+    with np.errstate(all="ignore"):
+        return bool(np.isnan(np.add.reduce(keys)))
+
+
+def _codes_order_zeros(keys):
+    """Floats (no NaN) sorted by ``numpy.sort`` put in the order of their codes: its
+    zeros (equal to NumPy, in any order) ``-0.0`` first."""
+    zero = keys.dtype.type(0)
+    lo, hi = np.searchsorted(keys, zero, "left"), np.searchsorted(keys, zero, "right")
+    if hi > lo:
+        negative = int(np.count_nonzero(np.signbit(keys[lo:hi])))
+        keys[lo:lo + negative] = -zero
+        keys[lo + negative:hi] = zero
+
+
+def sort_run(order, bounds, chunks):
+    """A run: the slices ``bounds`` (rows ``(start, stop)``) of the input ``chunks``,
+    gathered into a new array and sorted (:func:`sort_keys`)."""
+    parts = [np.asarray(c).ravel()[a:b] for c, (a, b) in zip(chunks, bounds, strict=True)]
+    keys = np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
+    return sort_keys(keys, order.descending)
+
+
+def merge_slices(runs, first, last, order, out=None):
+    """The merge of ``runs[j][first[j]:last[j]]`` for every run ``j`` (ties: the lower
+    run first), written into ``out`` where given; pairs of slices are merged level by
+    level, the last level into ``out``."""
+    pieces = [r[a:b] for r, a, b in zip(runs, first, last, strict=True) if b > a]
+    n = sum(len(p) for p in pieces)
+    out = np.empty(n, runs[0].dtype) if out is None else out
+    if len(pieces) <= 1:
+        out[:] = pieces[0] if pieces else out[:0]
+        return out
+    if not compiled.ENABLED:  # a stable sort of the codes keeps the runs' order on ties
+        codes = encode(np.concatenate(pieces), descending=order.descending)
+        codes.sort(kind="stable")
+        out[:] = decode(codes, out.dtype, descending=order.descending, copy=False)
+        return out
+    while len(pieces) > 2:  # noqa: PLR2004  (pairs, level by level)
+        merged = [_merged(pieces[i], pieces[i + 1], None, order)
+                  for i in range(0, len(pieces) - 1, 2)]
+        pieces = merged + pieces[len(pieces) - len(pieces) % 2:]
+    return _merged(pieces[0], pieces[1], out, order)
+
+
+def _merged(x, y, out, order):
+    out = np.empty(len(x) + len(y), x.dtype) if out is None else out
+    return compiled.merge_keys_into(x, y, out, order.descending)
+
+
+@dataclass(frozen=True)
+class ThreadRuns(HostRuns):
+    """The backend of the one-host k-way sort: runs of keys in this process's memory
+    (:func:`sort_run`), each output chunk one segment, merged by :func:`merge_slices`;
+    the k-way graph of ``distsort.graph.outofcore`` (co-ranks, merge tasks) runs on it
+    as on host runs."""
+
+    name = "thread-runs"
+
+    def kway_segment(self, run, chunk, like_gpu, fraction):
+        """One segment per output chunk: the merge needs no device."""
+        return max(1, chunk)
+
+    def merge_segments(self, runs, cuts, order, like_gpu, out=None):
+        """One output chunk (into ``out``, where given) from the slices of ``runs``
+        between its first and last co-ranks of ``cuts``."""
+        return merge_slices(runs, cuts[0], cuts[-1], order, out)
+
+    def record(self, phase, seconds):
+        """Phases are timed on the GPU engine alone."""
