@@ -9,7 +9,7 @@ import pytest
 
 import distsort
 from arrays import (DTYPES, assert_sorted_like_numpy, bits, descending_of, random_chunks,
-                    random_keys)
+                    random_keys, stable_argsort)
 from distsort.api import planning
 from distsort.backends import Order
 from distsort.backends.cpu import merge as compiled
@@ -20,6 +20,7 @@ from distsort.plan.onehost import KWAY_MIN
 from distsort.plan.options import SortOptions
 from distsort.plan.sortplan import plan_sort
 from distsort.sort1d import sort_planned
+from test_api import sort_by_key_reference
 
 #: Run the default plan (``tests/conftest.py``: other modules force the network).
 STRATEGY = "auto"
@@ -60,7 +61,8 @@ def test_auto_chooses_kway_where_one_process_has_cores_and_room():
     (10**8, 1, 24 * GIB, SortOptions()),                        # one core: numpy.sort
     (KWAY_MIN - 1, 2, 24 * GIB, SortOptions()),                # too small for threads
     (10**9, 2, 4 * GIB, SortOptions()),                        # no room for the output
-    (10**7, 2, 24 * GIB, SortOptions(value_bytes=8, positions=True)),  # argsort
+    (10**7, 2, 24 * GIB, SortOptions(value_bytes=8, positions=True, here=True)),  # plain
+    (10**7, 2, 24 * GIB, SortOptions(value_bytes=8, stable=True)),  # stable values
     (10**7, 2, 24 * GIB, SortOptions(gpu=True)),
 ])
 def test_auto_keeps_other_strategies(n, cores, memory, options):
@@ -76,7 +78,7 @@ def test_not_on_a_cluster_and_asked_for_where_it_cannot_run():
         plan_sort((10**6, 10**6), 8, two, SortOptions(strategy="kway"))
     with pytest.raises(ValueError, match="kway"):
         plan_sort((10,), 8, ClusterView.local(cores=2),
-                  SortOptions(strategy="kway", value_bytes=8))
+                  SortOptions(strategy="kway", value_bytes=8, stable=True))
 
 
 def test_runs_cover_ragged_and_empty_chunks_in_order():
@@ -173,3 +175,60 @@ def test_datetimes_with_nat(dtype, descending):
     for out in (plain, lazy):  # NaT != NaT: compared as integers
         assert out.dtype == x.dtype
         np.testing.assert_array_equal(out.view("i8"), ref.view("i8"))
+
+
+# -- keys with values or positions: argsort, sort_by_key, tables
+
+@pytest.mark.parametrize("seed", range(12))
+def test_keyed_runs_equal_numpy(seed):
+    rng = np.random.default_rng(900 + seed)
+    dtype = DTYPES[seed]
+    n = int(rng.integers(1, 4000))
+    x = keys_of(rng, n, dtype)
+    v = random_keys(rng, n, ["int32", "float64", "uint8"][seed % 3], duplicates=True)
+    chunks = random_chunks(rng, n, ["regular", "ragged"][seed % 2])
+    d, dv = da.from_array(x, chunks=(chunks,)), da.from_array(v, chunks=(chunks,))
+    view = ClusterView.local(cores=int(rng.integers(2, 7)), chunks=len(chunks))
+    for descending in (False, True):
+        order = Order(descending=descending, keyed=True)
+        plan = plan_sort(chunks, x.dtype.itemsize, view,
+                         SortOptions(strategy="kway", value_bytes=8, positions=True))
+        keys, perm = sort_planned(d, None, order, True, (view, plan))
+        assert plan.strategy == "kway"
+        np.testing.assert_array_equal(perm.compute(), stable_argsort(x, descending))
+        assert_sorted_like_numpy(keys.compute(), x, descending)
+        plan = plan_sort(chunks, x.dtype.itemsize, view,
+                         SortOptions(strategy="kway", value_bytes=v.dtype.itemsize))
+        keys, values = sort_planned(d, dv, order, False, (view, plan))
+        ref_keys, ref_values = sort_by_key_reference(x, v, descending)
+        got = dask.compute(keys, values)
+        assert_sorted_like_numpy(got[0], x, descending)
+        np.testing.assert_array_equal(got[1], ref_values)  # -0.0 == +0.0, NaN: any order
+        with dask.config.set({"distsort.strategy": "network"}):
+            net = dask.compute(*distsort.sort_by_key(d, dv, descending=descending))
+        for mine, theirs in zip(got, net, strict=True):  # bit for bit the network's
+            np.testing.assert_array_equal(bits(mine), bits(theirs))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_tables_and_lexsort_equal_numpy(descending):
+    rng = np.random.default_rng(31)
+    n = 30_000
+    key = rng.integers(0, 500, size=n).astype(np.float32)
+    k2 = rng.normal(size=n)
+    cols = {"a": rng.integers(0, 10**6, size=n), "b": rng.random(n)}
+    chunks = 4_000
+    with planning(strategy="kway") as plans:
+        sk, out = distsort.sort_by_key(da.from_array(key, chunks=chunks),
+                                       {c: da.from_array(a, chunks=chunks)
+                                        for c, a in cols.items()},
+                                       descending=descending, stable=True)
+        perm = distsort.lexsort((da.from_array(k2, chunks=chunks),
+                                 da.from_array(key, chunks=chunks)))
+        sk, a, b, perm = dask.compute(sk, out["a"], out["b"], perm)
+    assert plans and {p.strategy for p in plans} == {"kway"}
+    ref = stable_argsort(key, descending)
+    np.testing.assert_array_equal(sk, key[ref])
+    np.testing.assert_array_equal(a, cols["a"][ref])
+    np.testing.assert_array_equal(b, cols["b"][ref])
+    np.testing.assert_array_equal(perm, np.lexsort((k2, key)))

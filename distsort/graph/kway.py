@@ -13,9 +13,9 @@ take names and chunks and touch no data.
 >>> from distsort.graph.layers import SortGraph
 >>> g = SortGraph("abc")
 >>> plan_pieces = (((0, 0, 4),), ((0, 4, 6), (1, 0, 2)))
->>> kway_sort_layers(g, "x", plan_pieces, (4, 4), ThreadRuns(), Order(), "out-abc")
+>>> kway_sort_layers(g, ("x", None), plan_pieces, (4, 4), ThreadRuns(), Order(), "out-abc")
 [('out-abc', 0), ('out-abc', 1)]
->>> g.layers["distsort-run-abc"][("distsort-run-abc", 1)][-1]
+>>> g.layers["distsort-run-abc"][("distsort-run-abc", 1)][4]
 [('x', 0), ('x', 1)]
 """
 from __future__ import annotations
@@ -30,12 +30,13 @@ from distsort.graph.outofcore import kway_cuts, kway_layers
 __all__ = ["kway_sort_layers", "run_task", "sort_now"]
 
 
-def run_task(backend, order, bounds, chunks):
-    """A run from its slices ``bounds`` of the input ``chunks`` (the chunks, or
-    ``Inline`` chunks read in place)."""
+def run_task(backend, order, bounds, chunks, values=None, firsts=None):  # noqa: PLR0913, PLR0917
+    """A run from its slices ``bounds`` of the input ``chunks`` (and of ``values``, or
+    positions from ``firsts``, each slice's first index; the chunks, or ``Inline``
+    chunks read in place)."""
     from distsort.backends.cpu.runs import sort_run
-    chunks = getattr(chunks, "chunks", chunks)
-    return sort_run(order, bounds, chunks)
+    chunks, values = (getattr(c, "chunks", c) for c in (chunks, values))
+    return sort_run(order, bounds, chunks, values, firsts)
 
 
 def _rows(pieces):
@@ -44,18 +45,25 @@ def _rows(pieces):
     return rows[:, 0].tolist(), rows[:, 1:].tolist()
 
 
-def kway_sort_layers(graph, keys_source, pieces, chunks, backend, order, name):
+def kway_sort_layers(graph, sources, pieces, chunks, backend, order, name, offsets=None):  # noqa: PLR0913, PLR0917
     """The runs (one task each, from ``pieces``: for each run, its slices ``(chunk,
-    start, stop)`` of the input read as ``keys_source``, a name or chunks read in
-    place), the co-ranks and the merges into output chunks of ``chunks``, the last
-    layer named ``name`` (the output array's); returns its keys."""
+    start, stop)`` of the inputs read as ``sources``, the keys' and the values' or
+    None, each a name or chunks read in place), the co-ranks and the merges into
+    output chunks of ``chunks``, the last layer named ``name`` (the output array's
+    where keys alone; None: its own); returns its keys.  ``offsets``: each input
+    chunk's first index, where the values are the positions."""
+    keys_source, values_source = sources
     run_name = "distsort-run-" + graph.token
     tasks = {}
     for r, mine in enumerate(pieces):
         read, bounds = _rows(mine)
-        tasks[(run_name, r)] = (run_task, backend, order, bounds, _reads(keys_source, read))
+        firsts = (None if offsets is None
+                  else [offsets[i] + a for i, (a, _) in zip(read, bounds, strict=True)])
+        values = None if values_source is None else _reads(values_source, read)
+        tasks[(run_name, r)] = (run_task, backend, order, bounds, _reads(keys_source, read),
+                                values, firsts)
     graph.layers[run_name] = tasks
-    graph.dependencies[run_name] = _input_names(keys_source, None)
+    graph.dependencies[run_name] = _input_names(keys_source, values_source)
     return kway_layers(graph, list(tasks), chunks, backend, order, False, name)
 
 

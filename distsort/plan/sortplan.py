@@ -620,7 +620,8 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
 
 def _kway(chunks, itemsize, view, options):
     """The one-host k-way plan (``distsort.plan.onehost``) where it runs, else None:
-    asked for, or on ``auto``, CPU keys alone held by this process (Dask's local
+    asked for, or on ``auto``, CPU keys (with values or positions, but not
+    ``stable=True`` values, and not a plain argsort) held by this process (Dask's local
     schedulers, a plain array here) with several cores, at least
     :data:`~distsort.plan.onehost.KWAY_MIN` elements and room in its budget for the
     input, the runs and the output.  ``pieces``: each run's slices of the input
@@ -634,11 +635,14 @@ def _kway(chunks, itemsize, view, options):
     n = sum(chunks)
     if options.strategy not in ("auto", "kway") or n == 0:
         return None
-    if options.gpu or options.value_bytes or options.positions or view.workers:
+    if options.gpu or options.stable or view.workers:
         if options.strategy == "kway":
-            raise ValueError("distsort.strategy='kway' sorts CPU keys alone in one process "
-                             "(Dask's local schedulers, or a plain NumPy array)")
+            raise ValueError("distsort.strategy='kway' sorts CPU keys, or keys with values "
+                             "or positions (stable=False), in one process (Dask's local "
+                             "schedulers, or a plain NumPy array)")
         return None
+    if options.here and (options.value_bytes or options.positions):
+        return None  # a plain argsort: one task, at once
     if options.strategy == "auto":
         budget = one_device_budget(view, options)
         if view.cores <= 1 or n < KWAY_MIN or not kway_fits(

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distsort.backends.chunk import make_chunk, parts, slice_chunk
 from distsort.backends.cpu import merge as compiled
+from distsort.backends.cpu.numpy_backend import keyed_sort, merge_keyed_runs
 from distsort.backends.outofcore.hostruns import HostRuns
+from distsort.backends.outofcore.runs import positions
 from distsort.core.order import decode, encode
 
 __all__ = ["ThreadRuns", "sort_keys", "sort_run", "merge_slices"]
@@ -73,19 +76,41 @@ def _codes_order_zeros(keys):
         keys[lo + negative:hi] = zero
 
 
-def sort_run(order, bounds, chunks):
+def _gathered(chunks, bounds):
+    """The slices ``bounds`` of ``chunks``, one after the other, in a new array."""
+    pieces = [np.asarray(c).ravel()[a:b] for c, (a, b) in zip(chunks, bounds, strict=True)]
+    return np.concatenate(pieces) if len(pieces) != 1 else pieces[0].copy()
+
+
+def sort_run(order, bounds, chunks, values=None, firsts=None):
     """A run: the slices ``bounds`` (rows ``(start, stop)``) of the input ``chunks``,
-    gathered into a new array and sorted (:func:`sort_keys`)."""
-    parts = [np.asarray(c).ravel()[a:b] for c, (a, b) in zip(chunks, bounds, strict=True)]
-    keys = np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
-    return sort_keys(keys, order.descending)
+    gathered into a new array and sorted (:func:`sort_keys`); keyed (``order.keyed``),
+    a ``(keys, values)`` pair in the keyed order (``numpy_backend.keyed_sort``), the
+    values the same slices of ``values`` or, from ``firsts`` (each slice's first
+    element's index), the positions.
+
+    >>> from distsort.backends import Order
+    >>> sort_run(Order(keyed=True), [(1, 3)], [np.array([5, 4, 4])], firsts=[1])
+    (array([4, 4]), array([1, 2]))
+    """
+    keys = _gathered(chunks, bounds)
+    if not order.keyed:
+        return sort_keys(keys, order.descending)
+    if values is None:
+        values = positions(firsts, [np.empty(b - a) for a, b in bounds])
+    else:
+        values = _gathered(values, bounds)
+    return keyed_sort(keys, values, order.descending)
 
 
 def merge_slices(runs, first, last, order, out=None):
     """The merge of ``runs[j][first[j]:last[j]]`` for every run ``j`` (ties: the lower
     run first), written into ``out`` where given; pairs of slices are merged level by
-    level, the last level into ``out``."""
-    pieces = [r[a:b] for r, a, b in zip(runs, first, last, strict=True) if b > a]
+    level, the last level into ``out``.  Keyed runs (``(keys, values)``): a new pair."""
+    pieces = [slice_chunk(r, a, b) for r, a, b in zip(runs, first, last, strict=True)
+              if b > a]
+    if order.keyed:
+        return _merged_keyed(pieces, runs[0], order.descending)
     n = sum(len(p) for p in pieces)
     out = np.empty(n, runs[0].dtype) if out is None else out
     if len(pieces) <= 1:
@@ -101,6 +126,19 @@ def merge_slices(runs, first, last, order, out=None):
                   for i in range(0, len(pieces) - 1, 2)]
         pieces = merged + pieces[len(pieces) - len(pieces) % 2:]
     return _merged(pieces[0], pieces[1], out, order)
+
+
+def _merged_keyed(pieces, like, descending):
+    """The merge of keyed slices ``pieces`` (new arrays), pairs level by level."""
+    if not pieces:
+        return slice_chunk(like, 0, 0)
+    if len(pieces) == 1:
+        return make_chunk(*(p.copy() for p in parts(pieces[0])))
+    while len(pieces) > 1:
+        merged = [merge_keyed_runs(pieces[i], pieces[i + 1], descending)
+                  for i in range(0, len(pieces) - 1, 2)]
+        pieces = merged + pieces[len(pieces) - len(pieces) % 2:]
+    return pieces[0]
 
 
 def _merged(x, y, out, order):
