@@ -258,10 +258,12 @@ def merge_keyed(x, y, x_codes, y_codes):
 def _merge_keys(x, y, c, out):  # pragma: no cover - compiled
     """Merge runs of keys ``x`` and ``y`` (their bits), each sorted by ``total`` codes,
     into ``out`` by those codes, made here from the bits (``c``: :func:`_encoding`);
-    ties take ``x``'s element first."""
-    i = j = o = 0
+    ties take ``x``'s element first.  From both ends at once, as
+    :func:`_merge_codes`."""
     nx, ny = len(x), len(y)
-    while i < nx and j < ny:
+    i = j = o = 0
+    p, q, r = nx - 1, ny - 1, nx + ny - 1
+    for _ in range(min(nx, ny)):
         a = x[i]
         b = y[j]
         t = _code(b, c) < _code(a, c)
@@ -269,9 +271,24 @@ def _merge_keys(x, y, c, out):  # pragma: no cover - compiled
         i += 1 - t
         j += t
         o += 1
-    out[o:o + nx - i] = x[i:]
-    o += nx - i
-    out[o:o + ny - j] = y[j:]
+        e = x[p]
+        d = y[q]
+        u = _code(e, c) > _code(d, c)
+        out[r] = e if u else d
+        p -= u
+        q -= 1 - u
+        r -= 1
+    while i <= p and j <= q:
+        a = x[i]
+        b = y[j]
+        t = _code(b, c) < _code(a, c)
+        out[o] = b if t else a
+        i += 1 - t
+        j += t
+        o += 1
+    out[o:o + p + 1 - i] = x[i:p + 1]
+    o += p + 1 - i
+    out[o:o + q + 1 - j] = y[j:q + 1]
 
 
 def merge_keys_into(x, y, out, descending=False):
