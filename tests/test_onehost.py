@@ -97,7 +97,7 @@ def test_runs_and_merge_give_the_code_order(dtype, descending):
     rng = np.random.default_rng(abs(hash((dtype, descending))) % 2**32)
     x = keys_of(rng, 3000, dtype)
     cuts = np.sort(rng.integers(0, len(x) + 1, size=int(rng.integers(1, 9))))
-    runs = [sort_keys(p.copy(), descending) for p in np.split(x, cuts)]
+    runs = [sort_keys(p.copy(), descending, [p]) for p in np.split(x, cuts)]
     for numba_on in (True, False):
         compiled.ENABLED = numba_on and compiled.numba is not None
         try:
@@ -232,3 +232,26 @@ def test_tables_and_lexsort_equal_numpy(descending):
     np.testing.assert_array_equal(a, cols["a"][ref])
     np.testing.assert_array_equal(b, cols["b"][ref])
     np.testing.assert_array_equal(perm, np.lexsort((k2, key)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "bool"])
+def test_numpy_merge_of_runs_without_nan_keeps_the_code_order(dtype):
+    """Runs of ascending keys with no NaN are merged by NumPy's stable sort: ``-0.0``
+    before ``+0.0`` still, bit for bit the order of the codes."""
+    from distsort.core.order import decode, encode
+    rng = np.random.default_rng(5)
+    x = random_keys(rng, 5000, dtype, special_fraction=0.0)
+    if x.dtype.kind == "f":
+        x[rng.random(len(x)) < 0.3] = rng.choice(np.array([0.0, -0.0], dtype), 1)
+        x[::7] = -x[::7]
+    x[np.isnan(x)] = 1.0
+    runs = [sort_keys(p.copy(), original=[p]) for p in np.array_split(x, 5)]
+    assert all(np.isnan(r).sum() == 0 for r in runs)
+    out = merge_slices(runs, [0] * 5, [len(r) for r in runs], Order())
+    ref = decode(np.sort(encode(x)), x.dtype)
+    np.testing.assert_array_equal(bits(out), bits(ref))
+    with planning(strategy="kway"):
+        plain = distsort.sort(x)
+        lazy = distsort.sort(da.from_array(x, chunks=700)).compute()
+    np.testing.assert_array_equal(bits(plain), bits(ref))
+    np.testing.assert_array_equal(bits(lazy), bits(ref))

@@ -6,23 +6,28 @@ A run is a 1-D NumPy array of keys in the order of their ``total`` codes
 order every other path of distsort gives, bit for bit.  :func:`sort_keys` makes one
 with ``numpy.sort`` (which releases the GIL, so runs sort on all cores at once) and
 the k slices of an output chunk are merged by the compiled two-way merge
-(``distsort.backends.cpu.merge.merge_keys_into``) in a tree of ``log2(k)`` levels.
+(``distsort.backends.cpu.merge.merge_keys_into``) in a tree of ``log2(k)`` levels, or,
+for ascending integers and floats with no NaN, by NumPy's stable sort, which finds the
+k runs and merges them as fast, with no numba to load.
 
->>> >>> runs = [sort_keys(np.array([3.0, np.nan, -0.0])), sort_keys(np.array([0.0, 1.0]))]
+>>> runs = [sort_keys(np.array([3.0, np.nan, -0.0])), sort_keys(np.array([0.0, 1.0]))]
 >>> merge_slices(runs, (0, 0), (3, 2), Order()).tolist()
 [-0.0, 0.0, 1.0, 3.0, nan]
 """
 from __future__ import annotations
 
+import functools
+import importlib
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from distsort.backends.chunk import make_chunk, parts, slice_chunk
-from distsort.backends.cpu import merge as compiled
 from distsort.backends.cpu.numpy_backend import keyed_sort, merge_keyed_runs
 from distsort.backends.outofcore.hostruns import HostRuns
 from distsort.backends.outofcore.runs import positions
+from distsort.backends import Order
 from distsort.core.order import decode, encode
 
 __all__ = ["ThreadRuns", "sort_keys", "sort_run", "merge_slices"]
@@ -32,15 +37,19 @@ __all__ = ["ThreadRuns", "sort_keys", "sort_run", "merge_slices"]
 NUMPY_FLOAT_BYTES = 4
 
 
-def sort_keys(keys, descending=False):
+def sort_keys(keys, descending=False, original=None):
     """``keys`` (an array this call owns) sorted in the order of their ``total`` codes,
-    in place where it can.  Ascending integers: ``numpy.sort`` alone; ascending floats:
-    ``numpy.sort`` and its zeros put in code order, where no NaN is among them; else
-    the codes sorted and turned back into keys (NumPy's sort of floats does not keep
-    the bits of NaNs).
+    in place where it can.  Ascending integers: ``numpy.sort`` alone.  Ascending floats
+    of 4 or 8 bytes with no NaN, given ``original`` (arrays holding the same keys):
+    ``numpy.sort``, then its zeros rewritten, as many ``-0.0`` first as ``original``
+    holds (NumPy's sort keeps neither the signs of zeros nor the bits of NaNs).  Else
+    the codes sorted and turned back into keys.
 
     >>> sort_keys(np.array([np.nan, 0.0, -1.0, -0.0])).tolist()
     [-1.0, -0.0, 0.0, nan]
+    >>> k = np.array([0.0, -0.0, 2.0, -0.0])
+    >>> np.signbit(sort_keys(k.copy(), original=[k])).tolist()
+    [True, True, False, False]
     >>> sort_keys(np.array([1, 3, 2], np.int8), descending=True).tolist()
     [3, 2, 1]
     """
@@ -49,9 +58,9 @@ def sort_keys(keys, descending=False):
         keys.sort()
         return keys
     if (not descending and kind == "f" and keys.dtype.itemsize >= NUMPY_FLOAT_BYTES
-            and not _has_nan(keys)):
+            and original is not None and not _has_nan(keys)):
         keys.sort()
-        _codes_order_zeros(keys)
+        _codes_order_zeros(keys, original)
         return keys
     codes = encode(keys, descending=descending)
     codes.sort()
@@ -65,13 +74,15 @@ def _has_nan(keys):
         return bool(np.isnan(np.add.reduce(keys)))
 
 
-def _codes_order_zeros(keys):
-    """Floats (no NaN) sorted by ``numpy.sort`` put in the order of their codes: its
-    zeros (equal to NumPy, in any order) ``-0.0`` first."""
+def _codes_order_zeros(keys, original=None):
+    """Sorted floats (no NaN) put in the order of their codes: their zeros (equal to
+    NumPy, in any order) ``-0.0`` first, as many as ``original`` holds (arrays of the
+    same keys; None: ``keys`` themselves, whose bits the sort kept)."""
     zero = keys.dtype.type(0)
     lo, hi = np.searchsorted(keys, zero, "left"), np.searchsorted(keys, zero, "right")
     if hi > lo:
-        negative = int(np.count_nonzero(np.signbit(keys[lo:hi])))
+        negative = (int(np.count_nonzero(np.signbit(keys[lo:hi]))) if original is None else
+                    sum(int(np.count_nonzero(np.signbit(a[a == 0]))) for a in original))
         keys[lo:lo + negative] = -zero
         keys[lo + negative:hi] = zero
 
@@ -95,12 +106,35 @@ def sort_run(order, bounds, chunks, values=None, firsts=None):
     """
     keys = _gathered(chunks, bounds)
     if not order.keyed:
-        return sort_keys(keys, order.descending)
+        slices = [np.asarray(c).ravel()[a:b] for c, (a, b) in zip(chunks, bounds, strict=True)]
+        run = sort_keys(keys, order.descending, slices)
+        if len(run) and not _numpy_merges([run], order.descending):
+            warm_merge(keys.dtype.str, None, order.descending)
+        return run
     if values is None:
         values = positions(firsts, [np.empty(b - a) for a, b in bounds])
     else:
         values = _gathered(values, bounds)
+    warm_merge(keys.dtype.str, values.dtype.str, order.descending)
     return keyed_sort(keys, values, order.descending)
+
+
+@functools.lru_cache(maxsize=64)
+def warm_merge(keys_dtype, values_dtype, descending):
+    """Start, once per process and dtypes, a thread that loads the compiled merge
+    (numba's import and its cached machine code: 2 s and more on a busy machine)
+    while the runs sort, so that the merges find it ready."""
+    threading.Thread(target=_merge_tiny, args=(keys_dtype, values_dtype, descending),
+                     daemon=True, name="distsort-warm-merge").start()
+
+
+def _merge_tiny(keys_dtype, values_dtype, descending):
+    one = np.zeros(1, keys_dtype)
+    if values_dtype is None:
+        merge_slices([one, one], (0, 0), (1, 1), Order(descending, False))
+    else:
+        pair = make_chunk(one, np.zeros(1, values_dtype))
+        merge_slices([pair, pair], (0, 0), (1, 1), Order(descending, True))
 
 
 def merge_slices(runs, first, last, order, out=None):
@@ -116,6 +150,15 @@ def merge_slices(runs, first, last, order, out=None):
     if len(pieces) <= 1:
         out[:] = pieces[0] if pieces else out[:0]
         return out
+    if _numpy_merges(pieces, order.descending):
+        # Timsort finds the k runs and merges them: as fast as the compiled merge of
+        # two, and no numba to load (seconds, in a new process on a busy machine).
+        np.concatenate(pieces, out=out)
+        out.sort(kind="stable")
+        if out.dtype.kind == "f":
+            _codes_order_zeros(out)
+        return out
+    compiled = _merges()
     if not compiled.ENABLED:  # a stable sort of the codes keeps the runs' order on ties
         codes = encode(np.concatenate(pieces), descending=order.descending)
         codes.sort(kind="stable")
@@ -141,9 +184,25 @@ def _merged_keyed(pieces, like, descending):
     return pieces[0]
 
 
+def _numpy_merges(pieces, descending):
+    """Whether NumPy's stable sort merges these runs in distsort's order: ascending
+    integers, and floats of 4 or 8 bytes with no NaN (each run's last element: NaNs sort
+    last), whose zeros are put in order after."""
+    kind, size = pieces[0].dtype.kind, pieces[0].dtype.itemsize
+    if descending or kind not in "biuf":
+        return False
+    return kind != "f" or (size >= NUMPY_FLOAT_BYTES
+                           and not np.isnan([p[-1] for p in pieces]).any())
+
+
+def _merges():
+    """``distsort.backends.cpu.merge``, imported where first used (it imports numba)."""
+    return importlib.import_module("distsort.backends.cpu.merge")
+
+
 def _merged(x, y, out, order):
     out = np.empty(len(x) + len(y), x.dtype) if out is None else out
-    return compiled.merge_keys_into(x, y, out, order.descending)
+    return _merges().merge_keys_into(x, y, out, order.descending)
 
 
 @dataclass(frozen=True)
