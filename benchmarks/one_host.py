@@ -33,15 +33,28 @@ import numpy as np
 from driver import parser, print_table, save_rows, timed_command
 
 
+#: CPU seconds of this process's threads in the last :func:`_timed` call: on a shared
+#: machine the wall times depend on the load, the CPU seconds much less.
+LAST_CPU = [0.0]
+
+
 def _timed(fn):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     out = fn()
+    LAST_CPU[0] = time.process_time() - cpu
     return time.perf_counter() - start, out
 
 
-def _row(case, size, mine, theirs, against, **extra):
-    return dict(case=case, n=size, distsort_s=round(mine, 3), other_s=round(theirs, 3),
-                against=against, ratio=round(mine / theirs, 3), **extra)
+def _row(case, size, mine, theirs, against, cpu=None, **extra):
+    """A result row; ``cpu``: (distsort's, the alternative's) CPU seconds, where both ran
+    in this process."""
+    row = dict(case=case, n=size, distsort_s=round(mine, 3), other_s=round(theirs, 3),
+               against=against, ratio=round(mine / theirs, 3), load=os.getloadavg()[0],
+               **extra)
+    if cpu is not None:
+        row.update(distsort_cpu_s=round(cpu[0], 3), other_cpu_s=round(cpu[1], 3))
+    print(row, flush=True)  # as it comes: a long run shows its progress
+    return row
 
 
 def readme(n, chunks):
@@ -50,10 +63,12 @@ def readme(n, chunks):
     import distsort
     x = da.random.default_rng(0).random(n, chunks=n // chunks)  # as README has it
     other, ref = _timed(lambda: np.sort(x.compute()))
+    other_cpu = LAST_CPU[0]
     mine, head = _timed(lambda: distsort.sort(x)[:5].compute())  # noqa: PLW0108  (the sort timed)
+    cpu = (LAST_CPU[0], other_cpu)
     assert np.array_equal(head, ref[:5]), "distsort's first five differ from numpy.sort's"
     assert np.array_equal(distsort.sort(x).compute(), ref), "distsort differs from numpy.sort"
-    return [_row("readme sort(x)[:5]", n, mine, other, "x.compute() + numpy.sort",
+    return [_row("readme sort(x)[:5]", n, mine, other, "x.compute() + numpy.sort", cpu,
                  chunks=chunks, dtype="float64")]
 
 
@@ -63,10 +78,12 @@ def plain(sizes, rng):
     for n in sizes:
         a = rng.random(n, dtype=np.float32)
         other, ref = _timed(lambda a=a: np.sort(a))
+        other_cpu = LAST_CPU[0]
         mine, out = _timed(lambda a=a: distsort.sort(a))
         assert np.array_equal(out, ref), "distsort differs from numpy.sort"
         del out, ref
-        rows.append(_row("plain float32", n, mine, other, "numpy.sort", dtype="float32"))
+        rows.append(_row("plain float32", n, mine, other, "numpy.sort",
+                         (LAST_CPU[0], other_cpu), dtype="float32"))
     return rows
 
 
