@@ -61,6 +61,9 @@ def _dist(*args):
 SCENARIOS = (
     Scenario("cpu_sort", 0, "distsort on 2 CPU threads against numpy.sort, time per stage",
              (_py("cpu_sort.py", "--out", "{json}"),), quick=("--quick",)),
+    Scenario("one_host", 0, "one host's CPU cores (the kway strategy) against numpy.sort, "
+             "pandas, dask.dataframe and NumPy's load, sort and save",
+             (_py("one_host.py", "--out", "{json}"),), quick=("--quick",)),
     Scenario("cpu_merge", 0, "one CPU merge of two sorted runs, numba against NumPy",
              (_py("merge.py", "--runs", "7"),)),
     Scenario("select", 0, "exact median and quantiles, top k (10^6) of 2^26 float64 against "

@@ -115,6 +115,9 @@ def sorted_at_once(x, axis, order, local):
                      8 if order.keyed else 0, order.keyed, local, order.descending)
     if not plan.eager:
         return None
+    if plan.strategy == "kway":  # runs sorted and merged by threads, here
+        from distsort.graph.kway import sort_now
+        return sort_now(x, plan, order, _backend_of(plan))
     return backend_named(plan.backend).sort_chunk(x, order, plan.local, int(order.keyed),
                                                   (order, x.dtype))
 
@@ -153,8 +156,12 @@ def _inputs_read(keys, values, plan, view):
 
 
 def _backend_of(plan):
-    """The backend the plan names; out of core, the host runs of its plan (reading
+    """The backend the plan names; one host's k-way sort, runs of this process's
+    threads (``ThreadRuns``); out of core, the host runs of its plan (reading
     persisted chunks where they are held: ``distsort.cluster.held``)."""
+    if plan.strategy == "kway":
+        from distsort.backends.cpu.runs import ThreadRuns
+        return ThreadRuns()
     ooc = plan.out_of_core
     if ooc is None:
         return backend_named(plan.backend)

@@ -79,6 +79,8 @@ QUICK = {
     "test_graph_shared.py": {"test_exchange_setting", "test_shared_graph_sorts"},  # graph
     "test_plan.py": None,                                                      # plan
     "test_sortplan.py": None,                                                  # plan
+    "test_onehost.py": {"test_auto_chooses_kway_where_one_process_has_cores_and_room",
+                        "test_the_public_api_takes_the_strategy_and_verifies"},  # plan, api
     "test_merge.py": {"test_merge_fallback_without_numba",                     # backends
                       "test_keyed_sort_matches_lexsort"},
     "test_passes.py": None,                                                    # backends

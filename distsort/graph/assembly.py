@@ -33,6 +33,13 @@ def aligned(keys, values, plan):
 def _sorted_chunks(graph, keys, vname, order, positions, plan, backend, reads):  # noqa: PLR0913, PLR0917
     """The keys of the sorted chunks (runs out of core, the merged chunks of a k-way
     merge), or None where one task sorts the one chunk into the output."""
+    if plan.strategy == "kway":  # keys alone: the merged chunks are the output's
+        from distsort.graph.kway import kway_sort_layers
+        offsets = np.cumsum((0, *keys.chunks[0])).tolist() if positions else None
+        return kway_sort_layers(graph, (reads[keys.name], reads.get(vname)), plan.pieces,
+                                plan.chunks, backend, order,
+                                None if order.keyed else "distsort-sort-" + graph.token,
+                                offsets)
     ooc = plan.out_of_core
     if ooc is not None and ooc.one_pass:  # keys alone: the merged chunks are the output's
         from distsort.graph.outofcore import kway_sort_layers
@@ -47,21 +54,29 @@ def _sorted_chunks(graph, keys, vname, order, positions, plan, backend, reads): 
                        backend, order, positions)
 
 
+def _picked(out, name, merged, part):
+    """The output layer ``name`` of a k-way merge: the merge's own (keys alone), else
+    part ``part`` of each merged chunk."""
+    if name not in out.layers:
+        from distsort.backends.outofcore.hostruns import pick
+        from distsort.graph.outofcore import pick_layer
+        pick_layer(out, name, merged, pick, part)
+
+
 def _output(graph, name, part, finish, args, meta, how):
     """One output array: the sort's layers and its own (``part`` 0 the keys, 1 the
     values), never the other output's (``SortGraph.output``)."""
     plan, backend, sorted_keys, source, sources = how
     out = graph.output()
     ooc = plan.out_of_core
-    if sorted_keys is None:
+    if plan.strategy == "kway":
+        _picked(out, name, sorted_keys, part)
+    elif sorted_keys is None:
         chunk_output_layer(out, name, source, backend, args[0], plan.local, part, args)
     elif ooc is None:
         finish_layer(out, name, sorted_keys, finish, *args)
     elif ooc.one_pass:
-        if name not in out.layers:  # keys alone: the merge's own layer
-            from distsort.backends.outofcore.hostruns import pick
-            from distsort.graph.outofcore import pick_layer
-            pick_layer(out, name, sorted_keys, pick, part)
+        _picked(out, name, sorted_keys, part)
     else:
         run_output_layer(out, name, sorted_keys, plan.chunks, ooc.plan.run_chunks,
                          backend.output, part, plan.engine == "gpu")

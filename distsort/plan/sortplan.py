@@ -19,6 +19,11 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     first: the group sorts read slices of the input chunks themselves (``pieces``),
     so nothing moves twice and the task count does not grow with the input's; the
     coalesced chunks fit beside the data a slot holds (:func:`coalesced_chunks`).
+``"kway"``
+    One process holds the data (Dask's local schedulers, a plain array sorted here)
+    and memory has room for the output beside the runs: one run per core, sorted by
+    all cores at once, then one k-way merge, each output chunk by one task from its
+    slice of every run (``distsort.plan.onehost``).  CPU keys alone.
 ``"out-of-core"``
     The data outgrow the workers' device budgets, and the network could not run in
     them (:func:`fits_in_place`): runs in host memory and a merge between them
@@ -54,6 +59,7 @@ from distsort.plan.outofcore import (RUN_FRACTION, DiskPlan, OutOfCorePlan, byte
                                      run_lengths)
 from distsort.plan.placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size,
                                      local_group, placement)
+from distsort.plan.onehost import KWAY_MIN, kway_chunks, kway_fits, kway_runs, run_bounds
 from distsort.plan.network import group_steps, normalize_chunks, plan_network, regular_chunks
 from distsort.plan.clusterview import ClusterView
 
@@ -191,7 +197,7 @@ class SortPlan(NamedTuple):
         ooc = self.out_of_core
         if ooc is not None:
             return 0 if ooc.one_pass else len(ooc.plan.rounds)
-        if self.strategy == "one-device":
+        if self.strategy in ("one-device", "kway"):
             return 0
         return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))
 
@@ -593,6 +599,9 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
         ooc, regular = ooc
         plan = SortPlan("out-of-core", regular, None, None, 1, window, False, RADIX, ooc)
         return _decided(plan, chunks, itemsize, options, None)
+    kway = _kway(chunks, itemsize, view, options)
+    if kway is not None:
+        return kway
     n = sum(chunks)
     budget = one_device_budget(view, options)
     one = options.strategy == "one-device" or (
@@ -615,6 +624,43 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
         slots = view.slots(options.gpu)
         room -= -(-n * element // max(1, slots)) + plan.group * plan.chunks[0] * element
     return _decided(plan, chunks, itemsize, options, room)
+
+
+def _kway(chunks, itemsize, view, options):
+    """The one-host k-way plan (``distsort.plan.onehost``) where it runs, else None:
+    asked for, or on ``auto``, CPU keys (with values or positions, but not
+    ``stable=True`` values, and not a plain argsort) held by this process (Dask's local
+    schedulers, a plain array here) with several cores, at least
+    :data:`~distsort.plan.onehost.KWAY_MIN` elements and room in its budget for the
+    input, the runs and the output.  ``pieces``: each run's slices of the input
+    chunks; ``eager``: a plain array here, sorted at once by threads.
+
+    >>> from distsort.cluster.view import ClusterView
+    >>> p = _kway((6, 0, 4), 4, ClusterView.local(cores=2), SortOptions(strategy="kway"))
+    >>> p.strategy, p.chunks, p.pieces
+    ('kway', (5, 5), (((0, 0, 5),), ((0, 5, 6), (2, 0, 4))))
+    """
+    n = sum(chunks)
+    if options.strategy not in ("auto", "kway") or n == 0:
+        return None
+    if options.gpu or options.stable or view.workers:
+        if options.strategy == "kway":
+            raise ValueError("distsort.strategy='kway' sorts CPU keys, or keys with values "
+                             "or positions (stable=False), in one process (Dask's local "
+                             "schedulers, or a plain NumPy array)")
+        return None
+    if options.here and (options.value_bytes or options.positions):
+        return None  # a plain argsort: one task, at once
+    if options.strategy == "auto":
+        budget = one_device_budget(view, options)
+        if view.cores <= 1 or n < KWAY_MIN or not kway_fits(
+                n, itemsize, None if budget is None else usable_bytes(budget)):
+            return None
+    runs = kway_runs(n, view.cores)
+    pieces = cut_pieces(tuple(range(len(chunks))), chunks, run_bounds(n, runs))
+    out = kway_chunks(normalize_chunks(chunks), view.cores)
+    plan = SortPlan("kway", out, pieces, None, 1, max(1, view.cores))
+    return _decided(plan, chunks, itemsize, options, None)._replace(eager=options.here)
 
 
 def _decided(plan, chunks, itemsize, options, room):

@@ -252,3 +252,54 @@ def merge_keyed(x, y, x_codes, y_codes):
                  _bits(np.ascontiguousarray(yk)), _bits(np.ascontiguousarray(yv)),
                  _four(x_codes), _four(y_codes), _bits(ok), _bits(ov))
     return ok, ov
+
+
+@_jit
+def _merge_keys(x, y, c, out):  # pragma: no cover - compiled
+    """Merge runs of keys ``x`` and ``y`` (their bits), each sorted by ``total`` codes,
+    into ``out`` by those codes, made here from the bits (``c``: :func:`_encoding`);
+    ties take ``x``'s element first.  From both ends at once, as
+    :func:`_merge_codes`."""
+    nx, ny = len(x), len(y)
+    i = j = o = 0
+    p, q, r = nx - 1, ny - 1, nx + ny - 1
+    for _ in range(min(nx, ny)):
+        a = x[i]
+        b = y[j]
+        t = _code(b, c) < _code(a, c)
+        out[o] = b if t else a
+        i += 1 - t
+        j += t
+        o += 1
+        e = x[p]
+        d = y[q]
+        u = _code(e, c) > _code(d, c)
+        out[r] = e if u else d
+        p -= u
+        q -= 1 - u
+        r -= 1
+    while i <= p and j <= q:
+        a = x[i]
+        b = y[j]
+        t = _code(b, c) < _code(a, c)
+        out[o] = b if t else a
+        i += 1 - t
+        j += t
+        o += 1
+    out[o:o + p + 1 - i] = x[i:p + 1]
+    o += p + 1 - i
+    out[o:o + q + 1 - j] = y[j:q + 1]
+
+
+def merge_keys_into(x, y, out, descending=False):
+    """Merge two runs of keys ``x`` and ``y`` (of one dtype, each in the order of its
+    ``total`` codes: ``distsort.core.order``) into ``out`` (``len(x) + len(y)``
+    elements), ties taking ``x``'s first.
+
+    >>> out = np.empty(5)
+    >>> merge_keys_into(np.array([-0.0, 2.0]), np.array([0.0, 1.0, np.nan]), out).tolist()
+    [-0.0, 0.0, 1.0, 2.0, nan]
+    """
+    _merge_keys(_bits(np.ascontiguousarray(x)), _bits(np.ascontiguousarray(y)),
+                _encoding(x.dtype, descending), _bits(out))
+    return out

@@ -493,6 +493,17 @@ def _concat_sorted(x, y, order):
     return out
 
 
+def merge_keyed_runs(x, y, descending):
+    """The sorted union (new arrays) of two keyed runs ``(keys, values)`` in the keyed
+    order, ``x`` from the lower run: the k-way merge's (``distsort.backends.cpu.runs``).
+
+    >>> merge_keyed_runs((np.array([1.0, 3.0]), np.array([0, 1])),
+    ...                  (np.array([2.0]), np.array([2])), False)[1].tolist()
+    [0, 2, 1]
+    """
+    return _merge_keyed(x, y, descending)
+
+
 def merge_low(a, b_head, order):
     """The ``len(a)`` smallest of ``a`` and the higher chunk whose head is ``b_head``."""
     return split_low(a, b_head, crossing_count(a, b_head, order),
