@@ -1223,11 +1223,13 @@ def out_of_core(tmp_path, capsys, n, memory_limit, chunk):
 
 
 def test_out_of_core_small(tmp_path, capsys):
-    """160 MB of float64 through two workers limited to 200 MB each, ~115 MB of which
-    the interpreter itself takes: the chunks (and their copies) cannot stay in memory.
-    numba's merges add about 100 MB to each worker (LLVM), so the limit grows with them."""
+    """80 MB of float64 in 20 chunks (15 network rounds) through two workers limited to
+    200 MB each, which spill past 70% of it and whose interpreter takes ~70 MB: the
+    chunks (and their copies) cannot stay in memory.  numba's merges add about 110 MB to
+    each worker (LLVM), so the limit grows with them.  (160 MB in chunks of 8 MiB made
+    the same 20 chunks and rounds, and spilled 10 GiB in a thrash: minutes on 2 cores.)"""
     from distsort.backends.cpu import merge
-    out_of_core(tmp_path, capsys, 20_000_000, "300MB" if merge.ENABLED else "200MB", "8MiB")
+    out_of_core(tmp_path, capsys, 10_000_000, "300MB" if merge.ENABLED else "200MB", "4MiB")
 
 
 @pytest.mark.slow

@@ -8,8 +8,9 @@ say what happened (0: published; 130 "no output written": absent or old; 130
 "published": new; killed: any of absent, old, new); and a re-run (in this process)
 succeeds, removes what the interrupted run left, and gives the right result.
 
-``DISTSORT_KILLS`` (default 30) sets the number of interrupts; the counts go to
-``COUNTS`` (and with ``DISTSORT_COUNTS`` to a file, see conftest.py).
+``DISTSORT_KILLS`` (default 15: each interrupt starts Python and distsort, a second or
+two on 2 cores; set more for a longer stress run) sets the number of interrupts; the
+counts go to ``COUNTS`` (and with ``DISTSORT_COUNTS`` to a file, see conftest.py).
 """
 import os
 import signal
@@ -23,7 +24,7 @@ import numpy as np
 from distsort import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-KILLS = int(os.environ.get("DISTSORT_KILLS", "30"))
+KILLS = int(os.environ.get("DISTSORT_KILLS", "15"))
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 #: What Python prints when SIGINT comes while it starts, before it runs any code of
 #: the command (it exits 1).
