@@ -142,10 +142,12 @@ def _inputs_read(keys, values, plan, view):
 def _backend_of(plan):
     """The backend the plan names; out of core, the host runs of its plan (reading
     persisted chunks where they are held: ``distsort.cluster.held``)."""
+    from distsort.backends.outofcore.hostruns import HostRuns
+    if plan.strategy == "exchange":  # NumPy runs, merged in host memory
+        return HostRuns(plan.engine)
     ooc = plan.out_of_core
     if ooc is None:
         return backend_named(plan.backend)
-    from distsort.backends.outofcore.hostruns import HostRuns
     from distsort.cluster.held import read_held
     return HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
 

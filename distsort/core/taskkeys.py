@@ -44,7 +44,8 @@ READS_INPUT = ("distsort-prepare-", "distsort-group-", "distsort-stagek-", "dist
                "distsort-part-")
 #: Tasks that may read persisted chunks without a dependency (:class:`Held`,
 #: :class:`HeldChunks`).
-READS_HELD = ("distsort-stagek-", "distsort-stagev-", "distsort-group-")
+READS_HELD = ("distsort-stagek-", "distsort-stagev-", "distsort-group-",
+              "distsort-exchange-run-")
 #: Tasks kept strictly where their chunks are: the scheduler's work stealing moves a
 #: loosely restricted task (and the chunk it reads) to an idle worker.  A verify summary
 #: waiting behind its worker's sort was stolen with its input chunk (``--verify`` on two
@@ -54,13 +55,18 @@ STAYS = ("distsort-verify-summary-", "distsort-verify-input-", "distsort-verify-
 #: Tasks of several chunk positions, which follow no dependency of their own index: a
 #: run (the scheduler places it where most of its staged chunks are).  A run that
 #: followed the stage of its own index had another worker's staged chunks sent to it.
-RUNS = ("distsort-run-",)
+RUNS = ("distsort-run-", "distsort-exchange-run-")
 #: Slices of runs, keyed ``(name, output chunk, run)``: each is taken where its run is.
-SLICES = ("distsort-kway-slice-",)
+SLICES = ("distsort-kway-slice-", "distsort-exchange-slice-")
+#: Merges of an exchange between workers, keyed ``(name, output chunk, run)``: each is
+#: taken where the run's worker holds that run's slice of its chunk, which then stays
+#: there (``distsort.plan.exchange.output_owners``).
+OWNED = ("distsort-exchange-merge-",)
 #: Single tasks that gather small results from every run: their index 0 is no position,
 #: and no dependent follows them (a run's windows that followed the pivots would have had
 #: the whole run sent to the pivots' worker).
-GATHERED = ("distsort-kway-pivots-", "distsort-kway-splitters-", "distsort-kway-cuts-")
+GATHERED = ("distsort-kway-pivots-", "distsort-kway-splitters-", "distsort-kway-cuts-",
+            "distsort-exchange-pivots-", "distsort-exchange-splitters-")
 #: Lazy input read by distsort's own tasks (the command's files): chunk ``i`` of ``c``
 #: is read on worker ``i * W // c``, so that the network's neighbours start together.
 LAID_OUT = ("distsort-read-",)
@@ -144,9 +150,16 @@ def keeps(dependent_key: Hashable, key: Hashable) -> bool:
     True
     >>> keeps(("distsort-kway-slice-t", 4, 1), ("distsort-run-t", 1))  # ``SLICES``
     True
+    >>> keeps(("distsort-exchange-merge-t", 4, 1), ("distsort-exchange-slice-t", 4, 1))
+    True
+    >>> keeps(("distsort-exchange-merge-t", 4, 1), ("distsort-exchange-slice-t", 4, 0))
+    False
     """
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False
+    if str(dependent_key[0]).startswith(OWNED):  # ``OWNED``: where its own run's slice is
+        return (len(dependent_key) == len(key) == KEY_LEN + 1
+                and str(key[0]).startswith(SLICES) and key[1:] == dependent_key[1:])
     if str(dependent_key[0]).startswith(SLICES):
         return (len(dependent_key) == KEY_LEN + 1 and len(key) == KEY_LEN
                 and str(key[0]).startswith(RUNS) and key[1] == dependent_key[2])

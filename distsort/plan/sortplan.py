@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from distsort.core.memory import RESERVE, radix_extra_bytes, usable
+from distsort.plan.exchange import plan_exchange
 from distsort.plan.kway import choose_merge
 from distsort.plan.localsort import IN_PLACE, RADIX, plan_local
 from distsort.plan.options import SortOptions, check_options
@@ -143,7 +144,7 @@ class SortPlan(NamedTuple):
         >>> SortPlan("network", (4, 4), None, (0, 1), 1, engine="gpu", share=True).backend
         'cuda-ipc'
         """
-        if self.out_of_core is not None:
+        if self.out_of_core is not None or self.strategy == "exchange":
             return "host-runs"
         if self.share:
             return "cuda-ipc"
@@ -187,7 +188,7 @@ class SortPlan(NamedTuple):
         ooc = self.out_of_core
         if ooc is not None:
             return 0 if ooc.one_pass else len(ooc.plan.rounds)
-        if self.strategy == "one-device":
+        if self.strategy in ("one-device", "exchange"):
             return 0
         return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))
 
@@ -600,6 +601,9 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
         data = n * (_input_element(itemsize, options) + itemsize + options.value_bytes)
         room = None if budget is None else usable_bytes(budget) - data
         return _decided(plan, chunks, itemsize, options, room)
+    exchange = _exchange(chunks, itemsize, view, options, window)
+    if exchange is not None:
+        return _decided(exchange, chunks, itemsize, options, None)
     plan = _network(chunks, itemsize, view, options, window)
     room = _slot_room(chunks, itemsize, view, options)[1]
     if room is not None:  # beside the slot's share of the data, a task's own copy
@@ -607,6 +611,35 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
         slots = view.slots(options.gpu)
         room -= -(-n * element // max(1, slots)) + plan.group * plan.chunks[0] * element
     return _decided(plan, chunks, itemsize, options, room)
+
+
+def _exchange(chunks, itemsize, view, options, window):
+    """The plan of one exchange between workers (``distsort.plan.exchange``) where the
+    options allow it and it serves (``distsort.strategy: exchange`` forces it wherever
+    two workers, or cores on Dask's local schedulers, hold chunks), else None.  Its
+    ``pieces`` are each run's input chunks, whole; ``group`` the number of runs."""
+    if options.strategy not in ("auto", "exchange"):
+        return None
+    forced = options.strategy == "exchange"
+    if options.gpu:  # the runs' engine on CuPy chunks is not written yet
+        if forced:
+            raise ValueError("distsort.strategy 'exchange' sorts NumPy chunks; CuPy chunks "
+                             "take 'network' or 'auto'")
+        return None
+    workers = view.workers or (tuple(range(view.cores)) if forced else ())
+    owners = view.owners if len(view.owners) == len(chunks) else (None,) * len(chunks)
+    if options.device_memory_limit:
+        budgets = (int(options.device_memory_limit),) * len(workers)
+    else:
+        limits = view.memory_limits or (None,) * len(workers)
+        budgets = tuple(m and m // CPU_BUDGET_DIVISOR for m in limits)
+    planned = plan_exchange(chunks, itemsize + options.value_bytes, workers, owners, budgets,
+                            forced)
+    if planned is None:
+        return None
+    runs, out = planned
+    pieces = tuple(tuple((i, 0, chunks[i]) for i in run) for run in runs)
+    return SortPlan("exchange", out, pieces, None, len(runs), window)
 
 
 def _decided(plan, chunks, itemsize, options, room):
