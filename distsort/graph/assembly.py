@@ -60,8 +60,11 @@ def _output(graph, name, part, finish, args, meta, how):
     ooc = plan.out_of_core
     if sorted_keys is None:
         chunk_output_layer(out, name, source, backend, args[0], plan.local, part, args)
-    elif plan.strategy == "exchange" or (ooc is not None and ooc.one_pass):
-        if name not in out.layers:  # keys alone out of core: the merge's own layer
+    elif plan.strategy == "exchange":  # gated: never fused into the merge, whose key
+        from distsort.backends.outofcore.hostruns import pick  # places it (taskkeys.OWNED)
+        finish_layer(out, name, sorted_keys, pick, part)
+    elif ooc is not None and ooc.one_pass:
+        if name not in out.layers:  # keys alone: the merge's own layer
             from distsort.backends.outofcore.hostruns import pick
             from distsort.graph.outofcore import pick_layer
             pick_layer(out, name, sorted_keys, pick, part)

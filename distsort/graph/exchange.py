@@ -1,6 +1,6 @@
 """Graph layers of the one exchange between workers (``distsort.plan.exchange``).
 
-One run per worker (``distsort-exchange-run``: the chunks it holds, sorted as one), then
+One run per worker (``distsort-exch-run``: the chunks it holds, sorted as one), then
 the splitters of the out-of-core merge between workers (``distsort.graph.outofcore``:
 samples, pivots, windows, splitters), each output chunk's slice of every run, and one
 merge per output chunk, keyed ``(name, chunk, run)`` by the run whose worker owns it
@@ -14,10 +14,10 @@ that run stays where it is).  Builders take names and chunks and touch no data.
 >>> exchange_sort_layers(g, "x", None, (3, 3, 2, 2), ((0, 1), (2, 3)), (4, 4, 2),
 ...                      HostRuns(), Order(), positions=False)
 ... # doctest: +NORMALIZE_WHITESPACE
-[('distsort-exchange-merge-abc', 0, 0), ('distsort-exchange-merge-abc', 1, 0),
- ('distsort-exchange-merge-abc', 2, 1)]
->>> g.layers["distsort-exchange-merge-abc"][("distsort-exchange-merge-abc", 2, 1)][-1]
-[('distsort-exchange-slice-abc', 2, 0), ('distsort-exchange-slice-abc', 2, 1)]
+[('distsort-exch-merge-abc', 0, 0), ('distsort-exch-merge-abc', 1, 0),
+ ('distsort-exch-merge-abc', 2, 1)]
+>>> g.layers["distsort-exch-merge-abc"][("distsort-exch-merge-abc", 2, 1)][-1]
+[('distsort-exch-slice-abc', 2, 0), ('distsort-exch-slice-abc', 2, 1)]
 """
 from __future__ import annotations
 
@@ -42,14 +42,14 @@ def _run_layer(graph, keys_read, values_read, in_chunks, runs, backend, order, p
     """One task per run of ``runs`` (input chunk indices): its chunks sorted as one."""
     from distsort.graph.layers import _input_names, _reads
     offsets = np.cumsum((0, *in_chunks), dtype=np.int64)
-    name = f"distsort-exchange-run-{graph.token}"
+    name = f"distsort-exch-run-{graph.token}"
     tasks = {}
     for r, idx in enumerate(runs):
         values = _reads(values_read, idx) if values_read is not None else None
         tasks[(name, r)] = (exchange_run, backend, order,
                             offsets[list(idx)] if positions else None,
                             _reads(keys_read, idx), values)
-    graph.add("exchange-run", tasks, _input_names(keys_read, values_read))
+    graph.add("exch-run", tasks, _input_names(keys_read, values_read))
     return list(tasks)
 
 
@@ -70,22 +70,22 @@ def exchange_sort_layers(graph, keys_read, values_read, in_chunks, runs, chunks,
     lengths = tuple(sum(in_chunks[i] for i in idx) for idx in runs)
     steps = exchange_steps(lengths, len(chunks))
     ends = tuple(itertools.accumulate(chunks))[:-1]
-    k = f"distsort-exchange-{{}}-{token}"
+    k = f"distsort-exch-{{}}-{token}"  # "exchange": Dask's key_split drops it (hex-like)
     samples = [(k.format("sample"), r) for r in range(len(runs))]
-    graph.add("exchange-sample", {key: (run_sample, run, step) for key, run, step
+    graph.add("exch-sample", {key: (run_sample, run, step) for key, run, step
                                   in zip(samples, run_keys, steps, strict=True)},
               set(graph.layers))
     pivots = (k.format("pivots"), 0)
-    graph.add("exchange-pivots", {pivots: (exchange_pivots, lengths, steps, ends, order,
+    graph.add("exch-pivots", {pivots: (exchange_pivots, lengths, steps, ends, order,
                                            samples)}, set(graph.layers))
     windows = [(k.format("windows"), r) for r in range(len(runs))]
-    graph.add("exchange-windows", {key: (run_windows, run, r, order, pivots) for r, (key, run)
+    graph.add("exch-windows", {key: (run_windows, run, r, order, pivots) for r, (key, run)
                                    in enumerate(zip(windows, run_keys, strict=True))},
               set(graph.layers))
     splitters = (k.format("splitters"), 0)
-    graph.add("exchange-splitters", {splitters: (exchange_splitters, lengths, ends, order,
+    graph.add("exch-splitters", {splitters: (exchange_splitters, lengths, ends, order,
                                                  windows)}, set(graph.layers))
-    graph.add("exchange-slice", {(k.format("slice"), c, r): (slice_between, run, r, c, splitters)
+    graph.add("exch-slice", {(k.format("slice"), c, r): (slice_between, run, r, c, splitters)
                                  for c in range(len(chunks))
                                  for r, run in enumerate(run_keys)}, set(graph.layers))
     merge = k.format("merge")
