@@ -52,7 +52,7 @@ def cases(client, g, log2n, runs, warmup):
 
             sent = []
 
-            def check(pair, what=what):
+            def check(pair, what=what, sent=sent):
                 got, nbytes = pair
                 np.testing.assert_array_equal(got, want[what])
                 sent.append(nbytes / data.nbytes)

@@ -248,7 +248,8 @@ def _stages(client, fn):
     from distsort.core.taskkeys import GATHERED
     arr = fn()
     graph = dict(arr.__dask_graph__())
-    deps = {k: set(dask.core.get_dependencies(graph, k)) for k in graph}
+    # (a persisted chunk, a future of its own key, is no dependency of itself)
+    deps = {k: set(dask.core.get_dependencies(graph, k)) - {k} for k in graph}
     with get_task_stream(client) as ts:
         client.compute(arr, sync=True)
     where = {}

@@ -164,22 +164,33 @@ def keeps(dependent_key: Hashable, key: Hashable) -> bool:
     """
     if not (isinstance(dependent_key, tuple) and isinstance(key, tuple)):
         return False
-    if str(dependent_key[0]).startswith(OWNED):  # ``OWNED``: where its own run's slice is
-        return (len(dependent_key) == len(key) == KEY_LEN + 1
-                and str(key[0]).startswith(SLICES) and key[1:] == dependent_key[1:])
-    if str(dependent_key[0]).startswith(SLICES):
-        return (len(dependent_key) == KEY_LEN + 1 and len(key) == KEY_LEN
-                and str(key[0]).startswith(RUNS) and key[1] == dependent_key[2])
+    decided = _keeps_across_shapes(dependent_key, key)
+    if decided is not None:
+        return decided
     name = str(dependent_key[0])
-    if str(key[0]).startswith(OWNED):  # an output chunk's tasks, where it was merged
-        return len(dependent_key) == KEY_LEN and dependent_key[1] == key[1] and name.startswith(
-            "distsort-")
     if len(dependent_key) != KEY_LEN or len(key) != KEY_LEN:
         return False
     if name.startswith(RUNS) or str(key[0]).startswith(GATHERED):
         return False
     return name.startswith(READS_INPUT) or (dependent_key[1] == key[1]
                                             and name.startswith("distsort-"))
+
+
+def _keeps_across_shapes(dependent_key: tuple, key: tuple) -> bool | None:
+    """``keeps`` for the keys of three parts (``(name, output chunk, run)``): slices
+    (``SLICES``) where their run is, an exchange's merge (``OWNED``) where its own run's
+    slice is, and the output chunk's tasks where it was merged; None for other keys."""
+    name = str(dependent_key[0])
+    if name.startswith(SLICES):
+        return (len(dependent_key) == KEY_LEN + 1 and len(key) == KEY_LEN
+                and str(key[0]).startswith(RUNS) and key[1] == dependent_key[2])
+    if name.startswith(OWNED):
+        return (len(dependent_key) == len(key) == KEY_LEN + 1
+                and str(key[0]).startswith(SLICES) and key[1:] == dependent_key[1:])
+    if str(key[0]).startswith(OWNED):
+        return (len(dependent_key) == KEY_LEN and dependent_key[1] == key[1]
+                and name.startswith("distsort-"))
+    return None
 
 
 @dataclass(frozen=True)
