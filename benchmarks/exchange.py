@@ -11,7 +11,8 @@ chunks.  ``sort`` and ``argsort`` run with ``distsort.strategy`` forced to
 case: the bytes the workers sent each other (``distsort.cluster.bytes_sent_by_kind``,
 the result's gather to the client not counted) divided by the keys' bytes, one
 exchange's ``1 - 1/G`` beside it, and the wall times (warm-up first, median
-reported).  Every result is compared element for element with NumPy.
+reported; the clock stops once the output chunks are on the workers, before their
+gather).  Every result is compared element for element with NumPy.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import statistics
 
 import dask.array as da
 import numpy as np
-from distributed import Client, LocalCluster, wait
+from distributed import Client, LocalCluster, futures_of, wait
 
 import distsort
 import distsort.api
@@ -28,10 +29,12 @@ from driver import parser, print_table, save_rows, timings
 
 
 def _sent(client, fn):
-    """``(result, bytes sent between the workers)`` of computing ``fn()``."""
+    """``(output, bytes sent between the workers)`` of ``fn()``: its output chunks made
+    on the workers (persisted), and the bytes they sent each other meanwhile."""
     before = bytes_sent_by_kind(client)
-    out = client.compute(fn(), sync=True)
-    return out, sum(diff_sent(before, bytes_sent_by_kind(client)).values())
+    out = client.persist(fn())
+    wait(out)
+    return out, diff_sent(before, bytes_sent_by_kind(client))
 
 
 def cases(client, g, log2n, runs, warmup):
@@ -52,16 +55,20 @@ def cases(client, g, log2n, runs, warmup):
 
             sent = []
 
-            def check(pair, what=what, sent=sent):
-                got, nbytes = pair
+            kinds = []
+
+            def check(pair, what=what, sent=sent, kinds=kinds):
+                out, by_kind = pair  # each chunk to the client (no worker gathers them)
+                got = np.concatenate(client.gather(futures_of(out)))
                 np.testing.assert_array_equal(got, want[what])
-                sent.append(nbytes / data.nbytes)
+                sent.append(sum(by_kind.values()) / data.nbytes)
+                kinds.append({k: v / data.nbytes for k, v in by_kind.items()})
 
             with client.as_current():
                 times = timings(lambda run=run: _sent(client, run), runs, warmup, after=check)
             row = {"workers": g, "n": n, "chunks": 4 * g, "what": what, "strategy": strategy,
                    "auto": plans[0].strategy, "sent_per_key_byte": max(sent),
-                   "sent_runs": sent, "one_exchange": 1 - 1 / g,
+                   "sent_runs": sent, "sent_by_kind": kinds[-1], "one_exchange": 1 - 1 / g,
                    "seconds": statistics.median(times), "times": times}
             print(f"G={g} {what:8s} {strategy:8s} sent {max(sent):.3f} x keys "
                   f"(1 - 1/G = {1 - 1 / g:.3f}), {row['seconds']:.2f} s", flush=True)
