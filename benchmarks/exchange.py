@@ -11,12 +11,15 @@ chunks.  ``sort`` and ``argsort`` run with ``distsort.strategy`` forced to
 case: the bytes the workers sent each other (``distsort.cluster.bytes_sent_by_kind``,
 the result's gather to the client not counted) divided by the keys' bytes, one
 exchange's ``1 - 1/G`` beside it, and the wall times (warm-up first, median
-reported; the clock stops once the output chunks are on the workers, before their
-gather).  Every result is compared element for element with NumPy.
+reported; each run sorts a fresh copy of the input, made untimed where its chunks are,
+so that no run finds a previous one's output; the clock stops once the output chunks
+are on the workers, before their gather).  Every result is compared element for element with NumPy.
 """
 from __future__ import annotations
 
+import itertools
 import statistics
+from collections import Counter
 
 import dask.array as da
 import numpy as np
@@ -42,15 +45,28 @@ def cases(client, g, log2n, runs, warmup):
     x = client.persist(da.random.default_rng(g).standard_normal(n, chunks=n // (4 * g)))
     wait(x)
     data = x.compute()
+    held = {k: next(iter(w)) for k, w in client.who_has(x).items()}
+    copies = itertools.count()
     want = {"sort": np.sort(data), "argsort": np.argsort(data, kind="stable")}
     with distsort.api.planning() as plans:
         distsort.sort(x)
     rows = []
     for what in ("sort", "argsort"):
         for strategy in ("exchange", "network"):
-            def run(what=what, strategy=strategy):
-                with distsort.api.planning(strategy=strategy):
-                    arr = getattr(distsort, what)(x)
+            ran = []
+
+            fresh = {}
+
+            def copy(fresh=fresh):
+                """A fresh copy of the input, each chunk where its source is (untimed): a
+                sort of the same array twice would find its output still held."""
+                fresh["x"] = client.persist(x.map_blocks(np.copy, name=f"copy-{next(copies)}"))
+                wait(fresh["x"])
+
+            def run(what=what, strategy=strategy, ran=ran, fresh=fresh):
+                with distsort.api.planning(strategy=strategy) as made:
+                    arr = getattr(distsort, what)(fresh.pop("x"))
+                ran.append(made[0].strategy)  # forced, but one run alone is the network's
                 return arr
 
             sent = []
@@ -65,11 +81,14 @@ def cases(client, g, log2n, runs, warmup):
                 kinds.append({k: v / data.nbytes for k, v in by_kind.items()})
 
             with client.as_current():
-                times = timings(lambda run=run: _sent(client, run), runs, warmup, after=check)
+                times = timings(lambda run=run: _sent(client, run), runs, warmup, after=check,
+                                before=copy)
             row = {"workers": g, "n": n, "chunks": 4 * g, "what": what, "strategy": strategy,
-                   "auto": plans[0].strategy, "sent_per_key_byte": max(sent),
+                   "auto": plans[0].strategy, "ran": sorted(set(ran)),
+                   "sent_per_key_byte": max(sent),
                    "sent_runs": sent, "sent_by_kind": kinds[-1], "one_exchange": 1 - 1 / g,
-                   "seconds": statistics.median(times), "times": times}
+                   "seconds": statistics.median(times), "times": times,
+                   "chunks_per_worker": sorted(Counter(held.values()).values())}
             print(f"G={g} {what:8s} {strategy:8s} sent {max(sent):.3f} x keys "
                   f"(1 - 1/G = {1 - 1 / g:.3f}), {row['seconds']:.2f} s", flush=True)
             rows.append(row)
