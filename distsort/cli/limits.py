@@ -58,9 +58,9 @@ def plan_bytes(plan, n, per_element):
     if plan.strategy == "one-device":
         return 2 * n * per_element
     if plan.strategy == "exchange":  # a worker's run, what it receives and merges
-        from distsort.plan.exchange import worker_bytes as exchange_bytes
+        from distsort.plan.sortplan import exchange_worker_bytes
         share = -(-n // max(1, plan.group))
-        return exchange_bytes(share, share, per_element)
+        return exchange_worker_bytes(share, share, per_element)
     return work_chunks(len(plan.chunks)) * max(plan.chunks, default=0) * per_element
 
 

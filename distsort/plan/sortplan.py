@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from distsort.core.memory import RESERVE, radix_extra_bytes, usable
-from distsort.plan.exchange import plan_exchange
+from distsort.plan.exchange import plan_exchange, worker_bytes as exchange_worker_bytes
 from distsort.plan.kway import choose_merge
 from distsort.plan.localsort import IN_PLACE, RADIX, plan_local
 from distsort.plan.options import SortOptions, check_options
@@ -60,7 +60,8 @@ from distsort.plan.clusterview import ClusterView
 __all__ = ["OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
            "one_device_bytes", "resident_bytes", "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR",
-           "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks"]
+           "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks",
+           "exchange_worker_bytes"]
 
 #: An input of more chunks than this per slot is coalesced before the network.
 COALESCE_PER_SLOT = 8
