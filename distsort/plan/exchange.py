@@ -57,7 +57,7 @@ def worker_runs(sizes: Sequence[int], owners: Sequence, workers: Sequence) -> tu
     >>> worker_runs((0, 0), (None, None), ("a", "b"))
     ()
     """
-    held = {w: [] for w in workers}
+    held: dict = {w: [] for w in workers}
     for i, (size, owner) in enumerate(zip(sizes, owners, strict=True)):
         if size:
             held[_holder(i, owner, tuple(workers), len(sizes))].append(i)
@@ -135,7 +135,7 @@ def exchange_fits(run_lengths: Sequence[int], chunks: Sequence[int], element: in
     for c, owner in enumerate(output_owners(len(chunks), runs)):
         out[owner] += chunks[c]
     resident = resident or (0,) * runs
-    return all(worker_bytes(n, o, element, h) <= usable(b)
+    return all(worker_bytes(n, o, element, h) <= usable(int(b or 0))
                for n, o, h, b in zip(run_lengths, out, resident, budgets, strict=False))
 
 
