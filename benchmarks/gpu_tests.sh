@@ -20,7 +20,7 @@ BESIDE=(tests/test_out_of_core.py tests/test_cupy_local.py tests/test_api.py tes
 CLUSTER=(test_distributed_gpu test_shared_gpu test_held test_cli test_placement test_deploy
          test_device_bytes test_cluster test_faults test_sortplan test_one_device)
 # Any other module with GPU tests (a new one) runs in the cluster group.
-for f in $(grep -l "mark.gpu\|gpu_only\|requires_gpu" tests/test_*.py); do
+for f in $(grep -l "mark.gpu\|GPU_ONLY\|BACKENDS" tests/test_*.py); do
     m=$(basename "$f" .py)
     case " ${NO_CLUSTER[*]} ${BESIDE[*]} ${CLUSTER[*]} " in
         *"$m"*) ;;

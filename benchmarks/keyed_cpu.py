@@ -37,7 +37,7 @@ from dask.diagnostics import Profiler
 
 import distsort
 from distsort.backends.packing import PACKED_VALUE_BYTES
-from distsort.stable import argsort_by_positions
+from distsort.sort1d import argsort_by_positions
 from distsort.graph.gather import gather
 from distsort.backends.cpu import merge
 from driver import (median_time, parser, print_table, save_rows, stage_seconds, timings,
@@ -117,7 +117,7 @@ def interleaved(cases, runs, warmup):
 
 def packed_under_positions(dk, dv):
     """The stable order with the values packed under their positions (8 bytes), one
-    network: ``distsort.stable.stable_by_key``'s path for CuPy chunks."""
+    network: ``distsort.sort1d.stable_by_key``'s path for CuPy chunks."""
     from distsort.backends.packing import pack_positions, unpack_positions
     from distsort.sort1d import sort_1d
     from distsort.backends import Order

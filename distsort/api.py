@@ -3,7 +3,7 @@
 Each checks its arguments (``distsort.inputs``), then hands the sort on: a 1-D array to
 ``distsort.sort1d`` (the cluster read once, the plan made once, the graph assembled
 from the plan), an axis held in one chunk to ``sort1d.sort_along``, a stable key-value
-sort to ``distsort.stable``.  How a sort runs is decided in ``distsort.plan`` alone.
+sort to ``distsort.sort1d``.  How a sort runs is decided in ``distsort.plan`` alone.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from distsort.eager import like_input
 from distsort.inputs import (as_codes, as_dask_array, check_flags, check_stable, code_order,
                              from_codes, like_byte_order, numpy_keywords, validate)
 from distsort.plan.options import check_local, planning
-from distsort.sort1d import sort_1d, sort_along, sorted_at_once
-from distsort.stable import argsort_by_positions, stable_at_once, stable_by_key
+from distsort.sort1d import (argsort_by_positions, sort_1d, sort_along, sorted_at_once,
+                             stable_at_once, stable_by_key)
 
 __all__ = ["sort", "argsort", "sort_by_key", "planning"]  # tables: distsort.tables
 
@@ -37,71 +37,36 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     Parameters
     ----------
     x : dask.array.Array, numpy.ndarray or cupy.ndarray
-        Keys: bool, (u)int8..64, float16/32/64, datetime64 or timedelta64.  NumPy
-        and CuPy arrays are wrapped as one chunk, neither hashed nor copied, and
-        sorted at once; lists and tuples are converted with ``numpy.asarray``.  DataFrames, Series
-        and xarray objects are refused with the conversion to use (TypeError).
+        Keys: bool, (u)int8..64, float16/32/64, datetime64 or timedelta64.  NumPy and
+        CuPy arrays (and lists) are sorted at once (the inputs: ``docs/semantics.md``).
     axis : int or None, optional
-        Axis to sort along (default: the last).  A 1-D array is sorted globally,
-        whatever its chunking.  ``None`` sorts the flattened array.  For an N-D
-        array the axis must be held in one chunk.
+        Axis to sort along (default: the last); ``None`` sorts the flattened array.  A
+        1-D array is sorted across its chunks; an N-D array's axis must be in one chunk.
     descending : bool, optional
-        Sort from largest to smallest, NaNs and NaTs still last, as
-        ``numpy.sort(x, descending=True)`` (NumPy >= 2.5).
+        Largest first, NaNs and NaTs still last, as ``numpy.sort(x, descending=True)``.
     stable : bool, optional
-        ``True``: keys that NumPy calls equal keep their input order, so the
-        result is ``x[argsort(x)]`` bit for bit, as ``numpy.sort(x, stable=True)``
-        (``-0.0`` and ``+0.0``, NaNs of any sign and payload; float keys then sort
-        with their positions, as :func:`argsort` does).  ``None`` or ``False``
-        (the default, NumPy's): the faster bit order, the same values, with
-        ``-0.0`` before ``+0.0`` and NaNs by their bits (``docs/semantics.md``).
-        Other dtypes give the same bits either way.
+        ``True``: keys that NumPy calls equal keep their input order, ``x[argsort(x)]``
+        bit for bit.  ``None`` or ``False`` (the default): the faster bit order, the
+        same values (``-0.0`` before ``+0.0``, NaNs by their bits: ``docs/semantics.md``).
     verify : bool, optional
-        Check on the workers (on the GPU for CuPy chunks), before the result can be
-        read, that it is sorted and a permutation of the input (counts and
-        order-independent 64-bit checksums: a few elementwise passes over the
-        input and the output, no sort).  Raises
+        Check on the workers, before the result can be read, that it is sorted and a
+        permutation of the input (counts and checksums, no sort); raises
         :class:`distsort.VerificationError` when computed if not.
     local : {'auto', 'bitonic', 'radix'}, optional
-        How each GPU sorts its chunks (NumPy chunks ignore it).  ``'auto'``
-        (default): CUB's radix sort (``cupy.sort``/``cupy.argsort`` on distsort's
-        order codes, so the result is the same) where the plan finds room for the
-        extra chunk-sized buffers it needs in the device budget the cluster reports
-        (dask-cuda's ``device_memory_limit``, else the device's capacity) beside the
-        data, else the in-place bitonic kernels; ``'bitonic'`` always sorts in
-        place; ``'radix'`` always uses the radix sort.  A radix sort whose buffers
-        cannot be allocated sorts in place, with a warning on the ``"distsort"``
-        logger.
+        How each GPU sorts its chunks: ``'auto'``, CUB's radix sort where its buffers
+        fit, else in place; ``'bitonic'``; ``'radix'`` (``docs/semantics.md``).
 
     Returns
     -------
     dask.array.Array, numpy.ndarray or cupy.ndarray
-        For a Dask array: lazy, with the same dtype (in native byte order) and
-        length and chunks of the same backend; a 1-D result has a regular chunking
-        (equal chunks, the last possibly shorter), whatever the input's was.  For a
-        NumPy or CuPy array (or a list): an array of its kind, computed at once, as
-        ``numpy.sort`` gives (``distsort.eager``; a ``numpy.memmap`` gives a Dask
-        array, read in chunks).
+        For a Dask array: lazy, of the same dtype and length, chunks of the same
+        backend, regular for a 1-D result.  For a NumPy or CuPy array (or a list): an
+        array of its kind, computed at once, as ``numpy.sort`` gives.
 
     Notes
     -----
-    How a 1-D sort runs is planned once (``distsort.plan.sortplan``, ``docs/plan.md``).
-    Where all the chunks, a sorted copy and the radix sort's buffers fit the one
-    device that sorts them (this process on Dask's local schedulers, or a
-    cluster's only worker), they are sorted as one in one task, with no network.
-    Otherwise each chunk, or each group of chunks of one worker, is sorted and the
-    network of compare-splits merges them; an input of many small chunks is
-    coalesced into one chunk per GPU or CPU thread first.  Past the workers'
-    device budgets the sort runs out of core.
-
-    NumPy's order: NaNs (any sign and payload) sort last and keep their bits;
-    NaT sorts last; both for either order.  The dtype is kept, byte order included.  datetime64 and
-    timedelta64 (any unit) are sorted through their int64 view, mapped
-    elementwise so that NaT comes last, and come back with their dtype.  Not
-    supported: complex, object, string and structured dtypes (TypeError), and
-    N-D arrays whose sort axis is split over several chunks (ValueError).  The
-    input's chunks are never modified.  ``numpy.sort(dask_array)`` does not
-    come here: NumPy computes the whole array and sorts it in memory.
+    NumPy's order, NaN and NaT last; the dtype kept, byte order included.  The plan:
+    ``docs/plan.md``; the orders, the inputs and ``verify``: ``docs/semantics.md``.
 
     Examples
     --------
@@ -121,12 +86,24 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     check_flags(descending, verify)
     check_local(local)
     given = getattr(x, "dtype", None)
+    order = _sort_order(given, descending, stable)
+    if not verify and (out := sorted_at_once(x, axis, order, local)) is not None:
+        return namespace(x, strict=True).take(x.reshape(-1), out) if order.keyed else out
+    return _like_given(_sorted(x, axis, order, verify, local), given)
+
+
+def _sort_order(given: Any, descending: bool, stable: bool) -> Order:
+    """The ``Order`` of :func:`sort` of keys of dtype ``given`` (None: not known yet)."""
     # Floats are the one kind whose keys NumPy calls equal can differ in bits: a stable
     # sort takes them by their positions, as argsort does.
     by_position = stable and given is not None and np.dtype(given).kind == "f"
-    order = Order(descending=bool(descending), keyed=by_position)
-    if not verify and (out := sorted_at_once(x, axis, order, local)) is not None:
-        return namespace(x, strict=True).take(x.reshape(-1), out) if by_position else out
+    return Order(descending=bool(descending), keyed=by_position)
+
+
+def _sorted(x: ArrayLike, axis: int | None, order: Order, verify: bool, local: str) -> da.Array:
+    """:func:`sort` of ``x`` as a Dask array (``order.keyed``: float keys taken by their
+    positions), in native byte order."""
+    descending, by_position = order.descending, order.keyed
     x, axis = validate(x, axis)
     dtype = x.dtype
     order = code_order(dtype, order)
@@ -137,7 +114,7 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
         out = sort_1d(x, None, order, positions=False, verify=verify, local=local)[0]
     else:
         out = sort_along(x, axis, order, "keys", verify)
-    return _like_given(from_codes(out, dtype, descending), given)
+    return from_codes(out, dtype, descending)
 
 
 def _like_given(out: da.Array, given: Any) -> da.Array:
@@ -216,46 +193,24 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     Parameters
     ----------
     keys : dask.array.Array, numpy.ndarray or cupy.ndarray, or a tuple of them
-        1-D keys, as for :func:`sort` (N-D keys are flattened).  A tuple holds
-        several keys, sorted lexicographically as ``numpy.lexsort`` sorts them:
-        the LAST key is the primary one (see :func:`distsort.lexsort`).
+        1-D keys, as for :func:`sort` (N-D keys are flattened).  A tuple holds several
+        keys, sorted as ``numpy.lexsort`` sorts them: the LAST key is the primary one.
     values : array of the same shape and backend, or a tuple or dict of them
         Values of 1, 2, 4 or 8 bytes (bool, integers, floats, datetime64,
-        timedelta64).  A tuple or dict holds several value arrays (the columns
-        of a table); they all move by one permutation, in one shuffle, and come
-        back in the same structure.  With several value arrays or several keys,
-        equal keys keep their input order (as with ``stable=True``).
+        timedelta64).  Several value arrays (a table's columns) move by one
+        permutation and come back in the same structure.
     descending : bool, optional
         Largest keys first.
     stable : bool, optional
         How equal keys are ordered.  ``False`` (the default): by value, ascending
-        in NumPy's order (``numpy.lexsort((values, keys))``); where that order calls
-        pairs equal and keeps their input order (``-0.0`` and ``+0.0``, NaNs of
-        any sign and payload, as keys or values), distsort orders them by their
-        bits, whatever the input order: key, then value, each ``-0.0`` before
-        ``+0.0`` and NaNs with the sign bit clear before those with it set (k =
-        ``[1, 1, 1, 1]``, v = ``[-nan, nan, 0.0, -0.0]`` gives v = ``[-0.0, 0.0,
-        nan, -nan]``, where lexsort gives ``[0.0, -0.0, -nan, nan]``).  ``True``: by
-        position, as in the input (``values[numpy.argsort(keys, kind="stable")]``):
-        where the plan sorts every chunk in one task (the one-device plan, a network
-        of one group) the keys are sorted with their positions and keys and values
-        taken by them in that task; elsewhere
-        integer keys and values of up to 4 bytes together are sorted as one integer
-        with their positions between them, and other keys are sorted with their
-        positions and the values gathered (measured within 1.3x of the default
-        order's time, often below it: ``docs/performance.md``); on CuPy chunks
-        values of up to 4 bytes travel packed with their positions as 8 bytes, wider
-        ones are gathered after an argsort (``distsort.stable.stable_by_key``).  Both
-        orders are deterministic, whatever the chunking and backend.  NumPy and the array
-        API have no key-value sort to follow; the default stays ``False``, the
-        order distsort always gave, and the faster one.
+        (``numpy.lexsort((values, keys))``; pairs that order calls equal, ``-0.0`` and
+        ``+0.0`` or NaNs, by their bits).  ``True``: by position, as in the input
+        (``values[numpy.argsort(keys, kind="stable")]``).  With several value arrays
+        or keys, always by position.  How each is sorted: ``docs/semantics.md``.
     verify : bool, optional
-        Check on the workers (on the GPU for CuPy chunks), before the result can be
-        read, that the keys are sorted and that the keys and the (key, value)
-        pairs are permutations of the input's (counts and order-independent
-        64-bit checksums).  Raises :class:`distsort.VerificationError` when
-        computed if not.  (With ``stable=True`` and values of 8 bytes, the
-        argsort is checked and the gather is Dask's.)
+        Check on the workers, before the result can be read, that the keys are sorted
+        and that the keys and the (key, value) pairs are permutations of the input's;
+        raises :class:`distsort.VerificationError` when computed if not.
     local : {'auto', 'bitonic', 'radix'}, optional
         How each GPU sorts its chunks, as for :func:`sort`.
 
@@ -263,8 +218,7 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     -------
     (dask.array.Array, dask.array.Array)
         The sorted keys and the values moved with them (tuples and dicts as given);
-        lazy where any input is a Dask array, else arrays of the inputs' kind, computed
-        at once (as for :func:`sort`).
+        lazy where any input is a Dask array, else computed at once.
 
     Examples
     --------
@@ -289,6 +243,13 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     check_local(local)
     if stable and not verify and (out := stable_at_once(keys, values, order, local)):
         return out
+    return _sorted_by_key(keys, values, order, stable, verify, local)
+
+
+def _sorted_by_key(keys: ArrayLike, values: ArrayLike, order: Order, stable: bool,  # noqa: PLR0913, PLR0917
+                   verify: bool, local: str) -> tuple[da.Array, da.Array]:
+    """:func:`sort_by_key` of ``keys`` and ``values`` as Dask arrays."""
+    descending = order.descending
     given_keys, given_values = getattr(keys, "dtype", None), getattr(values, "dtype", None)
     keys, values = as_dask_array(keys, "keys"), as_dask_array(values, "values")
     known = not any(math.isnan(d) for d in keys.shape + values.shape)

@@ -380,7 +380,7 @@ def check_flags(descending: Any, verify: Any) -> None:
 def plain_here(*arrays: Any) -> bool:
     """Whether ``arrays`` are plain 1-D NumPy (or all CuPy) arrays of native byte order
     and no datetime dtype, sorted in this process (``eager.plain_runs_here``): what
-    ``distsort.sort1d.sorted_at_once`` and ``distsort.stable.stable_at_once`` sort with
+    ``distsort.sort1d.sorted_at_once`` and ``distsort.sort1d.stable_at_once`` sort with
     no graph."""
     kinds = {type(a) for a in arrays}
     if len(kinds) != 1:

@@ -30,8 +30,7 @@ from distsort.eager import like_input, one_place
 from distsort.inputs import (as_codes, as_dask_array, check_stable, code_order, from_codes,
                              numpy_keywords, validate)
 from distsort.plan.options import check_local
-from distsort.sort1d import sort_1d
-from distsort.stable import argsort_by_positions
+from distsort.sort1d import argsort_by_positions, sort_1d
 from distsort.core.order import TIME_KINDS, encode, time_codes
 from distsort.core.xp import namespace as _namespace
 

@@ -419,4 +419,11 @@ def test_keeps_its_path_for_zarr_outputs_and_clusters(tmp_path):
     job.outputs = [str(tmp_path / "o.npy")]
     assert ondisk.host_budget(SimpleNamespace(**{**vars(args),
                                                  "host_memory_limit": 10**8}), job) is None
+    # the command reads the same choice from its engine (distsort.plan.engine)
+    from distsort.cli.planned import command_engine
+    from distsort.plan.engine import Engine
+    job.per_element = lambda: 4
+    assert command_engine(args, job) == Engine("disk", True, 10**6)
+    assert command_engine(SimpleNamespace(**{**vars(args), "workers": 2}), job) == Engine(
+        "cpu", False)
     assert Path(os.devnull).exists()

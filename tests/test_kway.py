@@ -14,7 +14,8 @@ import distsort
 import distsort.api
 from distsort.plan import sortplan
 from distsort.backends import Order
-from distsort.backends.outofcore import hostruns, runs
+from distsort.backends import chunk
+from distsort.backends.outofcore import hostruns
 from distsort.plan import kway
 from distsort.graph import outofcore as outofcore_graph
 from distsort.plan.kway import brackets, choose_merge, co_ranks, searcher, segment_bounds
@@ -88,7 +89,7 @@ def test_splitters_of_several_workers_equal_the_co_ranks_of_one(monkeypatch, ord
         k = random_keys(rng, n, dtype, duplicates=True)
         v = rng.integers(-3, 3, n).astype(np.int32) if order.keyed else None
         made.append(engine.make_run([k], None if v is None else [v], order))
-    lengths = tuple(runs.length(r) for r in made)
+    lengths = tuple(chunk.length(r) for r in made)
     ends = (0, 1, 17, 60, 61, 120, sum(lengths) - 1)
     steps = tuple(kway.sample_step(n) for n in lengths)
     samples = [hostruns.run_sample(r, s) for r, s in zip(made, steps, strict=True)]
@@ -137,9 +138,9 @@ def _sorted_run(rng, n, dtype, order, float_values=False):
     if order.keyed:  # integer values are searched in place, float ones on their codes
         values = (random_keys(rng, n, "float32", duplicates=True) if float_values
                   else rng.integers(0, 3, n).astype(np.int32))
-    run = runs.make_run(keys, values)
+    run = chunk.make_chunk(keys, values)
     perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
-    return runs.make_run(keys[perm], None if values is None else values[perm])
+    return chunk.make_chunk(keys[perm], None if values is None else values[perm])
 
 
 @settings(max_examples=40, deadline=None)

@@ -167,7 +167,8 @@ def test_no_upward_import_at_all():
 CLI_MAY_IMPORT = {"distsort", "distsort.api", "distsort.cluster", "distsort.core.config",
                   "distsort.graph.verify", "distsort.core.xp", "distsort.plan.network",
                   "distsort.plan.sortplan", "distsort.plan.options", "distsort.plan.clusterview",
-                  "distsort.plan.outofcore", "distsort.cluster.view", "distsort.inputs",
+                  "distsort.plan.outofcore", "distsort.plan.engine", "distsort.cluster.view",
+                  "distsort.inputs",
                   "distsort.io.disksort", "distsort.core.libc", "distsort.core.taskkeys"}
 
 

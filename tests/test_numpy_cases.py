@@ -126,8 +126,8 @@ PATHS = {
     "auto": {},
     "one-device": {"strategy": "one-device"},
     "network": {"strategy": "network"},
-    "out-of-core-kway": {"engine": "cpu", "merge": "kway"},
-    "out-of-core-network": {"engine": "cpu", "merge": "network"},
+    "out-of-core-kway": {"strategy": "out-of-core", "engine": "cpu", "merge": "kway"},
+    "out-of-core-network": {"strategy": "out-of-core", "engine": "cpu", "merge": "network"},
 }
 
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 import distsort
 from distsort.backends import Order
-from distsort.backends.outofcore import hostruns, runs
+from distsort.backends import chunk
+from distsort.backends.outofcore import hostruns
 from distsort.core.order import encode
 from distsort.plan.outofcore import (bytes_moved, needs_out_of_core, plan_out_of_core, run_lengths)
 
@@ -29,9 +30,9 @@ def _codes(run, order):
 def _sorted_run(rng, n, dtype, order, keyed):
     keys = random_keys(rng, n, dtype, duplicates=True)
     values = rng.integers(0, 4, n).astype(np.int32) if keyed else None
-    run = runs.make_run(keys, values)
+    run = chunk.make_chunk(keys, values)
     perm = sorted(range(n), key=lambda i: hostruns.code(run, i, order))
-    return runs.slice_run(runs.make_run(keys[perm], None if values is None
+    return chunk.slice_chunk(chunk.make_chunk(keys[perm], None if values is None
                                                 else values[perm]), 0, n)
 
 

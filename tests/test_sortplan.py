@@ -178,6 +178,19 @@ def test_out_of_core_engine_and_config_budget():
     assert p.strategy == "out-of-core" and len(p.chunks) > 1 and p.out_of_core.plan.run_chunks == 2
 
 
+def test_out_of_core_strategy_is_forced_where_the_data_would_fit():
+    """``distsort.strategy="out-of-core"`` runs out of core even where the data fit the
+    budget in place (it used to take the network, which on a GPU then refused a budget
+    this small for one chunk); it needs a budget to size its runs."""
+    chunks = (6,)
+    view = local(chunks)
+    options = SortOptions(gpu=True, value_bytes=8, positions=True, device_memory_limit=170)
+    p = plan_sort(chunks, 1, view, options._replace(strategy="out-of-core"))
+    assert p.strategy == "out-of-core" and p.out_of_core.engine == "gpu"
+    with pytest.raises(ValueError, match="needs a device budget"):
+        plan_sort(chunks, 1, view, SortOptions(strategy="out-of-core"))
+
+
 def test_strategy_setting():
     chunks = (100,) * 4
     assert plan_sort(chunks, 8, local(chunks), SortOptions(strategy="network")).strategy \

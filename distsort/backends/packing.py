@@ -1,5 +1,5 @@
 """Keys and values packed into one uint64 per element, for the stable key-value sorts
-(``distsort.stable``): the chunk functions, run by ``map_blocks`` in the tasks.
+(``distsort.sort1d``): the chunk functions, run by ``map_blocks`` in the tasks.
 
 On GPUs, values of up to 4 bytes travel under their positions (:func:`pack_positions`),
 so that the keyed sort's tie-break by value is one by position.  On the CPU, integer

@@ -45,9 +45,6 @@ def _local_options(args, gpu):
     return kw
 
 
-#: An input sorted by threads of this process takes at most this share of the
-#: memory available now (the chunks, their merges and what waits to be written).
-IN_PROCESS_SHARE = 8
 #: Threads beyond one per core for the in-process sort.  Reads and writes block in
 #: the kernel (a write waits for the disk once the page cache holds enough dirty
 #: pages), and a thread that waits there would leave its core idle (the figures:
@@ -65,19 +62,13 @@ def in_process_threads(cores=None):
     return (cores or os.cpu_count() or 1) + IN_PROCESS_EXTRA_THREADS
 
 
-#: The sort's data (keys and values), this many times over, fits one GPU for this
-#: process to sort it there: the chunks, the merges' outputs before their inputs are
-#: freed, and the radix sort's buffers.
-IN_PROCESS_GPU_COPIES = 3
-#: ... and twice over in host memory: chunks read and not yet on the GPU, sorted
-#: ones waiting for the disk.
-IN_PROCESS_GPU_HOST_COPIES = 2
-
-
 def wants_gpu(args):
+    """Whether the command sorts on GPUs (``distsort.plan.engine.use_gpu``), GPUs
+    looked for only where ``--device auto`` asks."""
     from distsort import cluster as cl
+    from distsort.plan.engine import use_gpu
     device = getattr(args, "device", "auto")
-    return device == "gpu" or (device == "auto" and cl.gpu_available())
+    return use_gpu(device, device == "auto" and cl.gpu_available())
 
 
 def first_gpu():
@@ -92,33 +83,41 @@ def first_gpu():
     return (name.decode() if isinstance(name, bytes) else str(name)), int(props["totalGlobalMem"])
 
 
-def fits_in_process(args, job):
-    """Sort with threads of this process, not a cluster of worker processes?
+def cluster_asked(args):
+    """Whether the options ask for a cluster: a scheduler, ``--workers``,
+    ``--memory-limit`` or ``--spill-dir``."""
+    return bool(args.scheduler_address or args.scheduler_file or getattr(args, "workers", None)
+                or getattr(args, "memory_limit", None) or getattr(args, "spill_dir", None))
 
-    Yes where nothing asks for a cluster (no scheduler, workers, memory limit, spill
-    directory) and the job takes a small share of the memory available now:
-    without a GPU, of the host's; with one, of the host's and of GPU 0's (which this
-    process then sorts on), or of its ``--device-memory-limit`` (out of core, the
-    runs in host memory).  Starting worker processes costs seconds (a GPU worker
-    4-9 s) and every chunk is sent to them and back: an input that fits one host is
-    sorted sooner in this process.
-    """
+
+def machine(args, gpu):
+    """The ``distsort.plan.engine.Machine`` of the command: the host memory available
+    now, GPU 0's memory where it sorts on GPUs (``gpu``), and the options' limits."""
     import psutil
 
-    from distsort.plan.sortplan import usable_bytes
-    if (args.scheduler_address or args.scheduler_file or args.workers or args.memory_limit
-            or args.spill_dir):
+    from distsort.plan.engine import Machine
+    device = first_gpu() if gpu else None
+    return Machine(psutil.virtual_memory().available, device[1] if device else 0,
+                   int(getattr(args, "host_memory_limit", None) or 0),
+                   int(getattr(args, "device_memory_limit", None) or 0))
+
+
+def engine_request(args, disk=False):
+    """The ``distsort.plan.engine.Request`` of the command's options (``disk``:
+    whether its outputs are ones the disk path writes)."""
+    from distsort.plan.engine import Request
+    return Request(wants_gpu(args), cluster_asked(args), disk)
+
+
+def fits_in_process(args, job):
+    """Sort with threads of this process, not a cluster of worker processes
+    (``distsort.plan.engine.fits_in_process``, on this machine)?"""
+    from distsort.plan.engine import fits_in_process as fits
+    request = engine_request(args)
+    if request.cluster:
         return False
-    available = psutil.virtual_memory().available
-    limit = getattr(args, "device_memory_limit", None)
-    if not wants_gpu(args):
-        return not limit and job.src.n * job.per_element() * IN_PROCESS_SHARE <= available
-    gpu = first_gpu()
-    data = job.src.n * job.sort_bytes()
-    if gpu is None or data * IN_PROCESS_GPU_HOST_COPIES > available:
-        return False
-    usable = usable_bytes(gpu[1])
-    return limit <= usable if limit else data * IN_PROCESS_GPU_COPIES <= usable
+    return fits(job.src.n, job.sort_bytes(), job.per_element(), machine(args, request.gpu),
+                request)
 
 
 def _in_process(args):
@@ -164,8 +163,9 @@ def open_cluster(args, local_scheduler_ok=False, in_process_ok=False):
             client.wait_for_workers(1, timeout=60)
             workers = client.scheduler_info(n_workers=-1)["workers"]
         if address or file:
+            from distsort.plan.engine import use_gpu
             device = getattr(args, "device", "auto")
-            gpu = device == "gpu" or (device == "auto" and all(
+            gpu = use_gpu(device, device == "auto" and all(
                 client.run(_worker_has_gpu).values()))
         mem = min((w.get("memory_limit") or 0) for w in workers.values())
     except BaseException:

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from distsort.io import disksort
-from distsort.io.disksort import (IN_MEMORY_COPIES, MEMORY_SHARE, DiskJob, Region, can_free,
-                                  disk_room, disk_sort, element_bytes, merged_file, needs_disk,
-                                  plan_disk_sort, sortable_dtype, summaries)
+from distsort.io.disksort import (IN_MEMORY_COPIES, DiskJob, Region, can_free, disk_room,
+                                  disk_sort, element_bytes, merged_file, plan_disk_sort,
+                                  sortable_dtype, summaries)
 from distsort.cli.errors import BAD_INPUT, VERIFY_FAILED, CLIError
-from distsort.cli.files import file_kind
 from distsort.cli.outputs import Output, publish
 from distsort.cli.sizes import fmt_bytes, size_text, smallest_passing
 from distsort.cli.streams import quiet
 from distsort.cli.temporaries import remove, temporary_name
+from distsort.plan.engine import disk_sort_plan
 
 #: Disk space kept free beyond what the sort writes (the filesystem's own blocks,
 #: others' small files): 1% of the data and 64 MiB.
@@ -28,30 +28,28 @@ ROOM_MARGIN = (0.01, 64 << 20)
 _NO_PUNCH = ", both in full (this filesystem cannot free the runs as they are merged)"
 
 
-def _cluster_asked(args):
-    return bool(args.scheduler_address or args.scheduler_file or getattr(args, "workers", None)
-                or getattr(args, "memory_limit", None) or getattr(args, "spill_dir", None))
-
-
 def host_budget(args, job):
-    """Bytes of host memory the disk path may hold, where the command takes it; else
-    None.  It does where the sort runs in this process on the CPU, the outputs are
-    .npy files, no ``--report`` is asked for (Dask's profiles see no tasks here) and
-    the data outgrow the host's memory (``needs_disk``):
-    ``--host-memory-limit``, or the memory available now (psutil)."""
-    import psutil
+    """Bytes of host memory the disk path may hold, where the command takes it
+    (``distsort.plan.engine.disk_budget``: in this process on the CPU, into .npy
+    outputs, no ``--report``, the data outgrowing the host's memory); else None.
+    Refuses (exit 2) a memory within which the disk plan cuts too many runs."""
+    from distsort.cli.connection import engine_request, machine
+    from distsort.cli.planned import disk_outputs
+    from distsort.plan.engine import disk_budget
+    if not job.src.n:
+        return None
+    request = engine_request(args, disk=disk_outputs(args, job))
+    memory = disk_budget(job.src.n * job.sort_bytes(), machine(args, False), request)
+    return checked_memory(args, job, memory) if memory else None
 
-    from distsort.cli.connection import wants_gpu
-    if (_cluster_asked(args) or wants_gpu(args) or not job.src.n or args.report
-            or any(file_kind(p) != "npy" for p in job.outputs)):
-        return None
-    limit = getattr(args, "host_memory_limit", None)
-    memory = limit or psutil.virtual_memory().available
-    if not needs_disk(job.src.n * job.sort_bytes(), memory):
-        return None
-    memory = int(memory if limit else memory * MEMORY_SHARE)
+
+def checked_memory(args, job, memory):
+    """``memory``, the disk path's budget (``Engine.memory``), where the disk plan within
+    it works (:func:`disk_plan_works`); else refused (exit 2), naming the smallest
+    ``--host-memory-limit`` that works."""
     if not disk_plan_works(job, memory):
-        raise CLIError(_too_little_memory(job, memory, limit), BAD_INPUT)
+        raise CLIError(_too_little_memory(job, memory, getattr(args, "host_memory_limit", None)),
+                       BAD_INPUT)
     return memory
 
 
@@ -181,7 +179,7 @@ def sort_on_disk(job, args, memory, facts):
     """Sort ``job`` through the disk within ``memory`` bytes into its outputs'
     temporaries, verify (``--verify``) and publish; adds to ``facts``."""
     t0 = time.perf_counter()
-    plan = plan_for(job, memory)
+    plan = disk_sort_plan(plan_for(job, memory)).disk  # the SortPlan of the engine "disk"
     punch = check_room(job, plan)
     dtypes = [np.dtype(np.int64)] if job.mode == "argsort" else (
         [job.src.dtype] + ([job.vals.dtype] if job.vals else []))

@@ -9,8 +9,25 @@ from __future__ import annotations
 import copy
 import os
 
-from distsort.cli.connection import Cluster, plan_options
+from distsort.cli.connection import Cluster, engine_request, machine, plan_options
 from distsort.cli.sizes import chunk_elements
+
+
+def disk_outputs(args, job):
+    """Whether the disk path can write the job's outputs: .npy files, and no
+    ``--report`` (Dask's profiles see no tasks there)."""
+    from distsort.cli.files import file_kind
+    return not args.report and all(file_kind(p) == "npy" for p in job.outputs)
+
+
+def command_engine(args, job):
+    """The ``distsort.plan.engine.Engine`` of the job's sort: the disk, or the GPU or
+    the CPU, in this process or on a cluster, as ``choose_engine`` decides on this
+    machine (:func:`distsort.cli.connection.machine`) and the command's options."""
+    from distsort.plan.engine import choose_engine
+    request = engine_request(args, disk=bool(job.src.n) and disk_outputs(args, job))
+    return choose_engine(job.src.n, job.sort_bytes(), job.per_element(),
+                         machine(args, request.gpu), request)
 
 
 def local_workers(args):

@@ -5,7 +5,7 @@ Dask computation, so a chunk is written as soon as it is sorted and nothing is r
 twice (see :mod:`distsort.cli.verification`), and the disk starts writing each chunk at
 once (:func:`distsort.cli.files.write_behind`).  An input that fits in memory (on GPU
 0, where the command sorts on GPUs) is sorted by threads of this process
-(:func:`distsort.cli.connection.fits_in_process`).  The disk is measured before a
+(:func:`distsort.cli.planned.command_engine`).  The disk is measured before a
 sort in this process (whose threads would slow the measurement down), or beside a
 sort on worker processes.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distsort.cli.connection import (Cluster, check_visible, fits_in_process, open_cluster,
+from distsort.cli.connection import (Cluster, check_visible, open_cluster,
                                      plan_options, to_device, to_host)
 from distsort.cli.disk import disk_floor
 from distsort.graph.verify import VerificationError
@@ -402,13 +402,14 @@ def cmd_sort(args: Namespace) -> int:
 
 def _sort_and_summarize(job, args):
     t0 = getattr(args, "t0", None) or time.perf_counter()
-    from distsort.cli.ondisk import host_budget  # not on the workers that import distsort.cli
+    from distsort.cli.ondisk import checked_memory  # not on the workers that import distsort.cli
+    from distsort.cli.planned import command_engine
     from distsort.cli.spill import check_spill_dir
     check_spill_dir(getattr(args, "spill_dir", None))
-    memory = host_budget(args, job)
-    if memory:
-        return _sort_on_disk(job, args, memory, t0)
-    in_process = fits_in_process(args, job)
+    engine = command_engine(args, job)
+    if engine.name == "disk":
+        return _sort_on_disk(job, args, checked_memory(args, job, engine.memory), t0)
+    in_process = engine.in_process
     check_device_memory_limit(args, job, in_process)
     probe = (disk_floor, job.src.path, Path(job.outputs[0]).resolve().parent, job.src.nbytes)
     with ThreadPoolExecutor(1) as pool:

@@ -50,8 +50,9 @@ from distsort.plan.exchange import plan_exchange, worker_bytes as exchange_worke
 from distsort.plan.kway import choose_merge
 from distsort.plan.localsort import IN_PLACE, RADIX, plan_local
 from distsort.plan.options import SortOptions, check_options
-from distsort.plan.outofcore import (RUN_FRACTION, OutOfCorePlan, bytes_moved, group_by_owner,
-                                     needs_out_of_core, plan_out_of_core, run_lengths)
+from distsort.plan.outofcore import (RUN_FRACTION, DiskPlan, OutOfCorePlan, bytes_moved,
+                                     group_by_owner, needs_out_of_core, plan_out_of_core,
+                                     run_lengths)
 from distsort.plan.placement import (GROUP_COPIES, floor_pow2, group_bounds, group_size,
                                      local_group, placement)
 from distsort.plan.network import group_steps, normalize_chunks, plan_network, regular_chunks
@@ -115,11 +116,13 @@ class SortPlan(NamedTuple):
     ``window``: pairs of the network in flight; ``share``: GPU chunks shared through
     CUDA IPC; ``local``: each task's local sort, ``"radix"`` or ``"bitonic"`` (in place;
     ``distsort.plan.localsort``); ``out_of_core``: an :class:`OutOfCore`.
-    ``engine``: ``"gpu"`` (CuPy chunks) or ``"cpu"``.  ``one_task``: one whole input
+    ``engine``: ``"gpu"`` (CuPy chunks), ``"cpu"`` or ``"disk"``.  ``one_task``: one whole input
     chunk sorted into the one output chunk by one task; ``eager``: that task is run at
     once, with no graph (a plain array sorted in this process); ``stable``: equal keys
     keep their input order in the one task that sorts every chunk
-    (``sort_by_key(..., stable=True)``: the backend's ``stable_sort``).
+    (``sort_by_key(..., stable=True)``: the backend's ``stable_sort``).  ``disk``: the
+    runs on disk of a sort through the disk (``engine`` ``"disk"``:
+    ``distsort.plan.engine``), else None.
     """
 
     strategy: str
@@ -135,6 +138,7 @@ class SortPlan(NamedTuple):
     one_task: bool = False
     eager: bool = False
     stable: bool = False
+    disk: DiskPlan | None = None
 
     @property
     def backend(self) -> str:
@@ -430,7 +434,11 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     # On GPUs whose budgets are known, whatever the network cannot sort in them runs
     # out of core, however small: every byte of it is counted (``fits_in_place``).
     needed = (gpu and bool(budgets) and all(budgets)) or needs_out_of_core(n * element, budgets)
-    if not needed or fits_in_place(chunks, element, budgets, resident):
+    forced = options.strategy == "out-of-core"
+    if forced and not (budgets and all(budgets)):
+        raise ValueError("distsort.strategy 'out-of-core' needs a device budget: set "
+                         "distsort.device-memory-limit, or sort on dask-cuda workers")
+    if not forced and (not needed or fits_in_place(chunks, element, budgets, resident)):
         return None
     budget = min(budgets)
     regular = normalize_chunks(chunks)

@@ -93,7 +93,8 @@ def host_backed(host, device=None):
     pieces = tuple(p.reshape(-1) for p in pieces if p.size) or (np.empty(0, device.dtype),)
     if sum(p.nbytes for p in pieces) != device.nbytes:
         raise ValueError("the host pieces do not hold the array's bytes")
-    memory = HostCopy(device.data.ptr, device.nbytes, device)
+    # the device named: an empty array's pointer is null, which CuPy cannot place alone
+    memory = HostCopy(device.data.ptr, device.nbytes, device, device.device.id)
     memory.host, memory.fingerprint = pieces, fingerprint(device)
     memory.shape, memory.dtype = device.shape, device.dtype
     return cupy.ndarray(device.shape, device.dtype, cupy.cuda.MemoryPointer(memory, 0))

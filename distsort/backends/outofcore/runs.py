@@ -1,10 +1,8 @@
 """Sorted runs as out-of-core sorts hold them in host memory: the keys in the user's
-dtype, or a ``(keys, values)`` tuple; what the merge engines and
-``distsort.backends.outofcore.hostruns`` share.
-
->>> run = make_run(np.array([1, 2, 3]), np.array([7, 8, 9]))
->>> length(run), parts(slice_run(run, 1, 3))[1].tolist()
-(3, [8, 9])
+dtype, or a ``(keys, values)`` tuple, made, cut and read by ``distsort.backends.chunk``
+(``make_chunk``, ``slice_chunk``, ``parts``, ``length``); what the merge engines and
+``distsort.backends.outofcore.hostruns`` share beyond those: the positions of pieces,
+and claims on runs.
 """
 from __future__ import annotations
 
@@ -13,10 +11,9 @@ import weakref
 
 import numpy as np
 
-from distsort.backends.chunk import length, parts  # noqa: F401  (re-exported for the engines)
-from distsort.backends.chunk import make_chunk as make_run, slice_chunk as slice_run  # noqa: F401
+from distsort.backends.chunk import parts
 
-__all__ = ["parts", "make_run", "length", "slice_run", "positions", "claim"]
+__all__ = ["positions", "claim"]
 
 
 def positions(starts, pieces):

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 
 from distsort.core.order import decode, encode
-from distsort.backends.outofcore.runs import make_run, parts, positions
+from distsort.backends.chunk import make_chunk as make_run, parts
+from distsort.backends.outofcore.runs import positions
 from distsort.backends.cpu.numpy_backend import keyed_sort
 
 

@@ -40,7 +40,8 @@ from distsort.core import dask_cuda_store
 from distsort.backends.gpu import cupy_backend as gpu
 # hostbacked: dask-cuda spills through it
 from distsort.backends.outofcore import hostbacked, pages, pinned, staging
-from distsort.backends.outofcore.runs import claim, make_run, parts
+from distsort.backends.chunk import make_chunk as make_run, parts
+from distsort.backends.outofcore.runs import claim
 
 
 #: Seconds this process spent in each phase of its out-of-core tasks (``phase_seconds``).
