@@ -16,7 +16,10 @@ NumPy), and the link is NVLink inside a node and InfiniBand between nodes.  A
 sample sort beside it: local sort, one round for the splitters, one all-to-all
 (each GPU sends ``1 - 1/P`` of its data once) and a second local sort of what it
 received, either as Dask tasks (``P^2`` pieces through the scheduler) or through a
-collective all-to-all (one task per GPU).
+collective all-to-all (one task per GPU).  distsort's one exchange
+(``strategy="exchange"``) beside both: a local sort, three trips through the scheduler
+(``EXCHANGE_STAGES``), one all-to-all of ``p^2`` slice tasks (or a collective), and a
+merge of what arrived; and RMG sort's published 8-GPU figure (``RMG_SORT``).
 
 Fitted to: the two-H200 rows of ``benchmarks/results/distributed_sort_2xH200_2026-11-22.json``
 (local sort rate, merge rate, per-round latency, with the measured
@@ -155,19 +158,54 @@ def bitonic_seconds(p, per_gpu, fit, b, fractions, radix=True, links="ib"):
     return t
 
 
+def all_to_all_seconds(p, per_gpu, links="ib"):
+    """One all-to-all of ``per_gpu`` bytes per GPU: ``1 - 1/p`` of it leaves each GPU,
+    the part bound for other nodes over InfiniBand, the rest over NVLink, at once."""
+    off = (1 - 1 / p) * per_gpu
+    if links == "ib" and p > NODE_GPUS:
+        far = (1 - NODE_GPUS / p) * per_gpu
+        return max(far / (IB_GBS * 1e9), (off - far) / (NVLINK_GBS * 1e9))
+    return off / (NVLINK_GBS * 1e9)
+
+
 def sample_sort_seconds(p, per_gpu, fit, b, collective=True, links="ib"):
     """A sample sort: local sort, splitters, one all-to-all, a local sort of what
     arrived; ``collective``: the exchange is one task per GPU (else ``p^2`` pieces)."""
     sort = per_gpu / RADIX_BYTES_S
-    off = (1 - 1 / p) * per_gpu
-    if links == "ib" and p > NODE_GPUS:
-        far = (1 - NODE_GPUS / p) * per_gpu
-        exchange = max(far / (IB_GBS * 1e9), (off - far) / (NVLINK_GBS * 1e9))
-    else:
-        exchange = off / (NVLINK_GBS * 1e9)
+    exchange = all_to_all_seconds(p, per_gpu, links)
     tasks = p if collective else p * p
     latency = 2 * (fit["round_latency_s"] + b * (p - 2)) + b / TASKS_PER_GPU_ROUND * tasks
     return 2 * sort + exchange + latency
+
+
+#: Stages of an exchange's tasks that depend across workers (``distsort.plan.exchange``):
+#: the windows (after the samples' pivots), the slices (after the splitters), the merges.
+EXCHANGE_STAGES = 3
+#: Published (RMG sort, BTW'23): 8 A100s sort 32e9 uint32 in 3.09 s, one all-to-all.
+RMG_SORT = dict(gpus=8, keys=32e9, itemsize=4, seconds=3.09)
+
+
+def exchange_seconds(p, per_gpu, fit, b, links="ib", collective=False):
+    """distsort's one exchange (``strategy="exchange"``): a local radix sort of each
+    GPU's run, :data:`EXCHANGE_STAGES` trips through the scheduler, one all-to-all of
+    the slices (``p^2`` Dask tasks, or one task per GPU where ``collective``: an
+    all-to-all of the ecosystem), and a merge of what arrived at the merge rate."""
+    trips = EXCHANGE_STAGES * (fit["round_latency_s"] + b * (p - 2))
+    tasks = p if collective else p * p
+    return (per_gpu / RADIX_BYTES_S + trips + all_to_all_seconds(p, per_gpu, links)
+            + per_gpu / fit["merge_bytes_s"] + b / TASKS_PER_GPU_ROUND * tasks)
+
+
+def rmg_rows(fit, b, crossing):
+    """Both designs on RMG sort's published case (8 GPUs of one node, NVLink)."""
+    p = RMG_SORT["gpus"]
+    per_gpu = RMG_SORT["keys"] * RMG_SORT["itemsize"] / p
+    return dict(gpus=p, per_gpu_bytes=per_gpu, published_s=RMG_SORT["seconds"],
+                bitonic_nvlink_s=bitonic_seconds(p, per_gpu, fit, b, crossing[p],
+                                                 links="nvlink"),
+                exchange_nvlink_s=exchange_seconds(p, per_gpu, fit, b, links="nvlink"),
+                ideal_sample_nvlink_s=sample_sort_seconds(p, per_gpu, fit, 0, True,
+                                                          links="nvlink"))
 
 
 def predict(fit, b, per_gpu, gpus, crossing):
@@ -183,7 +221,12 @@ def predict(fit, b, per_gpu, gpus, crossing):
                    bitonic_ib_s=bitonic_seconds(p, per_gpu, fit, b, fr, links="ib"),
                    sample_collective_ib_b0_s=sample_sort_seconds(p, per_gpu, fit, 0, True),
                    sample_collective_ib_s=sample_sort_seconds(p, per_gpu, fit, b, True),
-                   sample_tasks_ib_s=sample_sort_seconds(p, per_gpu, fit, b, False))
+                   sample_tasks_ib_s=sample_sort_seconds(p, per_gpu, fit, b, False),
+                   exchange_ib_s=exchange_seconds(p, per_gpu, fit, b),
+                   exchange_collective_ib_s=exchange_seconds(p, per_gpu, fit, b,
+                                                             collective=True))
+        row["exchange_vs_ideal"] = (row["exchange_collective_ib_s"]
+                                    / row["sample_collective_ib_b0_s"])
         row["latency_share_bitonic_ib_b0"] = (len(fr) * fit["round_latency_s"]
                                               / row["bitonic_ib_b0_s"])
         rows.append(row)
@@ -198,7 +241,10 @@ COLUMNS = [("gpus", "gpus", "{}"), ("rounds", "rounds", "{}"),
            ("bitonic_ib_s", "bitonic IB", "{:.2f}"),
            ("sample_collective_ib_b0_s", "sample all-to-all IB b=0", "{:.2f}"),
            ("sample_collective_ib_s", "sample all-to-all IB", "{:.2f}"),
-           ("sample_tasks_ib_s", "sample P^2 tasks IB", "{:.2f}")]
+           ("sample_tasks_ib_s", "sample P^2 tasks IB", "{:.2f}"),
+           ("exchange_ib_s", "exchange P^2 tasks IB", "{:.2f}"),
+           ("exchange_collective_ib_s", "exchange all-to-all IB", "{:.2f}"),
+           ("exchange_vs_ideal", "exchange all-to-all / ideal", "{:.2f}")]
 
 
 def table(rows):
@@ -296,7 +342,12 @@ def main(argv=None):
           f" ms ({cpu_path}); assumed: NVLink "
           f"{NVLINK_GBS:.0f} GB/s, IB {IB_GBS:.0f} GB/s per GPU, {NODE_GPUS} GPUs per node")
     print(table(rows))
-    path = save({"scenario": "scale_model", "fit_gpu": fit, "fit_cpu": cpu,
+    rmg = rmg_rows(fit, b, {RMG_SORT["gpus"]: crossing_fractions(RMG_SORT["gpus"])})
+    print(f"RMG sort's case ({rmg['gpus']} GPUs, {rmg['per_gpu_bytes'] / 1e9:.0f} GB each, "
+          f"NVLink): published {rmg['published_s']:.2f} s (A100s); predicted on H200s: "
+          f"bitonic {rmg['bitonic_nvlink_s']:.2f} s, exchange {rmg['exchange_nvlink_s']:.2f} s, "
+          f"ideal sample sort {rmg['ideal_sample_nvlink_s']:.2f} s")
+    path = save({"scenario": "scale_model", "fit_gpu": fit, "fit_cpu": cpu, "rmg_sort": rmg,
                  "assumed": dict(ib_gb_s=IB_GBS, node_gpus=NODE_GPUS, nvlink_gb_s=NVLINK_GBS),
                  "rows": rows}, "scale_model_prediction")
     print(f"saved to {path}")

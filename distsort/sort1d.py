@@ -162,10 +162,12 @@ def _backend_of(plan):
     if plan.strategy == "kway":
         from distsort.backends.cpu.runs import ThreadRuns
         return ThreadRuns()
+    from distsort.backends.outofcore.hostruns import HostRuns
+    if plan.strategy == "exchange":  # NumPy runs, merged in host memory
+        return HostRuns(plan.engine)
     ooc = plan.out_of_core
     if ooc is None:
         return backend_named(plan.backend)
-    from distsort.backends.outofcore.hostruns import HostRuns
     from distsort.cluster.held import read_held
     return HostRuns(ooc.engine, ooc.plan.segment, ooc.budget, read_held)
 

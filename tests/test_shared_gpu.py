@@ -19,6 +19,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import distsort  # noqa: E402
+import distsort.api  # noqa: E402
 from distsort.cluster import bytes_sent_by_kind, diff_sent, gpu_available  # noqa: E402
 from distsort.core.taskkeys import round_task_kind  # noqa: E402
 from distsort.cluster.shared_gpu import shared_gpu_cluster  # noqa: E402
@@ -213,3 +214,19 @@ def test_results_persisted_one_at_a_time(client):
     got = [cupy.asnumpy(o) for o in client.compute(held, sync=True)]
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def test_the_exchange_between_workers_is_not_planned_for_cupy_chunks(client):
+    """The one exchange (``distsort.plan.exchange``) has no GPU engine yet: CuPy chunks
+    keep the network by default, and forcing the exchange is refused before any work."""
+    rng = np.random.default_rng()
+    x = random_keys(rng, 12_000, "float32")
+    dx, _ = placed(client, x, (3000,) * 4)
+    with distsort.api.planning() as plans:
+        s = distsort.sort(dx)
+    assert plans[0].strategy != "exchange"
+    assert np.array_equal(cupy.asnumpy(client.compute(s, sync=True)), np.sort(x),
+                          equal_nan=True)
+    with (distsort.api.planning(strategy="exchange"),
+          pytest.raises(ValueError, match="exchange")):
+        distsort.sort(dx)

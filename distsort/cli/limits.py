@@ -57,6 +57,10 @@ def plan_bytes(plan, n, per_element):
     from distsort.plan.sortplan import work_chunks
     if plan.strategy == "one-device":
         return 2 * n * per_element
+    if plan.strategy == "exchange":  # a worker's run, what it receives and merges
+        from distsort.plan.sortplan import exchange_worker_bytes
+        share = -(-n // max(1, plan.group))
+        return exchange_worker_bytes(share, share, per_element)
     return work_chunks(len(plan.chunks)) * max(plan.chunks, default=0) * per_element
 
 

@@ -87,7 +87,7 @@ def crossing_tasks(plan):
     """
     from distsort.plan.network import group_steps, plan_network
     ooc = plan.out_of_core
-    if plan.share or plan.strategy == "one-device" or (ooc and ooc.one_pass):
+    if plan.share or plan.strategy in ("one-device", "exchange") or (ooc and ooc.one_pass):
         return 0
     count, group = (ooc.plan.runs, 1) if ooc else (len(plan.chunks), plan.group)
     steps = group_steps(plan_network(count, run=group), group)

@@ -56,6 +56,8 @@ def _network(facts):
     """
     if facts.get("strategy") == "one-device":
         return "sorted as one on one device (no network)"
+    if facts.get("strategy") == "exchange":
+        return "one exchange between the workers (no network)"
     if facts.get("merge") == "kway":
         return "runs merged in one k-way pass"
     return f"{facts['rounds']} network rounds"

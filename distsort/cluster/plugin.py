@@ -7,8 +7,8 @@ from collections import Counter, defaultdict
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from distsort.core.taskkeys import (HOLDER, KEY_LEN, LAID_OUT, PLUGIN_NAME, READS_HELD, STAYS,
-                                    held_keys, keeps)
+from distsort.core.taskkeys import (HOLDER, KEY_LEN, LAID_OUT, OWNED, PLUGIN_NAME, READS_HELD,
+                                    STAYS, held_keys, keeps)
 
 
 class KeepChunksInPlace(SchedulerPlugin):
@@ -74,7 +74,7 @@ class KeepChunksInPlace(SchedulerPlugin):
         if count:
             most = max(count.values())
             ts.worker_restrictions = {w for w, c in count.items() if c == most}
-            ts.loose_restrictions = True
+            ts.loose_restrictions = not str(ts.key[0]).startswith(STAYS)
 
     def transition(self, key, start, finish, *args, **kwargs):
         if key in self.holds and finish in ("memory", "erred", "forgotten"):
@@ -88,7 +88,10 @@ class KeepChunksInPlace(SchedulerPlugin):
         for dts in ts.dependents:
             if dts.state in ("waiting", "released") and keeps(dts.key, key):
                 dts.worker_restrictions = set(where)
-                dts.loose_restrictions = not str(dts.key[0]).startswith(STAYS)
+                # strictly: tasks that stay (``STAYS``) and an exchange's outputs, which an
+                # idle worker would steal with the merged chunk they read
+                dts.loose_restrictions = not (str(dts.key[0]).startswith(STAYS)
+                                              or str(key[0]).startswith(OWNED))
 
     def remove_worker(self, scheduler, worker, **kwargs):
         """Tasks kept strictly on ``worker`` (``STAYS``) that now have nowhere to run (their

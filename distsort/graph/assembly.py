@@ -40,6 +40,11 @@ def _sorted_chunks(graph, keys, vname, order, positions, plan, backend, reads): 
                                 plan.chunks, backend, order,
                                 None if order.keyed else "distsort-sort-" + graph.token,
                                 offsets)
+    if plan.strategy == "exchange":  # one exchange between workers
+        from distsort.graph.exchange import exchange_sort_layers
+        runs = tuple(tuple(i for i, _, _ in run) for run in plan.pieces)
+        return exchange_sort_layers(graph, reads[keys.name], reads.get(vname), keys.chunks[0],
+                                    runs, plan.chunks, backend, order, positions)
     ooc = plan.out_of_core
     if ooc is not None and ooc.one_pass:  # keys alone: the merged chunks are the output's
         from distsort.graph.outofcore import kway_sort_layers
@@ -73,6 +78,9 @@ def _output(graph, name, part, finish, args, meta, how):
         _picked(out, name, sorted_keys, part)
     elif sorted_keys is None:
         chunk_output_layer(out, name, source, backend, args[0], plan.local, part, args)
+    elif plan.strategy == "exchange":  # gated: never fused into the merge, whose key
+        from distsort.backends.outofcore.hostruns import pick  # places it (taskkeys.OWNED)
+        finish_layer(out, name, sorted_keys, pick, part)
     elif ooc is None:
         finish_layer(out, name, sorted_keys, finish, *args)
     elif ooc.one_pass:
@@ -105,7 +113,7 @@ def assemble(keys, values, order, positions, plan, backend, reads, sources,  # n
     # Keyed chunks may hold packed (key, value) codes: finishing them needs both dtypes.
     value_dtype = values.dtype if values is not None else None
     key_args = (order, keys.dtype) + ((value_dtype,) if value_dtype is not None else ())
-    out_of_core = plan.out_of_core is not None
+    out_of_core = plan.out_of_core is not None or plan.strategy == "exchange"  # runs
     out_keys = _output(graph, "distsort-sort-" + graph.token, 0,
                        None if out_of_core else backend.finish_keys, key_args, keys._meta, how)
     out_values = None

@@ -30,7 +30,7 @@ __all__ = ["SortOptions", "STRATEGIES", "MERGES", "EXCHANGES", "PLACEMENTS", "LO
 
 #: Values of ``SortPlan.strategy`` (and of the Dask config ``distsort.strategy``,
 #: with ``"auto"``).
-STRATEGIES = ("one-device", "network", "out-of-core", "kway")
+STRATEGIES = ("one-device", "network", "out-of-core", "kway", "exchange")
 #: Values of ``distsort.out-of-core-merge``.
 MERGES = ("auto", "kway", "network")
 #: Values of ``distsort.exchange``: how crossing parts travel between GPUs.

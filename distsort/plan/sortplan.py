@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from distsort.core.memory import RESERVE, radix_extra_bytes, usable
+from distsort.plan.exchange import plan_exchange, worker_bytes as exchange_worker_bytes
 from distsort.plan.kway import choose_merge
 from distsort.plan.localsort import IN_PLACE, RADIX, plan_local
 from distsort.plan.options import SortOptions, check_options
@@ -66,7 +67,8 @@ from distsort.plan.clusterview import ClusterView
 __all__ = ["OutOfCore", "SortPlan", "plan_sort",
            "one_device_budget", "slot_budget", "usable_bytes", "coalesced_chunks", "cut_pieces",
            "one_device_bytes", "resident_bytes", "COALESCE_PER_SLOT", "CPU_BUDGET_DIVISOR",
-           "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks"]
+           "PAIRS_PER_WORKER", "WORK_CHUNKS", "GROUP_WORK", "fits_in_place", "work_chunks",
+           "exchange_worker_bytes"]
 
 #: An input of more chunks than this per slot is coalesced before the network.
 COALESCE_PER_SLOT = 8
@@ -153,7 +155,7 @@ class SortPlan(NamedTuple):
         >>> SortPlan("network", (4, 4), None, (0, 1), 1, engine="gpu", share=True).backend
         'cuda-ipc'
         """
-        if self.out_of_core is not None:
+        if self.out_of_core is not None or self.strategy == "exchange":
             return "host-runs"
         if self.share:
             return "cuda-ipc"
@@ -197,7 +199,7 @@ class SortPlan(NamedTuple):
         ooc = self.out_of_core
         if ooc is not None:
             return 0 if ooc.one_pass else len(ooc.plan.rounds)
-        if self.strategy in ("one-device", "kway"):
+        if self.strategy in ("one-device", "kway", "exchange"):
             return 0
         return len(group_steps(plan_network(len(self.chunks), run=self.group), self.group))
 
@@ -617,6 +619,9 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
         data = n * (_input_element(itemsize, options) + itemsize + options.value_bytes)
         room = None if budget is None else usable_bytes(budget) - data
         return _decided(plan, chunks, itemsize, options, room)
+    exchange = _exchange(chunks, itemsize, view, options, window)
+    if exchange is not None:
+        return _decided(exchange, chunks, itemsize, options, None)
     plan = _network(chunks, itemsize, view, options, window)
     room = _slot_room(chunks, itemsize, view, options)[1]
     if room is not None:  # beside the slot's share of the data, a task's own copy
@@ -661,6 +666,35 @@ def _kway(chunks, itemsize, view, options):
     out = kway_chunks(normalize_chunks(chunks), view.cores)
     plan = SortPlan("kway", out, pieces, None, 1, max(1, view.cores))
     return _decided(plan, chunks, itemsize, options, None)._replace(eager=options.here)
+
+
+def _exchange(chunks, itemsize, view, options, window):
+    """The plan of one exchange between workers (``distsort.plan.exchange``) where the
+    options allow it and it serves (``distsort.strategy: exchange`` forces it wherever
+    two workers, or cores on Dask's local schedulers, hold chunks), else None.  Its
+    ``pieces`` are each run's input chunks, whole; ``group`` the number of runs."""
+    if options.strategy not in ("auto", "exchange"):
+        return None
+    forced = options.strategy == "exchange"
+    if options.gpu:  # the runs' engine on CuPy chunks is not written yet
+        if forced:
+            raise ValueError("distsort.strategy 'exchange' sorts NumPy chunks; CuPy chunks "
+                             "take 'network' or 'auto'")
+        return None
+    workers = view.workers or (tuple(range(view.cores)) if forced else ())
+    owners = view.owners if len(view.owners) == len(chunks) else (None,) * len(chunks)
+    if options.device_memory_limit:
+        budgets = (int(options.device_memory_limit),) * len(workers)
+    else:
+        limits = view.memory_limits or (None,) * len(workers)
+        budgets = tuple(m and m // CPU_BUDGET_DIVISOR for m in limits)
+    planned = plan_exchange(chunks, itemsize + options.value_bytes, workers, owners, budgets,
+                            forced)
+    if planned is None:
+        return None
+    runs, out = planned
+    pieces = tuple(tuple((i, 0, chunks[i]) for i in run) for run in runs)
+    return SortPlan("exchange", out, pieces, None, len(runs), window)
 
 
 def _decided(plan, chunks, itemsize, options, room):

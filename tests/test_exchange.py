@@ -1,0 +1,292 @@
+"""One exchange between workers for in-memory sorts (``distsort.plan.exchange``,
+``distsort.graph.exchange``): the plan on tuples, the splitters against brute force, and
+whole sorts on 2, 3 and 4 CPU worker processes against NumPy, with the bytes they send
+and the stages of tasks that depend across workers."""
+import dataclasses
+import itertools
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, random_keys,
+                    stable_argsort)
+
+import distsort
+import distsort.api
+from distsort.backends import Order
+from distsort.cluster.view import ClusterView
+from distsort.plan.exchange import (exchange_fits, exchange_steps, output_owners,
+                                    plan_exchange, worker_runs)
+from distsort.plan.options import SortOptions
+from distsort.plan.sortplan import plan_sort
+
+STRATEGY = "auto"  # conftest: the plan decides
+
+
+# ---------------------------------------------------------------- the plan, on integers
+def _view(workers, owners, memory=2**30):
+    names = tuple("abcdefgh"[:workers])
+    return ClusterView(workers=names, hosts=("h",) * workers, threads=(1,) * workers,
+                       memory_limits=(memory,) * workers, owners=tuple(owners))
+
+
+def test_runs_are_the_chunks_each_worker_holds_against_brute_force():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        w = int(rng.integers(1, 6))
+        workers = tuple("abcdef"[:w])
+        c = int(rng.integers(1, 12))
+        sizes = tuple(int(s) for s in rng.integers(0, 4, c))
+        owners = tuple(None if rng.random() < 0.3 else workers[int(rng.integers(w))]
+                       for _ in range(c))
+        runs = worker_runs(sizes, owners, workers)
+        flat = sorted(itertools.chain(*runs))
+        assert flat == [i for i in range(c) if sizes[i]]  # every non-empty chunk once
+        for run in runs:
+            assert list(run) == sorted(run) and run
+            known = {owners[i] for i in run if owners[i] is not None}
+            assert len(known) <= 1  # one worker's chunks
+
+
+def test_the_plan_takes_the_exchange_from_three_workers_where_memory_allows():
+    four = _view(4, "abcd" * 4)
+    p = plan_sort((1000,) * 16, 8, four)
+    assert p.strategy == "exchange" and p.rounds == 0 and p.backend == "host-runs"
+    assert [tuple(i for i, _, _ in run) for run in p.pieces] == [
+        (0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15)]
+    assert p.chunks == (1000,) * 16
+    # two workers: the network's one round sends what the exchange would
+    assert plan_sort((1000,) * 8, 8, _view(2, "ab" * 4)).strategy == "network"
+    # too little memory beside the run for what a worker receives: the network
+    assert plan_sort((1000,) * 16, 8, _view(4, "abcd" * 4, memory=4 * 30_000)).strategy == \
+        "network"
+    # forced either way
+    forced = SortOptions(strategy="network")
+    assert plan_sort((1000,) * 16, 8, four, forced).strategy == "network"
+    two = plan_sort((1000,) * 8, 8, _view(2, "ab" * 4), SortOptions(strategy="exchange"))
+    assert two.strategy == "exchange" and two.group == 2
+    # CuPy chunks: no engine for them yet
+    assert plan_sort((1000,) * 16, 8, four, SortOptions(gpu=True)).strategy != "exchange"
+    with pytest.raises(ValueError, match="exchange"):
+        plan_sort((1000,) * 16, 8, four, SortOptions(gpu=True, strategy="exchange"))
+
+
+def test_the_memory_rule_counts_the_run_and_what_arrives():
+    # worker 0 merges chunks 0-1 (200 elements) beside its run of 100: (100 + 400) * 8
+    assert exchange_fits((100, 100), (100,) * 4, 8, (4000 / 0.95 + 1,) * 2)
+    assert not exchange_fits((100, 100), (100,) * 4, 8, (3999,) * 2)
+    assert output_owners(5, 2) == (0, 0, 0, 1, 1)
+    assert plan_exchange((3,) * 4, 8, "ab", (None,) * 4, (None, None)) is None  # unknown
+
+
+def _splitters(runs, chunks, order):
+    """The co-ranks of every output chunk's ends, by the tasks of the exchange."""
+    from distsort.backends.outofcore.hostruns import run_sample
+    from distsort.graph.outofcore import exchange_pivots, exchange_splitters, run_windows
+    lengths = tuple(len(r) for r in runs)
+    steps = exchange_steps(lengths, len(chunks))
+    ends = tuple(itertools.accumulate(chunks))[:-1]
+    pivots = exchange_pivots(lengths, steps, ends, order,
+                             [run_sample(r, s) for r, s in zip(runs, steps, strict=True)])
+    windows = [run_windows(r, j, order, pivots) for j, r in enumerate(runs)]
+    return exchange_splitters(lengths, ends, order, windows)
+
+
+def test_splitters_equal_brute_force_co_ranks_ties_by_run():
+    rng = np.random.default_rng(2)
+    for trial in range(60):
+        k = int(rng.integers(2, 6))
+        runs = [np.sort(rng.integers(0, 1 + trial % 7 * 5, int(rng.integers(0, 300))))
+                for _ in range(k)]
+        n = sum(len(r) for r in runs)
+        if not n:
+            continue
+        chunks = tuple(int(c) for c in da.core.normalize_chunks(int(rng.integers(1, n + 1)),
+                                                               (n,))[0])
+        cuts = _splitters(runs, chunks, Order())
+        tuples = [tuple(r.tolist()) for r in runs]
+        for rank, cut in zip(itertools.accumulate((0, *chunks)), cuts, strict=True):
+            assert tuple(cut) == brute_co_ranks(tuples, rank)
+
+
+def test_more_samples_for_more_chunks_and_few_next_to_the_data():
+    n = 2**19
+    few, many = exchange_steps((n,), 4)[0], exchange_steps((n,), 64)[0]
+    assert few > many >= 1
+    for g in (2, 4, 8):  # samples of all runs: under 2% of the data
+        assert g * (n // exchange_steps((n,), 4 * g)[0]) < 0.02 * g * n
+
+
+# ---------------------------------------------------------------- on worker processes
+@pytest.fixture(scope="module")
+def client4():
+    """Four worker processes on loopback; each test persists its input on 2, 3 or 4."""
+    distributed = pytest.importorskip("distributed")
+    with (distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None) as cluster,
+          distributed.Client(cluster, set_as_default=False) as client):
+        yield client
+
+
+def _persisted_on(client, x, chunks, g, blocks=False):
+    """``x`` in ``chunks`` (empty ones too), chunk ``i`` held on worker ``i % g`` (by
+    address), or in ``blocks`` (chunk ``i`` of ``c`` on worker ``i * g // c``): a Dask
+    array of futures, as ``client.persist`` makes."""
+    import distributed
+    from dask.highlevelgraph import HighLevelGraph
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])[:g]
+    ends = np.cumsum((0, *chunks))
+    name = "held-" + dask.base.tokenize(x, chunks, g, blocks)
+    held = (lambda i: i * g // len(chunks)) if blocks else (lambda i: i % g)
+    futures = {(name, i): client.scatter(x[a:b], workers=[workers[held(i)]], hash=False)
+               for i, (a, b) in enumerate(itertools.pairwise(ends))}
+    graph = HighLevelGraph.from_collections(name, futures)
+    # persisted under its own keys, held where they were scattered, before any sort
+    out = client.persist(da.Array(graph, name, (tuple(chunks),), dtype=x.dtype))
+    with client.as_current():
+        distributed.wait(out)
+    return out
+
+
+def _ragged(rng, n, g):
+    """A ragged chunking of ``n`` with empty chunks, ``3 g`` chunks or so."""
+    cuts = np.sort(rng.integers(0, n + 1, 3 * g))
+    return (0, *(int(c) for c in np.diff(np.concatenate([[0], cuts, [n]]))))
+
+
+def _exchange(fn):
+    with distsort.api.planning(strategy="exchange") as plans:
+        out = fn()
+    assert plans and all(p.strategy == "exchange" for p in plans), plans
+    return out
+
+
+@pytest.mark.parametrize("g", [2, 3, 4])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sorts_equal_numpy_on_worker_processes(client4, g, dtype):
+    rng = np.random.default_rng(g * 100 + len(dtype))
+    n = 2000 + g
+    x = random_keys(rng, n, dtype, duplicates=True)
+    chunks = _ragged(rng, n, g)
+    xd = _persisted_on(client4, x, chunks, g)
+    with client4.as_current():
+        s = _exchange(lambda: distsort.sort(xd, descending=g == 3))
+        a = _exchange(lambda: distsort.argsort(xd))
+        got_s, got_a = client4.compute([s, a], sync=True)
+    assert_sorted_like_numpy(got_s, x, descending=g == 3)
+    assert np.array_equal(got_a, stable_argsort(x))
+    assert s.chunks[0] == tuple(da.core.normalize_chunks(s.chunks[0][0], (n,))[0])
+
+
+@pytest.mark.parametrize("g", [3, 4])
+def test_keyed_sorts_equal_numpy_on_worker_processes(client4, g):
+    rng = np.random.default_rng(g)
+    n = 3001
+    x = random_keys(rng, n, "float32", duplicates=True)
+    v = rng.integers(-2**40, 2**40, n)
+    w = rng.standard_normal(n)
+    chunks = _ragged(rng, n, g)
+    xd, vd, wd = (_persisted_on(client4, a, chunks, g) for a in (x, v, w))
+    want = stable_argsort(x, descending=True)
+    with client4.as_current():
+        keys, vals = _exchange(lambda: distsort.sort_by_key(xd, vd, descending=True,
+                                                             stable=True))
+        table = _exchange(lambda: distsort.sort_by_key(xd, (vd, wd)))
+        lex = _exchange(lambda: distsort.lexsort([vd % 3, xd]))
+        got = client4.compute([keys, vals, table[0], *table[1], lex], sync=True)
+    assert np.array_equal(bits(got[0]), bits(x[want])) and np.array_equal(got[1], v[want])
+    assert_sorted_like_numpy(got[2], x)
+    for col, ref in ((got[3], v), (got[4], w)):  # equal keys' values in any order
+        assert sorted(zip(bits(got[2]).tolist(), col.tolist(), strict=True)) == sorted(
+            zip(bits(x).tolist(), ref.tolist(), strict=True))
+    assert np.array_equal(got[5], np.lexsort([v % 3, x]))
+
+
+def _sent_per_byte(client, fn, nbytes):
+    """The result of ``fn()``, and the bytes the workers sent each other to make its
+    output chunks (their gather to the client afterwards not counted), per byte."""
+    import distributed
+
+    from distsort.cluster import bytes_sent_by_kind, diff_sent
+    before = bytes_sent_by_kind(client)
+    out = client.persist(fn())
+    with client.as_current():
+        distributed.wait(out)
+    sent = diff_sent(before, bytes_sent_by_kind(client))
+    return client.compute(out, sync=True), sum(sent.values()) / nbytes, sent
+
+
+@pytest.mark.parametrize("g", [2, 3, 4])
+def test_each_element_crosses_once_whatever_the_placement(client4, g):
+    """``sort`` sends at most ``(1 - 1/G) + 0.05`` of the data between the workers,
+    ``argsort`` twice that (keys and positions), wherever the chunks are held."""
+    rng = np.random.default_rng(g)
+    n = 2**18 // (4 * g) * (4 * g)
+    x = rng.standard_normal(n)
+    for layout in range(2):  # chunks dealt in turn, then in blocks of one worker each
+        xd = _persisted_on(client4, x, (n // (4 * g),) * (4 * g), g, blocks=bool(layout))
+        with client4.as_current():
+            got, sent, kinds = _sent_per_byte(client4, lambda a=xd: _exchange(
+                lambda: distsort.sort(a)), x.nbytes)
+            assert np.array_equal(got, np.sort(x))
+            assert sent <= (1 - 1 / g) + 0.05, str(kinds)
+            got, sent, kinds = _sent_per_byte(client4, lambda a=xd: _exchange(
+                lambda: distsort.argsort(a)), x.nbytes)
+            assert np.array_equal(got, np.argsort(x, kind="stable"))
+            assert sent <= 2 * ((1 - 1 / g) + 0.05), str(kinds)
+
+
+def _stages(client, fn):
+    """Stages of tasks that depend across workers: the longest chain of dependencies
+    between tasks run on different workers, as the task stream recorded where each ran.
+    A single task that gathers small results from every worker (the pivots, the
+    splitters: ``taskkeys.GATHERED``) passes its inputs' stage on to its dependents
+    (their inputs arrive with its result)."""
+    from distributed import get_task_stream
+
+    from distsort.core.taskkeys import GATHERED
+    arr = fn()
+    graph = dict(arr.__dask_graph__())
+    # (a persisted chunk, a future of its own key, is no dependency of itself)
+    deps = {k: set(dask.core.get_dependencies(graph, k)) - {k} for k in graph}
+    with get_task_stream(client) as ts:
+        client.compute(arr, sync=True)
+    where = {}
+    for rec in ts.data:
+        where[rec["key"]] = rec["worker"]
+    stage = {}
+
+    def of(key):
+        if key not in stage:
+            gathered = isinstance(key, tuple) and str(key[0]).startswith(GATHERED)
+            stage[key] = max((of(d) + (not gathered and d in where and key in where
+                                       and where[d] != where[key]) for d in deps.get(key, ())),
+                             default=0)
+        return stage[key]
+    return max(map(of, graph))
+
+
+def test_at_most_three_stages_depend_across_workers(client4):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(40_000)
+    xd = _persisted_on(client4, x, (2500,) * 16, 4)
+    with client4.as_current():
+        ex = _stages(client4, lambda: _exchange(lambda: distsort.sort(xd)))
+        with distsort.api.planning(strategy="network"):
+            net = _stages(client4, lambda: distsort.sort(xd))
+    assert ex <= 3 < net
+
+
+def test_the_plan_chooses_the_exchange_on_four_workers_by_itself(client4):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(20_000)
+    xd = _persisted_on(client4, x, (1250,) * 16, 4)
+    with client4.as_current():
+        with distsort.api.planning() as plans:
+            s = distsort.sort(xd)
+        assert plans[0].strategy == "exchange"
+        assert np.array_equal(client4.compute(s, sync=True), np.sort(x))
+    # a sort of the view alone as on a cluster of two: the network
+    view = dataclasses.replace(_view(2, "ab" * 8))
+    assert plan_sort((1250,) * 16, 8, view).strategy == "network"
