@@ -40,16 +40,16 @@ def exchange_run(backend, order, starts, keys, values):
 
 def _run_layer(graph, keys_read, values_read, in_chunks, runs, backend, order, positions):  # noqa: PLR0913, PLR0917
     """One task per run of ``runs`` (input chunk indices): its chunks sorted as one."""
-    from distsort.graph.layers import _input_names, _reads
+    from distsort.graph.layers import chunk_reads, input_names
     offsets = np.cumsum((0, *in_chunks), dtype=np.int64)
     name = f"distsort-exch-run-{graph.token}"
     tasks = {}
     for r, idx in enumerate(runs):
-        values = _reads(values_read, idx) if values_read is not None else None
+        values = chunk_reads(values_read, idx) if values_read is not None else None
         tasks[(name, r)] = (exchange_run, backend, order,
                             offsets[list(idx)] if positions else None,
-                            _reads(keys_read, idx), values)
-    graph.add("exch-run", tasks, _input_names(keys_read, values_read))
+                            chunk_reads(keys_read, idx), values)
+    graph.add("exch-run", tasks, input_names(keys_read, values_read))
     return list(tasks)
 
 

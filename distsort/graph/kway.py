@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from distsort.graph.layers import _input_names, _reads
+from distsort.graph.layers import chunk_reads, input_names
 from distsort.graph.outofcore import kway_cuts, kway_layers
 
 __all__ = ["kway_sort_layers", "run_task", "sort_now"]
@@ -59,11 +59,11 @@ def kway_sort_layers(graph, sources, pieces, chunks, backend, order, name, offse
         read, bounds = _rows(mine)
         firsts = (None if offsets is None
                   else [offsets[i] + a for i, (a, _) in zip(read, bounds, strict=True)])
-        values = None if values_source is None else _reads(values_source, read)
-        tasks[(run_name, r)] = (run_task, backend, order, bounds, _reads(keys_source, read),
+        values = None if values_source is None else chunk_reads(values_source, read)
+        tasks[(run_name, r)] = (run_task, backend, order, bounds, chunk_reads(keys_source, read),
                                 values, firsts)
     graph.layers[run_name] = tasks
-    graph.dependencies[run_name] = _input_names(keys_source, values_source)
+    graph.dependencies[run_name] = input_names(keys_source, values_source)
     return kway_layers(graph, list(tasks), chunks, backend, order, False, name)
 
 

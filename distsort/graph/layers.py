@@ -302,11 +302,13 @@ def sort_layers(graph, keys_name, values_name, chunks, backend, order, positions
         for p, i in enumerate(perm):
             value = (values_name, i) if values_name is not None else None
             tasks[keys[p]] = (backend.prepare, (keys_name, i), value, order, first[p], local)
-        graph.add("prepare", tasks, _input_names(keys_name, values_name))
+        graph.add("prepare", tasks, input_names(keys_name, values_name))
     return network_layers(graph, keys, chunks, backend, order, window, run=group, local=local)
 
 
-def _input_names(keys_name, values_name):
+def input_names(keys_name, values_name):
+    """The names of the arrays whose chunks a layer reads by key (those read in place
+    depend on no layer)."""
     return {n for n in (keys_name, values_name) if n and not isinstance(n, READ_IN_PLACE)}
 
 
@@ -335,7 +337,7 @@ class Inline:
 READ_IN_PLACE = (Inline, HeldChunks)
 
 
-def _reads(source, indices):
+def chunk_reads(source, indices):
     """What a task takes to read the input chunks ``indices`` of ``source`` (an array's
     name, its chunks :class:`Inline`, or the keys of its persisted chunks
     ``HeldChunks``)."""
@@ -364,12 +366,12 @@ def pieces_layers(graph, keys, pieces, in_chunks, chunks, keys_name, values_name
         rows = np.array(mine, dtype=np.int64).reshape(-1, 3)
         read, bounds = rows[:, 0].tolist(), rows[:, 1:]
         firsts = offsets[rows[:, 0]] + rows[:, 1] if positions else None
-        values = _reads(values_name, read) if values_name is not None else None
+        values = chunk_reads(values_name, read) if values_name is not None else None
         tasks[gkey] = (group_prepare, backend, local, order, firsts, bounds,
-                       list(chunks[lo:hi]), _reads(keys_name, read), values, separate)
+                       list(chunks[lo:hi]), chunk_reads(keys_name, read), values, separate)
         for p in range(lo, hi):
             parts[keys[p]] = (operator.getitem, gkey, p - lo)
-    graph.add("group", tasks, _input_names(keys_name, values_name))
+    graph.add("group", tasks, input_names(keys_name, values_name))
     graph.add("prepare", parts, {f"distsort-group-{graph.token}"})
 
 
