@@ -1,4 +1,6 @@
 """Test data: random arrays with the values that break sorts mixed in."""
+import contextlib
+
 import numpy as np
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -181,3 +183,14 @@ def received_keys(client):
     logs = client.run(lambda dask_worker: [k for entry in dask_worker.transfer_incoming_log
                                            for k in entry["keys"]])
     return {k for keys in logs.values() for k in keys}
+
+
+@contextlib.contextmanager
+def loopback_client(workers):
+    """A client of a ``distributed.LocalCluster`` of ``workers`` processes of one thread
+    each, on loopback."""
+    import distributed
+    with (distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None) as cluster,
+          distributed.Client(cluster, set_as_default=False) as client):
+        yield client

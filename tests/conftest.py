@@ -37,10 +37,9 @@ def network_strategy(request):
 @pytest.fixture(scope="session")
 def cluster_client():
     """A ``distributed.LocalCluster`` of two worker processes on loopback."""
-    distributed = pytest.importorskip("distributed")
-    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None) as cluster,
-          distributed.Client(cluster, set_as_default=False) as client):
+    pytest.importorskip("distributed")
+    from arrays import loopback_client
+    with loopback_client(2) as client:
         yield client
 
 

@@ -9,8 +9,8 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, random_keys,
-                    stable_argsort)
+from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, loopback_client,
+                    random_keys, stable_argsort)
 
 import distsort
 import distsort.api
@@ -122,10 +122,8 @@ def test_more_samples_for_more_chunks_and_few_next_to_the_data():
 @pytest.fixture(scope="module")
 def client4():
     """Four worker processes on loopback; each test persists its input on 2, 3 or 4."""
-    distributed = pytest.importorskip("distributed")
-    with (distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None) as cluster,
-          distributed.Client(cluster, set_as_default=False) as client):
+    pytest.importorskip("distributed")
+    with loopback_client(4) as client:
         yield client
 
 
