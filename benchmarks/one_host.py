@@ -15,7 +15,9 @@ Cases (issue 53):
   chunks, and ``lexsort((k2, key))`` against ``numpy.lexsort`` (pandas and
   dask.dataframe where installed);
 - ``command``: ``distsort sort`` of a 1.4 GiB float32 ``.npy`` against NumPy's load,
-  sort and save, each in a new process.
+  sort and save, each in a new process;
+- ``large`` (only when named): a plain float32 array of ``--large-gib`` GiB (16 by
+  default; about 4x that held) against ``numpy.sort`` (and polars where installed).
 
 Times are wall seconds; ``ratio`` is distsort's over the alternative's.  The machine
 is named by its core count (``cpu-<cores>cores``) unless ``--device`` says otherwise.
@@ -87,6 +89,31 @@ def plain(sizes, rng):
     return rows
 
 
+def large(gib, rng):
+    """One plain float32 array of ``gib`` GiB: distsort against ``numpy.sort`` and, where
+    installed, polars' sort of a Series (multithreaded)."""
+    import distsort
+    n = int(gib * 2**30) // 4
+    a = rng.random(n, dtype=np.float32)
+    other, ref = _timed(lambda: np.sort(a))
+    other_cpu = LAST_CPU[0]
+    mine, out = _timed(lambda: distsort.sort(a))
+    assert np.array_equal(out, ref), "distsort differs from numpy.sort"
+    del out
+    rows = [_row("large float32", n, mine, other, "numpy.sort", (LAST_CPU[0], other_cpu),
+                 dtype="float32", bytes=n * 4)]
+    try:
+        import polars as pl
+    except ImportError:
+        return rows
+    series = pl.Series(a)
+    theirs, got = _timed(lambda: series.sort())
+    assert np.array_equal(got.to_numpy(), ref), "polars differs from numpy.sort"
+    rows.append(_row("large float32", n, mine, theirs, "polars Series.sort",
+                     dtype="float32", bytes=n * 4))
+    return rows
+
+
 def _frame_sorts(key, v1, v2, chunks):
     """Seconds of pandas' and dask.dataframe's stable sort by ``key`` (None where not
     installed), and pandas' result."""
@@ -155,7 +182,7 @@ def command(nbytes, rng):
                  "numpy load + sort + save", dtype="float32", bytes=nbytes)]
 
 
-CASES = ("readme", "plain", "tables", "command")
+CASES = ("readme", "plain", "tables", "command", "large")
 
 
 def warm_up(rng):
@@ -173,7 +200,8 @@ def warm_up(rng):
 
 def main(argv=None):
     p = parser(__doc__)
-    p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES[:-1]))
+    p.add_argument("--large-gib", type=float, default=16, help="the large case's GiB")
     p.add_argument("--max-plain", type=float, default=4e8,
                    help="largest plain array (elements; mind the memory: 5 copies held)")
     p.add_argument("--device", help="the machine's name in the results (default: cpu-<cores>cores)")
@@ -191,6 +219,8 @@ def main(argv=None):
         rows += tables(10**5 if quick else 10**7, 10, rng)
     if "command" in args.cases:
         rows += command(2**20 if quick else int(1.4 * 2**30), rng)
+    if "large" in args.cases:
+        rows += large(1 / 64 if quick else args.large_gib, rng)
     print_table(rows, [("case", "{}"), ("n", "{:.3g}"), ("distsort_s", "{:.2f}"),
                        ("other_s", "{:.2f}"), ("ratio", "{:.2f}"), ("against", "{}")])
     device = args.device or f"cpu-{os.cpu_count()}cores"

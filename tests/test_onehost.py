@@ -255,3 +255,26 @@ def test_numpy_merge_of_runs_without_nan_keeps_the_code_order(dtype):
         lazy = distsort.sort(da.from_array(x, chunks=700)).compute()
     np.testing.assert_array_equal(bits(plain), bits(ref))
     np.testing.assert_array_equal(bits(lazy), bits(ref))
+
+
+@pytest.mark.parametrize("quick_wins", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
+def test_runs_resorted_where_that_is_faster_keep_the_code_order(monkeypatch, dtype, quick_wins):
+    """Where the machine's quicksort re-sorts k runs faster than Timsort merges them
+    (``resort_wins``, timed: forced here both ways), the merge still gives the order of
+    the codes, zeros' signs included."""
+    from distsort.backends.cpu import runs as cpu_runs
+    from distsort.core.order import decode, encode
+    monkeypatch.setattr(cpu_runs, "_sort_costs", lambda dtype, k: (1.0, 0.0) if quick_wins
+                        else (0.0, 1.0))
+    rng = np.random.default_rng(6)
+    n = 2 * cpu_runs.RESORT_SAMPLE
+    x = random_keys(rng, n, dtype, special_fraction=0.0)
+    if x.dtype.kind == "f":
+        x[np.isnan(x)] = 2.0
+        x[rng.random(n) < 0.2] = np.array(0.0, dtype)
+        x[rng.random(n) < 0.2] = np.array(-0.0, dtype)
+    assert cpu_runs.resort_wins(x.dtype.str, 6, n) is quick_wins
+    runs = [sort_keys(p.copy(), original=[p]) for p in np.array_split(x, 6)]
+    out = merge_slices(runs, [0] * 6, [len(r) for r in runs], Order())
+    np.testing.assert_array_equal(bits(out), bits(decode(np.sort(encode(x)), x.dtype)))

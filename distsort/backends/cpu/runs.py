@@ -8,7 +8,10 @@ with ``numpy.sort`` (which releases the GIL, so runs sort on all cores at once) 
 the k slices of an output chunk are merged by the compiled two-way merge
 (``distsort.backends.cpu.merge.merge_keys_into``) in a tree of ``log2(k)`` levels, or,
 for ascending integers and floats with no NaN, by NumPy's stable sort, which finds the
-k runs and merges them as fast, with no numba to load.
+k runs and merges them as fast, with no numba to load; where this machine's
+``numpy.sort`` (SIMD quicksort on most x86 CPUs) re-sorts the k runs faster than
+Timsort merges them (many runs: timed once per dtype and k, :func:`resort_wins`), by
+that.
 
 >>> runs = [sort_keys(np.array([3.0, np.nan, -0.0])), sort_keys(np.array([0.0, 1.0]))]
 >>> merge_slices(runs, (0, 0), (3, 2), Order()).tolist()
@@ -153,8 +156,9 @@ def merge_slices(runs, first, last, order, out=None):
     if _numpy_merges(pieces, order.descending):
         # Timsort finds the k runs and merges them: as fast as the compiled merge of
         # two, and no numba to load (seconds, in a new process on a busy machine).
+        # Equal keys are equal bits here but for zeros, put in order below.
         np.concatenate(pieces, out=out)
-        out.sort(kind="stable")
+        out.sort(kind=None if resort_wins(out.dtype.str, len(pieces), n) else "stable")
         if out.dtype.kind == "f":
             _codes_order_zeros(out)
         return out
@@ -193,6 +197,45 @@ def _numpy_merges(pieces, descending):
         return False
     return kind != "f" or (size >= NUMPY_FLOAT_BYTES
                            and not np.isnan([p[-1] for p in pieces]).any())
+
+
+#: Elements of the sample on which :func:`resort_wins` times the two sorts.
+RESORT_SAMPLE = 2**18
+_RESORT_LOCK = threading.Lock()
+
+
+def resort_wins(dtype, k, n):
+    """Whether ``numpy.sort``'s default kind sorts ``n`` elements of ``dtype`` made of
+    ``k`` sorted runs faster than its stable kind merges them.  Timsort's cost per
+    element grows with log k, a quicksort's with log n: so the time per element of
+    each, on :data:`RESORT_SAMPLE` elements of this machine, the quicksort's scaled by
+    log n.  (On the H200 host's 16 cores, AVX-512 quicksort re-sorts 16 runs faster
+    than Timsort merges them; on a 2-core EPYC VM it is 2-6x slower.)"""
+    if k <= 2 or n < RESORT_SAMPLE:  # noqa: PLR2004  (one merge pass: Timsort's)
+        return False
+    stable, quick = _sort_costs(dtype, k)
+    return bool(quick * np.log2(n) / np.log2(RESORT_SAMPLE) < stable)
+
+
+@functools.lru_cache(maxsize=256)
+def _sort_costs(dtype, k):
+    """Seconds per element of NumPy's stable and default sorts of ``k`` concatenated
+    sorted runs of random ``dtype`` keys, the best of three (once per process: a lock
+    keeps the merges of many threads from timing each other)."""
+    import time
+    with _RESORT_LOCK:
+        rng = np.random.default_rng(0)
+        keys = rng.integers(0, 2**31, RESORT_SAMPLE).astype(dtype)
+        runs = np.concatenate([np.sort(p) for p in np.array_split(keys, k)])
+        best = {}
+        for kind in ("stable", None):
+            times = []
+            for _ in range(3):
+                start = time.perf_counter()
+                np.sort(runs, kind=kind)
+                times.append(time.perf_counter() - start)
+            best[kind] = min(times) / RESORT_SAMPLE
+        return best["stable"], best[None]
 
 
 def _merges():
