@@ -38,8 +38,16 @@ Examples
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+#: ``before(i, p, lo, hi)`` of :func:`co_ranks`: each run's count before element ``p``
+#: of run ``i``, within the windows ``[lo, hi]``.
+Before = Callable[[int, int, Sequence[int], Sequence[int]], Sequence[int]]
+IntArray = npt.NDArray[np.int64]
 
 __all__ = ["co_ranks", "searcher", "segment_bounds", "kway_segment", "kway_bytes_moved",
            "choose_merge", "sample_step", "brackets", "Samples", "KWAY_FRACTION", "COPY_SECONDS",
@@ -57,7 +65,8 @@ COPY_SECONDS = 20e-6
 LINK_BYTES_PER_S = 50e9
 
 
-def co_ranks(lengths, rank, before, start=None):
+def co_ranks(lengths: Sequence[int], rank: int, before: Before,
+             start: Sequence[int] | None = None) -> tuple[int, ...]:
     """How many elements of each of the ``k`` sorted runs of ``lengths`` are among
     the first ``rank`` of their merge (ties: lower run first, then position).
 
@@ -95,7 +104,7 @@ def co_ranks(lengths, rank, before, start=None):
     return tuple(lo if sum(lo) == rank else hi)
 
 
-def _pivot(lo, hi, need, width, step):
+def _pivot(lo: int, hi: int, need: int, width: int, step: int) -> int:
     """A position in ``[lo, hi)``: where the rank sought would fall if the runs were
     alike (``need`` of the ``width`` elements of all windows), on even steps; the
     middle on odd ones, so that the widest window at least halves every other step.
@@ -108,16 +117,16 @@ def _pivot(lo, hi, need, width, step):
     return min(hi - 1, lo + (hi - lo) * need // width)
 
 
-def searcher(runs):
+def searcher(runs: Sequence[Sequence[Any]]) -> Before:
     """``before`` of :func:`co_ranks` for runs held as sorted sequences of
     comparable items (the reference the host engines are tested against).
 
     >>> searcher([(1, 2), (2, 3)])(1, 0, [0, 0], [2, 2])  # the 2 of run 1
     [2, 0]
     """
-    def before(i, p, lo, hi):
+    def before(i: int, p: int, lo: Sequence[int], hi: Sequence[int]) -> list[int]:
         v = runs[i][p]
-        out = []
+        out: list[int] = []
         for j, run in enumerate(runs):
             if j == i:
                 out.append(p)
@@ -134,7 +143,7 @@ def searcher(runs):
 SAMPLES_PER_RUN = 1 << 16
 
 
-def sample_step(length):
+def sample_step(length: int) -> int:
     """Elements between two samples of a run of ``length`` elements: its samples are
     the elements at ``step - 1, 2 * step - 1, ...``.
 
@@ -166,7 +175,8 @@ class Samples:
     [[[2, 1]], [[3, 3]]]
     """
 
-    def __init__(self, lengths, steps, merged):
+    def __init__(self, lengths: Sequence[int] | IntArray, steps: Sequence[int] | IntArray,
+                 merged: Sequence[int] | IntArray) -> None:
         self.lengths = np.asarray(lengths, np.int64)
         self.steps = np.asarray(steps, np.int64)
         self.merged = np.asarray(merged, np.int64)
@@ -175,15 +185,15 @@ class Samples:
         counts = np.bincount(self.merged, minlength=len(self.lengths))
         self._places = np.split(by_run, np.cumsum(counts)[:-1])
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.merged)
 
-    def _seen(self, t):
+    def _seen(self, t: IntArray) -> IntArray:
         """Each run's samples before each sample of ``t`` (an array): ``(len(t), k)``."""
         return np.stack([np.searchsorted(p, t) for p in self._places], axis=-1).reshape(
             len(t), len(self._places))
 
-    def bounds(self, t):
+    def bounds(self, t: Sequence[int] | IntArray) -> tuple[IntArray, IntArray]:
         """``(lower, upper)``, each ``(len(t), k)``: at least and at most how many
         elements of each run come before each sample of ``t`` (indices in the merge of
         all samples); for a sample's own run, its position."""
@@ -197,12 +207,12 @@ class Samples:
         lower[rows, i] = upper[rows, i] = pos
         return lower, upper
 
-    def sample(self, t):
+    def sample(self, t: int) -> tuple[int, int]:
         """``(run, position)`` of sample ``t``."""
         i = int(self.merged[t])
         return i, int((np.searchsorted(self._places[i], t) + 1) * self.steps[i] - 1)
 
-    def brackets(self, ranks):
+    def brackets(self, ranks: Sequence[int] | IntArray) -> tuple[IntArray, IntArray]:
         """For each of ``ranks``, the samples whose ranks bracket it: ``low``, the last
         sample that surely has at most the rank's elements before it, and ``high``, the
         first that surely has at least them; -1 for the start (low) and ``len(self)``
@@ -211,7 +221,9 @@ class Samples:
         after = self._first(ranks, lambda lower, upper, r: upper > r)
         return after - 1, self._first(ranks, lambda lower, upper, r: lower >= r)
 
-    def _first(self, ranks, holds):
+    def _first(self, ranks: IntArray,
+               holds: Callable[[IntArray, IntArray, IntArray], npt.NDArray[np.bool_]],
+               ) -> IntArray:
         """For each rank, the first sample where ``holds(lower, upper, rank)`` (of the
         sums of its bounds; false, then true), or ``len(self)``: binary searches in lock
         step."""
@@ -224,7 +236,7 @@ class Samples:
             a[act[~ok]] = mid[~ok] + 1
         return a
 
-    def windows(self, ranks):
+    def windows(self, ranks: Sequence[int] | IntArray) -> tuple[IntArray, IntArray]:
         """``(lo, hi)``, each ``(len(ranks), k)``: each run's co-rank of each rank lies in
         ``[lo[r, j], hi[r, j]]``."""
         low, high = self.brackets(ranks)
@@ -237,7 +249,8 @@ class Samples:
         return lo, np.maximum(hi, lo)
 
 
-def brackets(lengths, steps, merged, ranks):
+def brackets(lengths: Sequence[int], steps: Sequence[int], merged: Sequence[int] | IntArray,
+             ranks: Sequence[int]) -> list[tuple[tuple[int, int] | None, tuple[int, int] | None]]:
     """For each of ``ranks``, two samples of the runs of ``lengths`` whose ranks in the
     merge bracket it: ``(low, high)``, each ``(run, position)``, or None for the start
     (low) or the end (high) of the merge (:meth:`Samples.brackets`).  The co-ranks of a
@@ -259,7 +272,7 @@ def brackets(lengths, steps, merged, ranks):
             for a, b in zip(low.tolist(), high.tolist(), strict=True)]
 
 
-def segment_bounds(chunks, segment):
+def segment_bounds(chunks: Sequence[int], segment: int) -> tuple[tuple[int, ...], ...]:
     """Output ranks that cut each chunk of ``chunks`` into segments of at most
     ``segment`` elements, of equal sizes: one tuple per chunk, from its first rank to
     its end.
@@ -267,7 +280,8 @@ def segment_bounds(chunks, segment):
     >>> segment_bounds((4, 0, 3), 10)
     ((0, 4), (4, 4), (4, 7))
     """
-    out, start = [], 0
+    out: list[tuple[int, ...]] = []
+    start = 0
     segment = max(1, int(segment))
     for size in chunks:
         pieces = max(1, -(-int(size) // segment))
@@ -276,7 +290,7 @@ def segment_bounds(chunks, segment):
     return tuple(out)
 
 
-def kway_segment(budget, itemsize):
+def kway_segment(budget: int | float, itemsize: int) -> int:
     """Elements of a k-way segment under a device ``budget``: two in flight, each its
     slices and the radix sort's buffers (``4 * segment`` elements).
 
@@ -286,7 +300,7 @@ def kway_segment(budget, itemsize):
     return max(1, int(budget * KWAY_FRACTION) // (8 * int(itemsize)))
 
 
-def kway_bytes_moved(nbytes):
+def kway_bytes_moved(nbytes: int) -> int:
     """Bytes the k-way merge copies to the device (the same back): the runs once to
     form them, every element once more to merge them.
 
@@ -296,7 +310,8 @@ def kway_bytes_moved(nbytes):
     return 2 * nbytes
 
 
-def choose_merge(lengths, itemsize, budget, network_bytes, workers=1, picked_bytes=0):
+def choose_merge(lengths: Sequence[int], itemsize: int, budget: int | float,
+                 network_bytes: int, workers: int = 1, picked_bytes: int = 0) -> str:
     """``"kway"``, ``"exchange"`` or ``"network"``: the merge between the runs of
     ``lengths`` (elements of ``itemsize`` bytes) under a device ``budget``, by the time
     each takes to copy (bytes at ``LINK_BYTES_PER_S``, ``COPY_SECONDS`` a copy).

@@ -71,6 +71,7 @@ True
 from __future__ import annotations
 
 import itertools
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -105,7 +106,7 @@ class OutOfCorePlan(NamedTuple):
     segment: int
 
 
-def needs_out_of_core(nbytes: int, budgets) -> bool:
+def needs_out_of_core(nbytes: int, budgets: Iterable[int | None]) -> bool:
     """Whether ``nbytes`` of data (keys and values) outgrow the workers' device
     budgets (bytes each; None where a worker has none): no budget, no out of core.
 
@@ -114,13 +115,13 @@ def needs_out_of_core(nbytes: int, budgets) -> bool:
     >>> needs_out_of_core(10**12, [None])
     False
     """
-    budgets = list(budgets)
-    if not budgets or not all(budgets):  # a worker without a budget may use its whole GPU
+    limits = list(budgets)
+    if not limits or not all(limits):  # a worker without a budget may use its whole GPU
         return False
-    return nbytes > IN_MEMORY_FRACTION * sum(budgets)
+    return nbytes > IN_MEMORY_FRACTION * sum(b for b in limits if b)
 
 
-def plan_out_of_core(chunks, itemsize: int, budget: int) -> OutOfCorePlan:
+def plan_out_of_core(chunks: Sequence[int], itemsize: int, budget: int) -> OutOfCorePlan:
     """The plan for a regular chunking ``chunks`` (``distsort.plan.network.is_regular``) of
     elements of ``itemsize`` bytes (keys and values) under a device ``budget`` in bytes.
 
@@ -149,7 +150,7 @@ def plan_out_of_core(chunks, itemsize: int, budget: int) -> OutOfCorePlan:
     return OutOfCorePlan(g, runs, plan_network(runs), segment)
 
 
-def run_lengths(chunks, run_chunks: int) -> tuple[int, ...]:
+def run_lengths(chunks: Sequence[int], run_chunks: int) -> tuple[int, ...]:
     """Elements in each run: the sums of ``run_chunks`` consecutive chunks.
 
     >>> run_lengths((4, 4, 4, 4, 2), 2)
@@ -158,7 +159,7 @@ def run_lengths(chunks, run_chunks: int) -> tuple[int, ...]:
     return tuple(sum(chunks[i:i + run_chunks]) for i in range(0, len(chunks), run_chunks))
 
 
-def bytes_moved(plan: OutOfCorePlan, lengths, itemsize: int) -> int:
+def bytes_moved(plan: OutOfCorePlan, lengths: Sequence[int], itemsize: int) -> int:
     """Bytes the plan copies host to device (the same device to host): the runs once,
     then both runs of every compare-split of the network (the floor's numerator).
 
@@ -172,12 +173,12 @@ def bytes_moved(plan: OutOfCorePlan, lengths, itemsize: int) -> int:
     return moved * itemsize
 
 
-def _fmt(n):
+def _fmt(n: int | float) -> str:
     from distsort.core.memory import format_bytes
     return format_bytes(n)
 
 
-def group_by_owner(owners) -> tuple[int, ...]:
+def group_by_owner(owners: Iterable[Hashable | None]) -> tuple[int, ...]:
     """Network positions for chunks held by ``owners`` (a worker per chunk, None where
     unknown): the chunks of one worker take consecutive positions, so that runs form
     where their chunks are and the early rounds pair runs of one worker.  The last
@@ -189,14 +190,14 @@ def group_by_owner(owners) -> tuple[int, ...]:
     >>> group_by_owner([None, None, None])
     (0, 1, 2)
     """
-    owners = list(owners)
-    if len(owners) <= 1 or not any(owners):
-        return tuple(range(len(owners)))
-    first = {}
-    for o in owners[:-1]:
+    held = list(owners)
+    if len(held) <= 1 or not any(held):
+        return tuple(range(len(held)))
+    first: dict[Hashable | None, int] = {}
+    for o in held[:-1]:
         first.setdefault(o, len(first))
-    body = sorted(range(len(owners) - 1), key=lambda i: (first[owners[i]], i))
-    return (*body, len(owners) - 1)
+    body = sorted(range(len(held) - 1), key=lambda i: (first[held[i]], i))
+    return (*body, len(held) - 1)
 
 
 # -- runs on disk: files larger than host memory (``distsort.io.disksort``)
@@ -232,7 +233,7 @@ STRIDE = 1 << 12
 MIN_STRIDE = 1 << 8
 
 
-def needs_disk(nbytes, memory):
+def needs_disk(nbytes: int, memory: int) -> bool:
     """Whether a sort of ``nbytes`` (keys and values) goes through the disk: it does
     not fit ``memory`` (bytes of host memory) ``IN_MEMORY_COPIES`` times over.
 
@@ -242,7 +243,7 @@ def needs_disk(nbytes, memory):
     return nbytes * IN_MEMORY_COPIES > memory
 
 
-def element_bytes(key_size, payload_size, order):
+def element_bytes(key_size: int, payload_size: int, order: str) -> int:
     """Bytes of host memory an element takes while a task sorts it: read, scratch and
     sorted copies of keys alone; keyed, the keys and the payload read and moved, up to
     four 8-byte order codes and the permutation.
@@ -262,26 +263,27 @@ class DiskPlan:
     samples kept in memory, and which runs stay in memory (a bool per run; the others
     go to the disk)."""
 
-    runs: tuple
+    runs: tuple[int, ...]
     segment: int
     tasks: int
     stride: int = STRIDE
-    kept: tuple = ()
+    kept: tuple[bool, ...] = ()
 
     @property
-    def n(self):
+    def n(self) -> int:
         return sum(self.runs)
 
-    def is_kept(self, r):
+    def is_kept(self, r: int) -> bool:
         return bool(self.kept) and self.kept[r]
 
     @property
-    def kept_elements(self):
+    def kept_elements(self) -> int:
         """Elements of the runs kept in memory."""
         return sum(n for r, n in enumerate(self.runs) if self.is_kept(r))
 
 
-def plan_disk_sort(n, per_element, memory, tasks=3, stride=STRIDE, kept_bytes=0):  # noqa: PLR0913, PLR0917
+def plan_disk_sort(n: int, per_element: int, memory: int, tasks: int = 3,  # noqa: PLR0913, PLR0917
+                   stride: int = STRIDE, kept_bytes: int = 0) -> DiskPlan:
     """Runs and segments of a sort of ``n`` elements of ``per_element`` bytes
     (:func:`element_bytes`) within ``memory`` bytes, ``tasks`` of them at once.
 
@@ -309,7 +311,7 @@ def plan_disk_sort(n, per_element, memory, tasks=3, stride=STRIDE, kept_bytes=0)
         piece = min(piece, max(1, int(memory * WORK_SHARE) // (int(tasks) * int(per_element)),
                                -(-n // MAX_RUNS)))
     runs = run_cuts(n, piece)
-    kept = ()
+    kept: tuple[bool, ...] = ()
     if kept_bytes and runs:
         room = int(memory) - int(tasks) * int(per_element) * max(runs)
         kept = spread(max(0, room) // (max(runs) * int(kept_bytes)), len(runs))
@@ -318,7 +320,7 @@ def plan_disk_sort(n, per_element, memory, tasks=3, stride=STRIDE, kept_bytes=0)
     return DiskPlan(runs, segment, int(tasks), max(1, stride), kept)
 
 
-def spread(k, count):
+def spread(k: int, count: int) -> tuple[bool, ...]:
     """``k`` of ``count`` places marked True, evenly apart (all where ``k >= count``).
 
     >>> spread(2, 5), spread(9, 3)
@@ -328,7 +330,7 @@ def spread(k, count):
     return tuple((i + 1) * k // count > i * k // count for i in range(count))
 
 
-def disk_room(run_bytes, output_bytes, flight_bytes, punch):
+def disk_room(run_bytes: int, output_bytes: int, flight_bytes: int, punch: bool) -> int:
     """Bytes of free disk the sort needs beside its input: the runs (in the outputs'
     temporaries and, for ``--argsort``, the keys' runs), then the merged outputs as
     they grow, less the runs freed behind them (``punch``), with the segments in
@@ -340,7 +342,7 @@ def disk_room(run_bytes, output_bytes, flight_bytes, punch):
     return run_bytes + (flight_bytes if punch else output_bytes)
 
 
-def run_cuts(n, piece):
+def run_cuts(n: int, piece: int) -> tuple[int, ...]:
     """Lengths of the runs that cut ``n`` elements into as few runs of at most
     ``piece`` elements as there can be, of equal sizes (``kway.segment_bounds``).
 
