@@ -42,8 +42,8 @@ __all__ = ["DeviceRuns", "sort_joined"]
 
 
 def _joined(pieces, xp):
-    """The 1-D ``pieces`` one after the other, in a new array (ours to sort)."""
-    return xp.concatenate([xp.ravel(p) for p in pieces])
+    """The 1-D ``pieces`` one after the other, in a new array of ``xp`` (ours to sort)."""
+    return xp.concatenate([xp.ravel(xp.asarray(p)) for p in pieces])
 
 
 def sort_joined(keys, values, order, local="radix", starts=None):
@@ -51,7 +51,8 @@ def sort_joined(keys, values, order, local="radix", starts=None):
     its entry of ``starts``), joined in a new array and sorted in distsort's order: on
     the GPU by the CuPy backend's ``local`` sort, NumPy pieces by the host runs' NumPy
     engine."""
-    xp = namespace(keys[0])
+    # CuPy where any piece is (an empty slice may have travelled as a NumPy array)
+    xp = namespace(next((p for p in keys if namespace(p) is not np), keys[0]))
     k = _joined(keys, xp)
     if starts is not None:
         v = xp.concatenate([xp.arange(s, s + p.size, dtype=np.int64)
