@@ -97,6 +97,14 @@ def test_the_plan_takes_the_exchange_between_gpu_workers_where_it_fits():
     assert plan_sort((1000,) * 16, 8, roomy, SortOptions(gpu=True, strategy="network")
                      ).strategy == "network"
 
+    # the GPU engine runs the tasks, with the plan's local sort
+    from distsort.backends.gpu.runs import DeviceRuns
+    from distsort.sort1d import _backend_of
+    bitonic = plan_sort((1000,) * 16, 8, tight, SortOptions(gpu=True, local="bitonic"))
+    assert _backend_of(bitonic) == DeviceRuns(local="bitonic")
+    assert type(_backend_of(plan_sort((1000,) * 16, 8, _view(4, "abcd" * 4)))).__name__ == \
+        "HostRuns"
+
 
 def test_the_memory_rule_counts_the_run_and_what_arrives():
     # worker 0 merges chunks 0-1 (200 elements) beside its run of 100: (100 + 400) * 8
