@@ -380,3 +380,40 @@ def test_the_gpu_engine_sends_each_element_once(client4, device_runs):
         assert np.array_equal(got, np.argsort(x, kind="stable"))
         assert sent <= 2 * ((1 - 1 / g) + 0.05), str(kinds)
     assert device_runs
+
+
+def test_the_gpu_engine_hands_its_local_sort_arrays_it_owns(monkeypatch):
+    """On CuPy pieces, ``DeviceRuns`` joins the pieces into new arrays (the local sort
+    overwrites them: never the input chunks nor a received slice) and says which values
+    are increasing positions (a run's, joined in input order), run here with NumPy in
+    CuPy's place and a recording local sort."""
+    import types
+
+    from distsort.backends.gpu import local_sort
+    from distsort.backends.gpu import runs
+    from distsort.backends.outofcore.stream_cpu import sort_pair
+    fake = types.SimpleNamespace(concatenate=np.concatenate, ravel=np.ravel,
+                                 asarray=np.asarray, arange=np.arange)
+    monkeypatch.setattr(runs, "namespace", lambda x: fake)
+    calls = []
+
+    def sort_owned(keys, values, order, local, increasing_values=False):
+        calls.append((keys, values, local, increasing_values))
+        return runs.make_chunk(*sort_pair(keys, values, order))
+    monkeypatch.setattr(local_sort, "sort_owned", sort_owned)
+    chunks = [np.array([5.0, 1.0]), np.array([3.0])]
+    backend = runs.DeviceRuns(local="bitonic")
+    keys, values = backend.make_run(chunks, None, Order(keyed=True), starts=[0, 7])
+    assert keys.tolist() == [1.0, 3.0, 5.0] and values.tolist() == [1, 7, 0]
+    (k, v, local, increasing), = calls
+    assert local == "bitonic" and increasing and v.dtype == np.int64
+    assert not any(np.shares_memory(k, c) for c in chunks)
+    slices = [(keys[:2], values[:2]), (np.array([2.0]), np.array([4]))]
+    merged = backend.merge_by_sort(slices, Order(keyed=True))
+    assert merged[0].tolist() == [1.0, 2.0, 3.0] and merged[1].tolist() == [1, 4, 7]
+    k, v, _, increasing = calls[-1]
+    assert not increasing  # slices of several runs: positions in no order
+    assert not any(np.shares_memory(a, b) for a in (k, v) for s in slices for b in s)
+    assert backend.merge_by_sort([np.array([2.0, 4.0]), np.array([3.0])], Order()).tolist() == \
+        [2.0, 3.0, 4.0]
+    assert calls[-1][1] is None
