@@ -224,12 +224,12 @@ def _inputs(n, seed):
     return x, v, w
 
 
-def gpu_cases(client, g, log2n, chunkings, functions, clock):
+def gpu_cases(client, g, inputs, want, chunkings, functions, clock):  # noqa: PLR0913, PLR0917
     """The rows of G workers sharing GPU 0: every function under both strategies on
-    each chunking, checked against NumPy."""
-    n = 2**log2n
-    x, v, w = _inputs(n, 0)
-    want = np.sort(x)
+    each chunking of ``inputs`` (:func:`_inputs`), checked against NumPy (``want``:
+    ``numpy.sort`` of the keys)."""
+    x, v, w = inputs
+    n = x.size
     checks = _checks(x, v, w, want)
     dx, dv, dw = _placed(client, g, _inputs(2**20, 1), (2**20 // (2 * g),) * (2 * g))
     for what in functions:  # warm-up: the kernels compiled on every worker
@@ -243,7 +243,7 @@ def gpu_cases(client, g, log2n, chunkings, functions, clock):
     pool = ThreadPoolExecutor(4)
     for name in chunkings:
         chunks = _gpu_chunks(name, n, np.random.default_rng(len(name)))
-        dx, dv, dw = _placed(client, g, (x, v, w), chunks)
+        dx, dv, dw = _placed(client, g, inputs, chunks)
         checked = []
         for what in functions:
             for strategy in ("exchange", "network"):
@@ -258,7 +258,7 @@ def gpu_cases(client, g, log2n, chunkings, functions, clock):
                 checked.append(pool.submit(checks[what], [_on_host(client, o) for o in outs]))
                 del outs
                 sent = sum(by_kind.values()) / x.nbytes
-                bound = PAYLOAD[what] * ((1 - 1 / g) + 0.05) if what in PAYLOAD else None
+                bound = round(PAYLOAD[what] * ((1 - 1 / g) + 0.05), 3) if what in PAYLOAD else None
                 row = {"workers": g, "n": n, "chunks": name, "chunking": list(chunks),
                        "what": what, "strategy": strategy,
                        "ran": sorted({p.strategy for p in plans}),
@@ -284,11 +284,15 @@ def gpu_cases(client, g, log2n, chunkings, functions, clock):
 def gpu_main(args):
     from distsort.cluster.shared_gpu import shared_gpu_cluster
     clock = driver_clock()
+    inputs = _inputs(2**args.log2n, 0)
+    want = np.sort(inputs[0])
+    print(f"[{clock():6.1f} s] 2^{args.log2n} float32 keys made and sorted by NumPy",
+          flush=True)
     rows = []
     for g in args.workers:
         with (shared_gpu_cluster(g, pool_fraction=0.6 / g) as cluster, Client(cluster) as client):
             client.wait_for_workers(g)
-            rows += gpu_cases(client, g, args.log2n, args.chunkings, args.functions, clock)
+            rows += gpu_cases(client, g, inputs, want, args.chunkings, args.functions, clock)
     print_table(rows, [("workers", "{}"), ("chunks", "{}"), ("what", "{}"),
                        ("strategy", "{}"), ("sent_per_key_byte", "{:.3f}"),
                        ("bound", "{}"), ("seconds", "{:.2f}")])
