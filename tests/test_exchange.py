@@ -338,7 +338,7 @@ def device_runs(monkeypatch):
     def backend_of(plan):
         if plan.strategy != "exchange":
             return planned(plan)
-        used.append(DeviceRuns(local=plan.local))
+        used.append(DeviceRuns(engine="cpu", local=plan.local))
         return used[-1]
     monkeypatch.setattr(distsort.sort1d, "_backend_of", backend_of)
     return used
@@ -394,7 +394,7 @@ def test_the_gpu_engine_hands_its_local_sort_arrays_it_owns(monkeypatch):
     from distsort.backends.outofcore.stream_cpu import sort_pair
     fake = types.SimpleNamespace(concatenate=np.concatenate, ravel=np.ravel,
                                  asarray=np.asarray, arange=np.arange)
-    monkeypatch.setattr(runs, "namespace", lambda x: fake)
+    monkeypatch.setattr(runs, "_array_module", lambda engine: engine == "gpu" and fake)
     calls = []
 
     def sort_owned(keys, values, order, local, increasing_values=False):

@@ -12,11 +12,12 @@ the run's own: distsort's order is a total order on bit patterns (keyed: key, th
 value), so sorting the joined slices gives the merge, equal elements included; an
 argsort's values are the input positions, so its ties stay in input order.
 
-NumPy chunks take the same steps, sorted by the NumPy engine of host runs
-(``stream_cpu.sort_pair``): the tests of the exchange's graph run them on the CPU.
+With ``engine="cpu"`` NumPy chunks take the same steps, sorted by the NumPy engine of
+host runs (``stream_cpu.sort_pair``): the tests of the exchange's graph run them on the
+CPU.
 
 >>> from distsort.backends import Order
->>> runs = DeviceRuns()
+>>> runs = DeviceRuns(engine="cpu")
 >>> a = runs.make_run([np.array([3.0, -0.0]), np.array([np.nan, 0.0])], None, Order())
 >>> a.tolist()
 [-0.0, 0.0, 3.0, nan]
@@ -36,23 +37,30 @@ import numpy as np
 
 from distsort.backends.chunk import make_chunk, parts
 from distsort.backends.outofcore.hostruns import HostRuns
-from distsort.core.xp import namespace
 
 __all__ = ["DeviceRuns", "sort_joined"]
 
 
+def _array_module(engine):
+    """CuPy for the ``"gpu"`` engine, NumPy for the ``"cpu"`` one."""
+    if engine == "gpu":
+        import cupy
+        return cupy
+    return np
+
+
 def _joined(pieces, xp):
-    """The 1-D ``pieces`` one after the other, in a new array of ``xp`` (ours to sort)."""
+    """The 1-D ``pieces`` one after the other, in a new array of ``xp`` (ours to sort):
+    on the GPU, a piece in host memory (a chunk that dask-cuda spilled, read as a view
+    of its host copy: ``distsort.cluster.held``) is copied there."""
     return xp.concatenate([xp.ravel(xp.asarray(p)) for p in pieces])
 
 
-def sort_joined(keys, values, order, local="radix", starts=None):
+def sort_joined(keys, values, order, local="radix", starts=None, xp=np):  # noqa: PLR0913, PLR0917
     """The run of the ``keys`` pieces (and ``values``, or each piece's positions from
-    its entry of ``starts``), joined in a new array and sorted in distsort's order: on
-    the GPU by the CuPy backend's ``local`` sort, NumPy pieces by the host runs' NumPy
+    its entry of ``starts``), joined in a new array of ``xp`` and sorted in distsort's
+    order: CuPy by the CuPy backend's ``local`` sort, NumPy by the host runs' NumPy
     engine."""
-    # CuPy where any piece is (an empty slice may have travelled as a NumPy array)
-    xp = namespace(next((p for p in keys if namespace(p) is not np), keys[0]))
     k = _joined(keys, xp)
     if starts is not None:
         v = xp.concatenate([xp.arange(s, s + p.size, dtype=np.int64)
@@ -71,7 +79,7 @@ def sort_joined(keys, values, order, local="radix", starts=None):
 class DeviceRuns(HostRuns):
     """The backend of an exchange between GPU workers: runs and the merged output
     chunks on the workers' GPUs, sorted by ``local`` (``"radix"`` or ``"bitonic"``,
-    the plan's ``SortPlan.local``)."""
+    the plan's ``SortPlan.local``); ``engine="cpu"``: in host memory, by NumPy."""
 
     engine: str = "gpu"
     local: str = "radix"
@@ -81,14 +89,15 @@ class DeviceRuns(HostRuns):
 
     def make_run(self, keys, values, order, starts=None):
         """The sorted run of the chunks ``keys`` (and ``values``, or each chunk's
-        positions from its entry of ``starts``), where the chunks are."""
-        return sort_joined(keys, values, order, self.local, starts)
+        positions from its entry of ``starts``), on the engine's device."""
+        return sort_joined(keys, values, order, self.local, starts,
+                           _array_module(self.engine))
 
     def merge_by_sort(self, slices, order):
         """An output chunk from its slice of every run: the slices joined and sorted."""
         keys = [parts(s)[0] for s in slices]
         values = None if parts(slices[0])[1] is None else [parts(s)[1] for s in slices]
-        return sort_joined(keys, values, order, self.local)
+        return sort_joined(keys, values, order, self.local, xp=_array_module(self.engine))
 
     def record(self, phase, seconds):
         """Phases are timed on the out-of-core GPU engine alone."""
