@@ -235,7 +235,8 @@ def gpu_cases(client, g, inputs, want, chunkings, functions, clock):  # noqa: PL
     for what in functions:  # warm-up: the kernels compiled on every worker
         for strategy in ("exchange", "network"):
             with distsort.api.planning(strategy=strategy):
-                client.compute(_call(what, dx, dv, dw), sync=True)
+                outs = _call(what, dx, dv, dw)
+            wait(client.persist(outs))  # made on the workers, not brought here
     print(f"[{clock():6.1f} s] G={g}: warmed up", flush=True)
     rows = []
     # The checks run on threads of this process (NumPy releases the GIL), beside the
