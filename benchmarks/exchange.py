@@ -35,6 +35,7 @@ run fewer cases.
 """
 from __future__ import annotations
 
+import datetime
 import itertools
 import statistics
 import time
@@ -300,7 +301,7 @@ def gpu_main(args):
     out = args.out
     if out and Path(out).suffix != ".json":  # a folder
         out = str(Path(out) / f"exchange_gpu-shared-{'-'.join(map(str, args.workers))}workers"
-                  f"_log2n{args.log2n}.json")
+                  f"-log2n{args.log2n}_{datetime.date.today().isoformat()}.json")
     path = save_rows(rows, "exchange", "gpu-shared", out, log2n=args.log2n,
                      threads_per_worker=1)
     failed = [r for r in rows if r["within_bound"] is False and r["strategy"] == "exchange"]
