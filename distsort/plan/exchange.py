@@ -43,10 +43,11 @@ __all__ = ["worker_runs", "network_rounds", "exchange_bytes", "network_bytes", "
 #: two workers, where both send half the data once, the network saves.
 EXCHANGE_MARGIN = 1.25
 #: On GPUs, where at least as many bytes go through the network: a worker's merge is
-#: one radix sort of what it received (a few milliseconds per GiB on an H200, where
-#: the bytes take a second through Dask's TCP and tens of milliseconds over NVLink),
-#: and at two workers, where the model's bytes are equal, the network's placement sent
-#: up to twice them (0.50-1.01 of the data, issue 52's CPU table).
+#: one radix sort of what it received (about 7 ms per GiB of float32 on an H200, where
+#: the same bytes take 0.7 s through Dask's TCP and about as long as the sort over
+#: NVLink), and at two workers, where the model's bytes are equal, the network's
+#: placement sent up to twice them (0.50-1.01 of the data on CPU workers, issue 52).
+#: Two GPUs on NVLink, where the network's one round is cheap, are not measured yet.
 GPU_EXCHANGE_MARGIN = 1.0
 #: The fewest runs (workers holding chunks) an exchange is between.
 MIN_RUNS = 2

@@ -714,9 +714,8 @@ def _exchange(chunks, itemsize, view, options, window):
     resident = scratch = 0
     if options.gpu:  # the input's chunks stay while the run sorts, in the device's memory
         resident = _input_element(itemsize, options)
-        if options.local != IN_PLACE:
-            scratch = radix_extra_bytes(1, itemsize, options.value_bytes,
-                                        increasing_values=options.positions)
+        if options.local != IN_PLACE:  # a merge's values (positions too) are in no order
+            scratch = radix_extra_bytes(1, itemsize, options.value_bytes)
     planned = plan_exchange(chunks, itemsize + options.value_bytes, workers, owners, budgets,
                             forced, resident, options.gpu, scratch)
     if planned is None:
