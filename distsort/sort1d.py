@@ -162,6 +162,9 @@ def _backend_of(plan):
     if plan.strategy == "kway":
         from distsort.backends.cpu.runs import ThreadRuns
         return ThreadRuns()
+    if plan.backend == "device-runs":  # an exchange's runs on the workers' GPUs
+        from distsort.backends.gpu.runs import DeviceRuns
+        return DeviceRuns(local=plan.local)
     from distsort.backends.outofcore.hostruns import HostRuns
     if plan.strategy == "exchange":  # NumPy runs, merged in host memory
         return HostRuns(plan.engine)

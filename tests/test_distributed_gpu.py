@@ -121,16 +121,18 @@ def test_chunk_counts_and_ragged_chunks(client, count):
 
 
 def test_chunks_stay_on_their_workers(client):
-    """Each merge runs where the chunk it keeps lives: a worker only receives heads/tails
-    (before the scheduler plugin of ``distsort.cluster.locality``, 2 H200s over UCX sometimes ran
-    a merge on the other worker and moved the whole chunk)."""
+    """Each merge of the network (``distsort.strategy`` "network": two GPU workers take
+    the exchange by default) runs where the chunk it keeps lives: a worker only receives
+    heads/tails (before the scheduler plugin of ``distsort.cluster.locality``, 2 H200s
+    over UCX sometimes ran a merge on the other worker and moved the whole chunk)."""
     rng = np.random.default_rng()
     n, count = 1 << 22, 4
     x = random_keys(rng, n, "uint32")
     dx = to_dask(x, count_chunks(n, count)).persist()
     distributed.wait(dx)
     before = bytes_sent_by_kind(client)
-    s = distsort.sort(dx).persist()
+    with dask.config.set({"distsort.strategy": "network"}):
+        s = distsort.sort(dx).persist()
     distributed.wait(s)
     sent = diff_sent(before, bytes_sent_by_kind(client))
     assert_only_crossing_parts_travel(sent, len(client.scheduler_info()["workers"]))
@@ -139,8 +141,9 @@ def test_chunks_stay_on_their_workers(client):
 
 @pytest.mark.parametrize("exchange", ["ipc", "comm"])
 def test_crossing_parts_shared_or_sent(client, exchange):
-    """Two GPU workers: crossing parts copied through CUDA IPC (only the chunks' share
-    handles travel as data) or sent as data by the cluster's protocol; the same result."""
+    """Two GPU workers, the network: crossing parts copied through CUDA IPC (only the
+    chunks' share handles travel as data) or sent as data by the cluster's protocol; the
+    same result."""
     workers = len(client.scheduler_info()["workers"])
     if workers < 2 or not client.scheduler.address.startswith("ucx"):
         pytest.skip("two workers on UCX")
@@ -151,7 +154,7 @@ def test_crossing_parts_shared_or_sent(client, exchange):
     dx, dv = to_dask(x, count_chunks(n, 4)).persist(), to_dask(v, count_chunks(n, 4)).persist()
     distributed.wait([dx, dv])
     before = bytes_sent_by_kind(client)
-    with dask.config.set({"distsort.exchange": exchange}):
+    with dask.config.set({"distsort.exchange": exchange, "distsort.strategy": "network"}):
         s, a, (sk, sv) = distsort.sort(dx), distsort.argsort(dx), distsort.sort_by_key(dx, dv)
     sa = client.persist([s, a])  # keys only: the values' chunks may lie on the other worker
     distributed.wait(sa)

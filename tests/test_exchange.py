@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from arrays import (DTYPES, assert_sorted_like_numpy, bits, brute_co_ranks, loopback_client,
                     random_keys, stable_argsort)
+from test_api import sort_by_key_reference
 
 import distsort
 import distsort.api
@@ -66,10 +67,43 @@ def test_the_plan_takes_the_exchange_from_three_workers_where_memory_allows():
     assert plan_sort((1000,) * 16, 8, four, forced).strategy == "network"
     two = plan_sort((1000,) * 8, 8, _view(2, "ab" * 4), SortOptions(strategy="exchange"))
     assert two.strategy == "exchange" and two.group == 2
-    # CuPy chunks: no engine for them yet
-    assert plan_sort((1000,) * 16, 8, four, SortOptions(gpu=True)).strategy != "exchange"
-    with pytest.raises(ValueError, match="exchange"):
-        plan_sort((1000,) * 16, 8, four, SortOptions(gpu=True, strategy="exchange"))
+
+
+def _gpu_view(workers, owners, device):
+    return dataclasses.replace(_view(workers, owners), device_limits=(device,) * workers)
+
+
+def test_the_plan_takes_the_exchange_between_gpu_workers_where_it_fits():
+    gpu = SortOptions(gpu=True)
+    # two GPU workers: the radix sort of what arrives costs less than the network's bytes
+    two = plan_sort((1000,) * 8, 4, _gpu_view(2, "ab" * 4, 10**9), gpu)
+    assert (two.strategy, two.backend, two.group) == ("exchange", "device-runs", 2)
+    assert [tuple(i for i, _, _ in run) for run in two.pieces] == [(0, 2, 4, 6), (1, 3, 5, 7)]
+    four = plan_sort((1000,) * 16, 8, _gpu_view(4, "abcd" * 4, 10**9), gpu)
+    assert (four.strategy, four.chunks) == ("exchange", (1000,) * 16)
+    # device budgets not known (no GPU reported), or too small beside the radix sort's
+    # buffers: the network, unless forced
+    assert plan_sort((1000,) * 16, 8, _view(4, "abcd" * 4), gpu).strategy == "network"
+    # a worker's run of 4000 float64 keys: 32 kB, its input 32 kB, the radix sort 96 kB
+    tight = _gpu_view(4, "abcd" * 4, 150_000)
+    assert plan_sort((1000,) * 16, 8, tight, gpu).strategy == "network"
+    roomy = _gpu_view(4, "abcd" * 4, 180_000)
+    assert plan_sort((1000,) * 16, 8, roomy, gpu).strategy == "exchange"
+    # in place: no buffers beside the run (but the merged chunks' room still counts)
+    bitonic = SortOptions(gpu=True, local="bitonic")
+    assert plan_sort((1000,) * 16, 8, tight, bitonic).strategy == "exchange"
+    forced = plan_sort((1000,) * 16, 8, tight, SortOptions(gpu=True, strategy="exchange"))
+    assert (forced.strategy, forced.backend) == ("exchange", "device-runs")
+    assert plan_sort((1000,) * 16, 8, roomy, SortOptions(gpu=True, strategy="network")
+                     ).strategy == "network"
+
+    # the GPU engine runs the tasks, with the plan's local sort
+    from distsort.backends.gpu.runs import DeviceRuns
+    from distsort.sort1d import _backend_of
+    bitonic = plan_sort((1000,) * 16, 8, tight, SortOptions(gpu=True, local="bitonic"))
+    assert _backend_of(bitonic) == DeviceRuns(local="bitonic")
+    assert type(_backend_of(plan_sort((1000,) * 16, 8, _view(4, "abcd" * 4)))).__name__ == \
+        "HostRuns"
 
 
 def test_the_memory_rule_counts_the_run_and_what_arrives():
@@ -288,3 +322,98 @@ def test_the_plan_chooses_the_exchange_on_four_workers_by_itself(client4):
     # a sort of the view alone as on a cluster of two: the network
     view = dataclasses.replace(_view(2, "ab" * 8))
     assert plan_sort((1250,) * 16, 8, view).strategy == "network"
+
+
+# ---------------------------------------------------------------- the GPU engine's steps
+@pytest.fixture
+def device_runs(monkeypatch):
+    """Exchanges run by the GPU engine's backend (``distsort.backends.gpu.runs``) on
+    NumPy chunks: runs joined and sorted, samples and windows copied to the host, each
+    output chunk made by sorting its slices joined (``merges_by_sort``)."""
+    import distsort.sort1d
+    from distsort.backends.gpu.runs import DeviceRuns
+    planned = distsort.sort1d._backend_of
+    used = []
+
+    def backend_of(plan):
+        if plan.strategy != "exchange":
+            return planned(plan)
+        used.append(DeviceRuns(engine="cpu", local=plan.local))
+        return used[-1]
+    monkeypatch.setattr(distsort.sort1d, "_backend_of", backend_of)
+    return used
+
+
+@pytest.mark.parametrize("g", [2, 3])
+def test_the_gpu_engine_equals_numpy_on_worker_processes(client4, device_runs, g):
+    rng = np.random.default_rng(60 + g)
+    n = 4001 + g
+    x = random_keys(rng, n, "float32", duplicates=True)
+    v = rng.integers(-2**40, 2**40, n)
+    chunks = _ragged(rng, n, g)
+    xd, vd = (_persisted_on(client4, a, chunks, g) for a in (x, v))
+    with client4.as_current():
+        outs = [_exchange(lambda: distsort.sort(xd, descending=g == 3)),
+                _exchange(lambda: distsort.argsort(xd, descending=g == 3)),
+                *_exchange(lambda: distsort.sort_by_key(xd, vd)),
+                _exchange(lambda: distsort.lexsort([vd % 5, xd]))]
+        got = client4.compute(outs, sync=True)
+    assert device_runs and all(b.merges_by_sort for b in device_runs)
+    assert_sorted_like_numpy(got[0], x, descending=g == 3)
+    assert np.array_equal(got[1], stable_argsort(x, descending=g == 3))
+    keys, values = sort_by_key_reference(x, v)
+    assert np.array_equal(bits(got[2]), bits(keys)) and np.array_equal(got[3], values)
+    assert np.array_equal(got[4], np.lexsort([v % 5, x]))
+
+
+def test_the_gpu_engine_sends_each_element_once(client4, device_runs):
+    g = 3
+    n = 2**18 // (4 * g) * (4 * g)
+    x = np.random.default_rng(9).standard_normal(n)
+    xd = _persisted_on(client4, x, (n // (4 * g),) * (4 * g), g)
+    with client4.as_current():
+        got, sent, kinds = _sent_per_byte(client4, lambda: _exchange(
+            lambda: distsort.sort(xd)), x.nbytes)
+        assert np.array_equal(got, np.sort(x)) and sent <= (1 - 1 / g) + 0.05, str(kinds)
+        got, sent, kinds = _sent_per_byte(client4, lambda: _exchange(
+            lambda: distsort.argsort(xd)), x.nbytes)
+        assert np.array_equal(got, np.argsort(x, kind="stable"))
+        assert sent <= 2 * ((1 - 1 / g) + 0.05), str(kinds)
+    assert device_runs
+
+
+def test_the_gpu_engine_hands_its_local_sort_arrays_it_owns(monkeypatch):
+    """On CuPy pieces, ``DeviceRuns`` joins the pieces into new arrays (the local sort
+    overwrites them: never the input chunks nor a received slice) and says which values
+    are increasing positions (a run's, joined in input order), run here with NumPy in
+    CuPy's place and a recording local sort."""
+    import types
+
+    from distsort.backends.gpu import local_sort
+    from distsort.backends.gpu import runs
+    from distsort.backends.outofcore.stream_cpu import sort_pair
+    fake = types.SimpleNamespace(concatenate=np.concatenate, ravel=np.ravel,
+                                 asarray=np.asarray, arange=np.arange)
+    monkeypatch.setattr(runs, "_array_module", lambda engine: engine == "gpu" and fake)
+    calls = []
+
+    def sort_owned(keys, values, order, local, increasing_values=False):
+        calls.append((keys, values, local, increasing_values))
+        return runs.make_chunk(*sort_pair(keys, values, order))
+    monkeypatch.setattr(local_sort, "sort_owned", sort_owned)
+    chunks = [np.array([5.0, 1.0]), np.array([3.0])]
+    backend = runs.DeviceRuns(local="bitonic")
+    keys, values = backend.make_run(chunks, None, Order(keyed=True), starts=[0, 7])
+    assert keys.tolist() == [1.0, 3.0, 5.0] and values.tolist() == [1, 7, 0]
+    (k, v, local, increasing), = calls
+    assert local == "bitonic" and increasing and v.dtype == np.int64
+    assert not any(np.shares_memory(k, c) for c in chunks)
+    slices = [(keys[:2], values[:2]), (np.array([2.0]), np.array([4]))]
+    merged = backend.merge_by_sort(slices, Order(keyed=True))
+    assert merged[0].tolist() == [1.0, 2.0, 3.0] and merged[1].tolist() == [1, 4, 7]
+    k, v, _, increasing = calls[-1]
+    assert not increasing  # slices of several runs: positions in no order
+    assert not any(np.shares_memory(a, b) for a in (k, v) for s in slices for b in s)
+    assert backend.merge_by_sort([np.array([2.0, 4.0]), np.array([3.0])], Order()).tolist() == \
+        [2.0, 3.0, 4.0]
+    assert calls[-1][1] is None

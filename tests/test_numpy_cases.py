@@ -6,9 +6,10 @@ The cases are those of NumPy's test suite that apply to the dtypes distsort sort
 sorts of real, integer, bool and time dtypes, and ``TestLexsort``), written here from
 what they check.  Each runs on a plain array and on Dask arrays in one, three and
 ragged chunks (an empty one among them), on every plan a test can force: the default,
-``one-device``, ``network``, and out of core with the k-way merge and with the network
-between runs (``distsort.api.planning``); the exchange merge of runs on two workers and
-the command's disk path take a few of them each.
+``one-device``, ``network``, ``exchange`` (runs between this process's cores), and out
+of core with the k-way merge and with the network between runs
+(``distsort.api.planning``); the exchange merge of runs on two workers and the
+command's disk path take a few of them each.
 
 NumPy 2.4, which the tests run with, has no ``descending=``: the expected orders come
 from :func:`reference_perm` (a stable sort by value in Python, NaN and NaT last for both
@@ -126,6 +127,7 @@ PATHS = {
     "auto": {},
     "one-device": {"strategy": "one-device"},
     "network": {"strategy": "network"},
+    "exchange": {"strategy": "exchange"},
     "out-of-core-kway": {"strategy": "out-of-core", "engine": "cpu", "merge": "kway"},
     "out-of-core-network": {"strategy": "out-of-core", "engine": "cpu", "merge": "network"},
 }
@@ -475,7 +477,7 @@ def test_numpy_cases_through_the_disk(tmp_path, capsys, dtype):
 # ------------------------------------------------------------------ GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("local", ["radix", "bitonic"])
-@pytest.mark.parametrize("path", ["one-device", "network", "out-of-core-kway",
+@pytest.mark.parametrize("path", ["one-device", "network", "exchange", "out-of-core-kway",
                                   "out-of-core-network"])
 def test_numpy_cases_on_cupy_chunks(path, local):
     """The same cases on CuPy chunks (the kernels' and CUB's codes), against the same

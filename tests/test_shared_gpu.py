@@ -88,18 +88,22 @@ def test_two_workers_share_the_gpu(client):
 
 
 def test_placement_and_group_sorts(client):
-    """Chunks dealt round robin: each worker's chunks get consecutive positions, are
-    sorted as groups where they lie, and the result is NumPy's."""
+    """The network (``distsort.strategy`` "network"; by default two workers take the
+    exchange, ``test_exchange_gpu.py``), chunks dealt round robin: each worker's chunks
+    get consecutive positions, are sorted as groups where they lie, and the result is
+    NumPy's."""
     rng = np.random.default_rng()
     n, count = 8 * 40_000, 8
     x = random_keys(rng, n, "float32", special_fraction=0.05)
     chunks = (n // count,) * count
     dx, owners = placed(client, x, chunks)
-    plan = plan_sort(chunks, 4, read_view(dx.__dask_keys__(), gpu=True), SortOptions(gpu=True))
+    plan = plan_sort(chunks, 4, read_view(dx.__dask_keys__(), gpu=True),
+                     SortOptions(gpu=True, strategy="network"))
     ordered = [owners[i] for i in plan.perm]
     assert plan.strategy == "network" and plan.group >= 2, plan
     assert ordered[: count // 2] == [ordered[0]] * (count // 2) != ordered[count // 2:]
-    s = distsort.sort(dx)
+    with dask.config.set({"distsort.strategy": "network"}):
+        s = distsort.sort(dx)
     assert any(name.startswith("distsort-group-") for name in s.dask.layers)
     got = cupy.asnumpy(client.compute(s, sync=True))
     assert np.array_equal(got, np.sort(x), equal_nan=True)
@@ -125,8 +129,8 @@ def test_one_device_strategy(client, descending):
 @pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
 @pytest.mark.parametrize("exchange", ["ipc", "comm"])
 def test_exchanges(client, exchange, descending):
-    """Crossing parts copied through CUDA IPC or sent through the comm: the same results,
-    and only what the exchange should move travels."""
+    """The network's crossing parts copied through CUDA IPC or sent through the comm: the
+    same results, and only what the exchange should move travels."""
     rng = np.random.default_rng()
     n = int(rng.integers(150_000, 250_000))
     x = random_keys(rng, n, "float64", special_fraction=0.02, duplicates=True)
@@ -134,7 +138,8 @@ def test_exchanges(client, exchange, descending):
     chunks = ragged(rng, n, 6)
     (dx, _), (dv, _) = placed(client, x, chunks, "blocks"), placed(client, v, chunks, "blocks")
     before = bytes_sent_by_kind(client)
-    with dask.config.set({"distsort.exchange": exchange, "distsort.group": 1}):
+    with dask.config.set({"distsort.exchange": exchange, "distsort.group": 1,
+                          "distsort.strategy": "network"}):
         s = distsort.sort(dx, descending=descending)
         distributed.wait(s.persist())
         sent = diff_sent(before, bytes_sent_by_kind(client))
@@ -216,17 +221,24 @@ def test_results_persisted_one_at_a_time(client):
         np.testing.assert_array_equal(g, w)
 
 
-def test_the_exchange_between_workers_is_not_planned_for_cupy_chunks(client):
-    """The one exchange (``distsort.plan.exchange``) has no GPU engine yet: CuPy chunks
-    keep the network by default, and forcing the exchange is refused before any work."""
+def test_the_exchange_between_workers_takes_cupy_chunks(client):
+    """The one exchange (``distsort.plan.exchange``) between the two workers: the plan's
+    own choice for CuPy chunks where they fit, and what forcing it gives (the checks of
+    ``test_exchange_gpu.py``, on this module's cluster with ``verify=True``)."""
     rng = np.random.default_rng()
     x = random_keys(rng, 12_000, "float32")
     dx, _ = placed(client, x, (3000,) * 4)
     with distsort.api.planning() as plans:
         s = distsort.sort(dx)
-    assert plans[0].strategy != "exchange"
+    assert plans[0].strategy == "exchange", plans
     assert np.array_equal(cupy.asnumpy(client.compute(s, sync=True)), np.sort(x),
                           equal_nan=True)
-    with (distsort.api.planning(strategy="exchange"),
-          pytest.raises(ValueError, match="exchange")):
-        distsort.sort(dx)
+    n = 60_000
+    x = random_keys(rng, n, "float64", special_fraction=0.02, duplicates=True)
+    v = random_keys(rng, n, "int16")
+    chunks = ragged(rng, n, 5)
+    (dx, _), (dv, _) = placed(client, x, chunks), placed(client, v, chunks)
+    for descending in (False, True):
+        with distsort.api.planning(strategy="exchange") as plans:
+            check_all(client, x, v, dx, dv, descending)
+        assert plans and {p.strategy for p in plans} == {"exchange"}, plans

@@ -73,7 +73,10 @@ def test_one_device_on_one_gpu_worker_but_not_on_two():
     p = plan_sort((2**24,) * 8, 4, one, SortOptions(gpu=True))
     assert p.strategy == "one-device" and len(p.pieces) == 1
     two = workers(2, ("w0", "w1") * 4, device=80 * 10**9)
-    assert plan_sort((2**24,) * 8, 4, two, SortOptions(gpu=True)).strategy == "network"
+    # two GPU workers with room: one exchange between them (``test_exchange.py``)
+    assert plan_sort((2**24,) * 8, 4, two, SortOptions(gpu=True)).strategy == "exchange"
+    assert plan_sort((2**24,) * 8, 4, two, SortOptions(gpu=True, strategy="network")
+                     ).strategy == "network"
     # A GPU whose memory is not known: never sorted as one.
     assert plan_sort((100,) * 8, 4, local((100,) * 8), SortOptions(gpu=True)).strategy \
         == "network"
@@ -270,9 +273,12 @@ def test_the_plan_says_how_its_tasks_run():
     assert not plan_sort((500, 500), 8, local, stable._replace(strategy="network")).stable
     gpu = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(1, 1),
                       device_limits=(8 * 10**9,) * 2, owners=("a", "b"))
-    shared = plan_sort((10**6, 10**6), 4, gpu, SortOptions(gpu=True))
+    network = SortOptions(gpu=True, strategy="network")
+    shared = plan_sort((10**6, 10**6), 4, gpu, network)
     assert (shared.strategy, shared.backend, shared.engine) == ("network", "cuda-ipc", "gpu")
-    assert plan_sort((10**6, 10**6), 4, gpu,
-                     SortOptions(gpu=True, exchange="comm")).backend == "cupy"
+    assert plan_sort((10**6, 10**6), 4, gpu, network._replace(exchange="comm")).backend == "cupy"
+    exchanged = plan_sort((10**6, 10**6), 4, gpu, SortOptions(gpu=True))
+    assert (exchanged.strategy, exchanged.backend, exchanged.engine) == (
+        "exchange", "device-runs", "gpu")
     ooc = plan_sort((100,) * 8, 8, local, SortOptions(device_memory_limit=4000, engine="cpu"))
     assert (ooc.strategy, ooc.backend) == ("out-of-core", "host-runs")

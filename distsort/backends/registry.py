@@ -12,12 +12,16 @@ __all__ = ["backend_named", "get_backend"]
 
 
 def backend_named(name: str) -> Backend:
-    """The backend a plan names (``SortPlan.backend``): ``"numpy"``, ``"cupy"`` or
-    ``"cuda-ipc"`` (host runs are made with their plan: ``HostRuns``).
+    """The backend a plan names (``SortPlan.backend``): ``"numpy"``, ``"cupy"``,
+    ``"cuda-ipc"`` or ``"device-runs"`` (an exchange's runs on GPUs, with the radix
+    sort; host runs are made with their plan: ``HostRuns``).
 
-    >>> backend_named("numpy").name
-    'numpy'
+    >>> backend_named("numpy").name, backend_named("device-runs").name
+    ('numpy', 'device-runs')
     """
+    if name == "device-runs":
+        from distsort.backends.gpu.runs import DeviceRuns
+        return DeviceRuns()
     if name == "cupy":
         from distsort.backends.gpu.cupy_backend import BACKEND
     elif name == "cuda-ipc":

@@ -35,3 +35,20 @@ def namespace(x: Any, *, strict: bool = False) -> ModuleType:
         import cupy
         return cupy
     return np
+
+
+def host_copy(x: Any, index: Any = None) -> np.ndarray:
+    """A NumPy copy of ``x`` (or of ``x[index]``, ``index`` a slice or a NumPy array of
+    positions): from a GPU for CuPy arrays, where the gather runs on the device and only
+    its result travels.
+
+    >>> a = np.arange(5)
+    >>> b = host_copy(a, slice(1, 3)); b[0] = 9; a.tolist(), b.tolist()
+    ([0, 1, 2, 3, 4], [9, 2])
+    >>> host_copy(a, np.array([4, 0])).tolist()
+    [4, 0]
+    """
+    xp = namespace(x)
+    if index is not None:
+        x = x[index if isinstance(index, slice) else xp.asarray(index)]
+    return x.copy() if xp is np else x.get()

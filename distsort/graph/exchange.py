@@ -59,7 +59,9 @@ def exchange_sort_layers(graph, keys_read, values_read, in_chunks, runs, chunks,
     ``in_chunks``, read as ``keys_read`` and ``values_read`` say: names, or
     ``READ_IN_PLACE``), the splitters of the output ``chunks``, the slices and one merge
     per output chunk; returns the merged chunks' keys (``backend`` a
-    ``distsort.backends.outofcore.hostruns.HostRuns``: each a run, keys and values)."""
+    ``distsort.backends.outofcore.hostruns.HostRuns``, runs of NumPy chunks, or a
+    ``distsort.backends.gpu.runs.DeviceRuns``, runs on the workers' GPUs: each a run,
+    keys and values)."""
     from distsort.backends.outofcore.hostruns import run_sample
     from distsort.graph.outofcore import (exchange_pivots, exchange_splitters, merge_slices,
                                           run_windows, slice_between)

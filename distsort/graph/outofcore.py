@@ -183,9 +183,11 @@ def exchange_pivots(lengths, steps, ends, order, samples):
 def run_windows(run, j, order, pivots):
     """Run ``j``'s part of the splitters: for each end's pair of ``pivots``
     (:func:`exchange_pivots`), how many of its elements come before the low pivot, and a
-    copy of those between the low and the high one (the window of the end's co-rank).
+    copy of those between the low and the high one (the window of the end's co-rank),
+    in host memory (where the run is on a GPU too: the splitters are found there).
     """
     from distsort.backends.outofcore.hostruns import count_before, length, make_run, parts
+    from distsort.core.xp import host_copy
     n = length(run)
     bounds = []
     for side, missing in ((0, 0), (1, n)):
@@ -193,7 +195,8 @@ def run_windows(run, j, order, pivots):
         counts = iter(count_before(run, j, given, order).tolist() if given else ())
         bounds.append([missing if pair[side] is None else next(counts) for pair in pivots])
     keys, values = parts(run)
-    windows = [make_run(keys[a:b].copy(), None if values is None else values[a:b].copy())
+    windows = [make_run(host_copy(keys, slice(a, b)),
+                        None if values is None else host_copy(values, slice(a, b)))
                for a, b in zip(*bounds, strict=True)]
     return bounds[0], windows
 
@@ -235,13 +238,17 @@ def _writeable(run):
 def merge_slices(backend, size, order, like_gpu, slices):
     """An output chunk of ``size`` elements from its slice of every run: its segments'
     co-ranks in the slices (:func:`kway_cuts` of one chunk), then
-    ``backend.merge_segments`` as in :func:`merge_chunk`."""
+    ``backend.merge_segments`` as in :func:`merge_chunk`; or, where the backend merges
+    by sorting (``merges_by_sort``: runs on a GPU), the slices joined and sorted
+    (``backend.merge_by_sort``)."""
     from distsort.backends.outofcore.hostruns import length
     began = time.perf_counter()
     total = sum(length(s) for s in slices)
     if total != size:  # the splitters and the chunking disagree: never silently
         raise RuntimeError(f"distsort internal error: slices of {total} elements "
                            f"for an output chunk of {size}")
+    if backend.merges_by_sort:
+        return backend.merge_by_sort(slices, order)
     cuts = kway_cuts(backend, (size,), order, like_gpu, slices)[0]
     if like_gpu:  # the output's host copy is written where its slices are
         slices = [_writeable(s) for s in slices]

@@ -28,6 +28,10 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     The data outgrow the workers' device budgets, and the network could not run in
     them (:func:`fits_in_place`): runs in host memory and a merge between them
     (``distsort.plan.outofcore``).
+``"exchange"``
+    Several workers (CPU, or GPU: ``distsort.backends.gpu.runs``) each have room for
+    what they receive beside their chunks sorted as one run: exact splitters, one
+    exchange of slices, a merge per output chunk (``distsort.plan.exchange``).
 
 Beside the strategy the plan says how its tasks run, and nothing else decides it: the
 backend (``SortPlan.backend``), each task's local sort (``distsort.plan.localsort``:
@@ -149,12 +153,17 @@ class SortPlan(NamedTuple):
     @property
     def backend(self) -> str:
         """The backend its tasks run on (``distsort.backends.backend_named``):
-        ``"host-runs"`` out of core, ``"cuda-ipc"`` for GPU chunks shared between the
-        workers of one host, else ``"cupy"`` or ``"numpy"``.
+        ``"host-runs"`` out of core and for an exchange between CPU workers,
+        ``"device-runs"`` for one between GPU workers, ``"cuda-ipc"`` for GPU chunks
+        shared between the workers of one host, else ``"cupy"`` or ``"numpy"``.
 
         >>> SortPlan("network", (4, 4), None, (0, 1), 1, engine="gpu", share=True).backend
         'cuda-ipc'
+        >>> SortPlan("exchange", (4, 4), None, None, 2, engine="gpu").backend
+        'device-runs'
         """
+        if self.strategy == "exchange" and self.engine == "gpu":
+            return "device-runs"
         if self.out_of_core is not None or self.strategy == "exchange":
             return "host-runs"
         if self.share:
@@ -672,24 +681,43 @@ def _exchange(chunks, itemsize, view, options, window):
     """The plan of one exchange between workers (``distsort.plan.exchange``) where the
     options allow it and it serves (``distsort.strategy: exchange`` forces it wherever
     two workers, or cores on Dask's local schedulers, hold chunks), else None.  Its
-    ``pieces`` are each run's input chunks, whole; ``group`` the number of runs."""
+    ``pieces`` are each run's input chunks, whole; ``group`` the number of runs.
+
+    CuPy chunks (``options.gpu``): runs and merges on each worker's GPU, within its
+    device limit (:func:`_gpu_limits`) beside the input it keeps and the radix sort's
+    buffers (none where the local sort is in place).
+
+    >>> import dataclasses
+    >>> from distsort.cluster.view import ClusterView
+    >>> two = ClusterView(workers=("a", "b"), hosts=("h", "h"), threads=(1, 1),
+    ...                   device_limits=(10**9, 10**9), owners=("a", "b") * 4)
+    >>> _exchange((1000,) * 8, 4, two, SortOptions(gpu=True), 4).group
+    2
+    >>> tight = dataclasses.replace(two, device_limits=(50_000, 50_000))  # 80 kB at the peak
+    >>> _exchange((1000,) * 8, 4, tight, SortOptions(gpu=True), 4) is None
+    True
+    """
     if options.strategy not in ("auto", "exchange"):
         return None
     forced = options.strategy == "exchange"
-    if options.gpu:  # the runs' engine on CuPy chunks is not written yet
-        if forced:
-            raise ValueError("distsort.strategy 'exchange' sorts NumPy chunks; CuPy chunks "
-                             "take 'network' or 'auto'")
-        return None
     workers = view.workers or (tuple(range(view.cores)) if forced else ())
     owners = view.owners if len(view.owners) == len(chunks) else (None,) * len(chunks)
     if options.device_memory_limit:
         budgets = (int(options.device_memory_limit),) * len(workers)
+    elif options.gpu:
+        budgets = _gpu_limits(view) if view.workers else ()
     else:
         limits = view.memory_limits or (None,) * len(workers)
         budgets = tuple(m and m // CPU_BUDGET_DIVISOR for m in limits)
+    if len(budgets) != len(workers):  # not known for every worker: no room
+        budgets = (None,) * len(workers)
+    resident = scratch = 0
+    if options.gpu:  # the input's chunks stay while the run sorts, in the device's memory
+        resident = _input_element(itemsize, options)
+        if options.local != IN_PLACE:  # a merge's values (positions too) are in no order
+            scratch = radix_extra_bytes(1, itemsize, options.value_bytes)
     planned = plan_exchange(chunks, itemsize + options.value_bytes, workers, owners, budgets,
-                            forced)
+                            forced, resident, options.gpu, scratch)
     if planned is None:
         return None
     runs, out = planned

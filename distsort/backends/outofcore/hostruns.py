@@ -33,6 +33,7 @@ from distsort.core import dask_cuda_store
 from distsort.backends.chunk import length, make_chunk as make_run, parts, split_high, split_low
 from distsort.backends.chunk import slice_chunk as slice_run
 from distsort.core.order import encode
+from distsort.core.xp import host_copy
 from distsort.backends import Backend
 from distsort.backends.cpu.numpy_backend import crossing_bound  # probes are NumPy's codes
 from distsort.backends.cpu.numpy_backend import first_not, order_codes, probe_codes
@@ -210,15 +211,15 @@ def _search_codes(probe, pivots, a, b, lower):
 
 
 def run_sample(run, step):
-    """The elements of ``run`` at ``step - 1, 2 * step - 1, ...``, copied
-    (``distsort.plan.kway.brackets``).
+    """The elements of ``run`` at ``step - 1, 2 * step - 1, ...``, copied to the host
+    (``distsort.plan.kway.brackets``; a run on a GPU gives a NumPy sample).
 
     >>> run_sample(np.arange(10), 3).tolist()
     [2, 5, 8]
     """
     keys, values = parts(run)
     at = slice(step - 1, None, step)
-    return make_run(keys[at].copy(), None if values is None else values[at].copy())
+    return make_run(host_copy(keys, at), None if values is None else host_copy(values, at))
 
 
 def merge_samples(samples, order):
@@ -264,7 +265,8 @@ def count_before(run, j, pivots, order):
     """For each of ``pivots`` (``(i, p, element)``: element ``p`` of run ``i``, a run
     of one element), how many elements of ``run``, run ``j`` of the merge, come before
     it: its equals where ``j < i``.  The binary searches of all pivots go in lock step
-    on the order codes.
+    on the order codes (of a run on a GPU, each step's elements gathered there and
+    read back: a few bytes per pivot).
 
     >>> from distsort.backends import Order
     >>> run = np.array([1, 3, 3, 5])
@@ -279,8 +281,8 @@ def count_before(run, j, pivots, order):
         return out
     keys, values = parts(run)
     out[other] = _search_codes(
-        lambda act, mid: probe_codes(keys[mid], None if values is None else values[mid],
-                                     order),
+        lambda act, mid: probe_codes(host_copy(keys, mid),
+                                     None if values is None else host_copy(values, mid), order),
         probe_codes(*_joined([pivots[n][2] for n in other]), order),
         np.zeros(other.size, np.int64), np.full(other.size, length(run), np.int64),
         j < which[other])  # equal elements of a lower run come first
@@ -309,6 +311,9 @@ class HostRuns(Backend):
     runs: tuple[int, ...] = ()
 
     name = "host-runs"
+    #: Whether an exchange's output chunk is made by sorting its slices joined
+    #: (``merge_by_sort``) rather than by the engine's k-way merge of them.
+    merges_by_sort = False
 
     def _engine(self):
         if self.engine == "gpu":

@@ -20,7 +20,9 @@ def to_host(chunk):
     return np.asarray(chunk).ravel()
 
 
-def _sorted(keys, values, order):
+def sort_pair(keys, values, order):
+    """``(keys, values or None)`` (new arrays) sorted in distsort's order (keyed: the
+    keyed order of ``numpy_backend.order_codes``)."""
     if values is None:  # equal codes are equal bits: the codes sorted are the keys sorted
         codes = encode(keys, descending=order.descending)
         codes.sort(kind="stable")  # a merge of the runs in a concatenation
@@ -37,7 +39,7 @@ def sort_run(keys, values, order, starts, budget, runs=()):
         v = positions(starts, keys)
     else:
         v = None if values is None else np.concatenate([np.asarray(p).ravel() for p in values])
-    return make_run(*_sorted(k, v, order))
+    return make_run(*sort_pair(k, v, order))
 
 
 def merge(x, y, cuts, order, budget):
@@ -50,7 +52,7 @@ def merge(x, y, cuts, order, budget):
         o1 = o0 + (i1 - i0) + (j1 - j0)
         k = np.concatenate((xk[i0:i1], yk[j0:j1]))
         v = None if xv is None else np.concatenate((xv[i0:i1], yv[j0:j1]))
-        ok[o0:o1], v = _sorted(k, v, order)
+        ok[o0:o1], v = sort_pair(k, v, order)
         if ov is not None:
             ov[o0:o1] = v
     return make_run(ok, ov)
@@ -79,7 +81,7 @@ def merge_segments(runs, cuts, order, like_gpu, budget):
         k = np.concatenate([p[0][a:b] for p, a, b in zip(pieces, c0, c1, strict=True)])
         v = None if ov is None else np.concatenate(
             [p[1][a:b] for p, a, b in zip(pieces, c0, c1, strict=True)])
-        ok[o:o + len(k)], v = _sorted(k, v, order)
+        ok[o:o + len(k)], v = sort_pair(k, v, order)
         if ov is not None:
             ov[o:o + len(k)] = v
         o += len(k)
