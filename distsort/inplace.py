@@ -23,7 +23,7 @@ import numpy as np
 from distsort.backends import Order
 from distsort.backends.registry import get_backend
 from distsort.core.order import TIME_KINDS, check_dtype
-from distsort.core.xp import namespace
+from distsort.core.xp import address, namespace
 from distsort.plan.localsort import plan_own_memory, sorts_in_place
 
 __all__ = ["check_out", "sort_into", "sort_by_key_into"]
@@ -83,9 +83,7 @@ def _refuse_flags(stable: bool, verify: bool, float_keys: bool, keyed: bool) -> 
 
 def _fill(out: Any, x: Any) -> None:
     """``x`` copied into ``out`` unless they are one memory already."""
-    same = (out.__array_interface__["data"][0] == x.__array_interface__["data"][0]
-            if type(x) is np.ndarray else out.data.ptr == x.data.ptr)
-    if not (same and out.strides == x.strides):
+    if not (address(out) == address(x) and out.strides == x.strides):
         out[...] = x.copy() if namespace(x).may_share_memory(x, out) else x
 
 

@@ -35,3 +35,14 @@ def namespace(x: Any, *, strict: bool = False) -> ModuleType:
         import cupy
         return cupy
     return np
+
+
+def address(x: Any) -> int:
+    """The address of the first element of a NumPy or CuPy array (host or device).
+
+    >>> a = np.arange(4, dtype=np.int64)
+    >>> address(a[1:]) - address(a)
+    8
+    """
+    data = x.data
+    return int(data.ptr) if hasattr(data, "ptr") else int(x.__array_interface__["data"][0])

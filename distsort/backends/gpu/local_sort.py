@@ -35,7 +35,7 @@ import logging
 import numpy as np
 
 from distsort.core import dask_cuda_store
-from distsort.core.xp import namespace
+from distsort.core.xp import address, namespace
 
 __all__ = ["device_limit", "device_room", "radix_or_in_place", "sorted_copy", "sort_owned",
            "sort_memory", "radix_sort", "sort_keys", "stable_perm",
@@ -127,7 +127,7 @@ def sort_memory(keys, values, order, local="radix", lanes=1):
     def radix():
         if values is None:
             done = sort_keys(keys, order.descending, owned=True)
-            if done.data.ptr != keys.data.ptr:  # sorted as codes made elsewhere
+            if address(done) != address(keys):  # sorted as codes made elsewhere
                 keys[...] = done
             return
         done_keys, done_values = radix_sort(keys, values, order)
