@@ -93,7 +93,7 @@ def _symbols(cubin: Path) -> dict[str, str]:
                            check=True).stdout
     # The name is the last field: a kernel's visibility column reads "[<other>: 10]".
     mangled = sorted({f[-1] for f in (line.split() for line in table.splitlines())
-                      if len(f) >= 8 and f[3] == "FUNC" and f[-1].startswith("_Z")})
+                      if f[3:5] == ["FUNC", "GLOBAL"] and f[-1].startswith("_Z")})
     demangled = subprocess.run(["c++filt", "-p"], input="\n".join(mangled), capture_output=True,
                                text=True, check=True).stdout.splitlines()
     return {shipped.demangled_key(d): m for d, m in zip(demangled, mangled, strict=True)}
