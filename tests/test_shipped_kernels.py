@@ -78,19 +78,22 @@ def test_find_takes_the_binary_only_where_everything_matches(tmp_path):
     assert "no manifest" in shipped.find("sort.cu", (9, 0), names, tmp_path / "none.json")
 
 
-def test_instances_cover_what_the_launcher_asks_for():
-    """Every module a keys-only sort (any dtype) or a sort with int64 values asks for
-    under Hopper's table is among sm_90's instances."""
+@pytest.mark.parametrize("arch", build.ARCHES)
+def test_instances_cover_what_the_launcher_asks_for(arch):
+    """Every module that a sort of a shipped pair (keys alone or with int64 values, of
+    any key dtype; packed and not) asks for under the architecture's table is among
+    its instances."""
     from distsort.backends.gpu import launch_plan, tuning
-    tab = tuning.table(9)
-    names = set(build.instances(90)["sort.cu"])
-    for key in build.KEY_DTYPES:
-        for value in (None, "int64"):
-            for n in (1000, 1 << 20, 3 << 22):
-                for x in launch_plan.sort_launches(tab, key, value, n):
-                    s = x.shape
-                    assert set(loader.module_names(key, value, s.items_per_thread, s.threads,
-                                                   s.min_blocks, s.tile_bits)) <= names
+    tab = tuning.table(arch // 10)
+    names = set(build.instances(arch)["sort.cu"])
+    assert (("float16", None) in build.PAIRS[arch]) and (("int8", "int64") in build.PAIRS[arch])
+    for key, value in build.PAIRS[arch]:
+        for n in (1000, 1 << 20, (3 << 22) + 1):
+            for x in launch_plan.sort_launches(tab, key, value, n):
+                s = x.shape
+                assert set(loader.module_names(key, value, s.items_per_thread, s.threads,
+                                               s.min_blocks, s.tile_bits,
+                                               x.kernel == "packed_pass")) <= names
 
 
 # ---------------------------------------------------------------- the shipped files

@@ -99,17 +99,17 @@ def radix_or_in_place(radix, in_place, what):
     return in_place()
 
 
-def sorted_copy(keys):
-    """A copy of ``keys`` to sort in place; where the device has no room for it, a
-    ``MemoryError`` that says how to sort without one (no allocator's error reaches
-    the caller)."""
+def sorted_copy(keys, make=None, what="the sorted copy"):
+    """A copy of ``keys`` to sort in place (or ``make()``, ``what`` it makes for them);
+    where the device has no room for it, a ``MemoryError`` that says how to sort
+    without one (no allocator's error reaches the caller)."""
     try:
-        return keys.copy()
+        return keys.copy() if make is None else make()
     except MemoryError as err:
         reason = f"{type(err).__name__}: {err}"
     from distsort.core.memory import format_bytes
     raise MemoryError(
-        f"distsort: the device has no room for the sorted copy of {keys.size} keys "
+        f"distsort: the device has no room for {what} of {keys.size} keys "
         f"({format_bytes(keys.nbytes)}; {reason}); sort the array in its own memory, "
         "distsort.sort(x, out=x), or free device memory")
 
@@ -186,7 +186,8 @@ def sort_chunk(keys, order, local="auto", part=0):
 
         from distsort.backends.gpu.launcher import sort_inplace
         copy = sorted_copy(keys)
-        positions = cupy.arange(keys.size, dtype=np.int64) if order.keyed else None
+        positions = sorted_copy(keys, lambda: cupy.arange(keys.size, dtype=np.int64),
+                                "the positions") if order.keyed else None
         sort_inplace(copy, positions, order.descending)
         return positions if part else copy
 

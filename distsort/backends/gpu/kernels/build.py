@@ -8,10 +8,11 @@ says what it holds and how the loader uses it).  Needs ``nvcc``, ``fatbinary``
 again after any change of the CUDA sources or of the tuning tables: until then the
 loader finds the digest changed and compiles with NVRTC.
 
-What is shipped, by architecture (:data:`PAIRS`): keys alone of every dtype on
-sm_80, sm_90 and sm_100; on sm_90 (H100, H200) also keys with int64 values
-(``argsort``'s positions, ``sort_by_key`` of int64 values).  Other pairs compile on
-first use.  The whole is about 4 MB.
+What is shipped, by architecture (:data:`PAIRS`): keys alone and keys with int64
+values (``argsort``'s positions, ``sort_by_key`` of int64 values) of every key dtype
+on sm_80, sm_90 and sm_100; on sm_90 (H100, H200) also 4-byte integer keys with
+uint32 values, packed and not.  Other pairs compile on first use.  The whole is
+about 4 MB.
 """
 from __future__ import annotations
 
@@ -36,16 +37,23 @@ __all__ = ["ARCHES", "PAIRS", "KEY_DTYPES", "instances", "translation_unit", "bu
 ARCHES = (80, 90, 100)
 KEY_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
               "uint64", "float16", "float32", "float64")
-#: Value dtypes shipped beside keys alone (None), by architecture.
-PAIRS = {80: (None,), 90: (None, "int64"), 100: (None,)}
+#: ``(key dtype, value dtype or None)`` pairs shipped, by architecture.
+_EVERY_KEY = [(k, v) for v in (None, "int64") for k in KEY_DTYPES]
+PAIRS = {80: _EVERY_KEY, 90: _EVERY_KEY + [(k, "uint32") for k in ("int32", "uint32")],
+         100: _EVERY_KEY}
 
 
 def _shapes(tab, key, value):
-    """The block shapes a sort of ``key`` (and ``value``) keys runs under ``tab``
-    (``launch_plan.kernel_shape``, unpacked: these pairs never pack)."""
+    """``(block shape, packed)`` of each module a sort of ``key`` keys (and ``value``
+    values) may run under ``tab`` (``launch_plan.kernel_shape``): unpacked, and packed
+    where the pair packs (its lengths that are a multiple of the packed layout's run)."""
     cfg = passes.config(tab, np.dtype(key).itemsize,
                         0 if value is None else np.dtype(value).itemsize)
-    return [cfg] + ([cfg.group] if cfg.group is not None else [])
+    shapes = [(c, False) for c in (cfg, cfg.group) if c is not None]
+    packed = passes.config(tab, 8)
+    if value is not None and passes.packs(key, value, 1 << 30, packed.threads):
+        shapes += [(c, True) for c in (packed, packed.group) if c is not None]
+    return shapes
 
 
 def instances(arch: int) -> dict[str, list[str]]:
@@ -59,13 +67,12 @@ def instances(arch: int) -> dict[str, list[str]]:
     """
     tab = tuning.table(arch // 10)
     sort = []
-    for value in PAIRS[arch]:
-        for key in KEY_DTYPES:
-            for cfg in _shapes(tab, key, value):
-                for name in module_names(key, value, cfg.items_per_thread, cfg.threads,
-                                         cfg.min_blocks, cfg.tile_bits):
-                    if name not in sort:
-                        sort.append(name)
+    for key, value in PAIRS[arch]:
+        for cfg, packed in _shapes(tab, key, value):
+            for name in module_names(key, value, cfg.items_per_thread, cfg.threads,
+                                     cfg.min_blocks, cfg.tile_bits, packed):
+                if name not in sort:
+                    sort.append(name)
     bounds = sorted({n for d in ("uint32", "uint64") for n in float_order_names(d)},
                     key=lambda n: (n.split("<")[0] != "float_bounds", n))
     return {"sort.cu": sort, "float_bounds.cu": bounds}
