@@ -16,6 +16,7 @@ import numpy as np
 from distsort.backends import Order, array_module_name
 from distsort.core.xp import namespace
 from distsort.eager import like_input
+from distsort.inplace import sort_by_key_into, sort_into
 from distsort.inputs import (as_codes, as_dask_array, check_flags, check_stable, code_order,
                              from_codes, like_byte_order, numpy_keywords, validate)
 from distsort.plan.options import check_local, planning
@@ -30,8 +31,9 @@ ArrayLike = Any
 
 @numpy_keywords
 @like_input("x")
-def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
-         stable: bool | None = None, verify: bool = False, local: str = "auto") -> da.Array:
+def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,  # noqa: PLR0913
+         stable: bool | None = None, verify: bool = False, local: str = "auto",
+         out: ArrayLike | None = None) -> da.Array:
     """Sort an array; a Dask array of NumPy or CuPy chunks is sorted across chunks.
 
     Parameters
@@ -55,13 +57,22 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     local : {'auto', 'bitonic', 'radix'}, optional
         How each GPU sorts its chunks: ``'auto'``, CUB's radix sort where its buffers
         fit, else in place; ``'bitonic'``; ``'radix'`` (``docs/semantics.md``).
+    out : numpy.ndarray or cupy.ndarray, optional
+        Sort into this array's memory: ``out=x`` sorts ``x`` in place, as
+        ``ndarray.sort()`` does, with no copy (on the GPU the radix sort where its
+        buffers fit the free memory, else the in-place kernels: an array as large
+        as the device holds).  Another array of ``x``'s kind, shape and dtype,
+        C-contiguous and writeable, receives ``x`` sorted.  ``axis``: the last one,
+        or ``None`` (the memory sorted as one flat array).  Not with ``verify``, nor
+        ``stable=True`` for float keys.
 
     Returns
     -------
     dask.array.Array, numpy.ndarray or cupy.ndarray
         For a Dask array: lazy, of the same dtype and length, chunks of the same
         backend, regular for a 1-D result.  For a NumPy or CuPy array (or a list): an
-        array of its kind, computed at once, as ``numpy.sort`` gives.
+        array of its kind, computed at once, as ``numpy.sort`` gives.  ``out``
+        where given.
 
     Notes
     -----
@@ -81,10 +92,16 @@ def sort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
     >>> t = np.array(["2026-03-01", "NaT", "2025-12-24"], dtype="datetime64[D]")
     >>> distsort.sort(da.from_array(t, chunks=2)).compute()
     array(['2025-12-24', '2026-03-01',        'NaT'], dtype='datetime64[D]')
+    >>> y = np.array([2.0, np.nan, -1.0])
+    >>> _ = distsort.sort(y, out=y)  # in place, in y's own memory
+    >>> y
+    array([-1.,  2., nan])
     """
     stable = check_stable(stable, False)
     check_flags(descending, verify)
     check_local(local)
+    if out is not None:
+        return sort_into(x, out, axis, descending, stable, verify, local)
     given = getattr(x, "dtype", None)
     order = _sort_order(given, descending, stable)
     if not verify and (out := sorted_at_once(x, axis, order, local)) is not None:
@@ -184,9 +201,10 @@ def argsort(x: ArrayLike, /, axis: int | None = -1, *, descending: bool = False,
 
 
 @numpy_keywords
-def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
+def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,  # noqa: PLR0913
                 stable: bool | None = False, verify: bool = False,
-                local: str = "auto") -> tuple[da.Array, da.Array]:
+                local: str = "auto",
+                out: tuple[ArrayLike, ArrayLike] | None = None) -> tuple[da.Array, da.Array]:
     """Sort 1-D ``keys`` and move ``values`` with them; tables: several value arrays,
     several keys.
 
@@ -213,12 +231,17 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
         raises :class:`distsort.VerificationError` when computed if not.
     local : {'auto', 'bitonic', 'radix'}, optional
         How each GPU sorts its chunks, as for :func:`sort`.
+    out : (array, array), optional
+        Sort into these arrays' memory, as :func:`sort`'s ``out``: ``(keys, values)``
+        sorts both in place (one key array and one value array of NumPy or CuPy;
+        ties by the value; not with ``stable=True`` or ``verify``).
 
     Returns
     -------
     (dask.array.Array, dask.array.Array)
         The sorted keys and the values moved with them (tuples and dicts as given);
-        lazy where any input is a Dask array, else computed at once.
+        lazy where any input is a Dask array, else computed at once; ``out`` where
+        given.
 
     Examples
     --------
@@ -236,11 +259,17 @@ def sort_by_key(keys: ArrayLike, values: ArrayLike, *, descending: bool = False,
     >>> (second, first), _ = distsort.sort_by_key((v, k), v)  # by k, then by v
     >>> first.compute(), second.compute()
     (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
+    >>> k, v = np.array([3, 1, 2, 1]), np.array([30.0, 11.0, 20.0, 10.0])
+    >>> _ = distsort.sort_by_key(k, v, out=(k, v))  # both in their own memory
+    >>> k, v
+    (array([1, 1, 2, 3]), array([10., 11., 20., 30.]))
     """
     stable = check_stable(stable, False)
     check_flags(descending, verify)
     order = Order(descending=bool(descending), keyed=True)
     check_local(local)
+    if out is not None:
+        return sort_by_key_into(keys, values, out, descending, stable, verify, local)
     if stable and not verify and (out := stable_at_once(keys, values, order, local)):
         return out
     return _sorted_by_key(keys, values, order, stable, verify, local)

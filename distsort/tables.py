@@ -288,12 +288,18 @@ def sort_table(keys: Any, values: Any, *, descending: bool = False, verify: bool
 
 @numpy_keywords
 @like_input("keys", "values")
-def sort_by_key(keys: Any, values: Any, *, descending: bool = False,
+def sort_by_key(keys: Any, values: Any, *, descending: bool = False,  # noqa: PLR0913
                 stable: bool | None = None, verify: bool = False,
-                local: str = "auto") -> tuple[Any, Any]:
+                local: str = "auto", out: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
     """``distsort.sort_by_key``: :func:`distsort.api.sort_by_key` for one key array and
     one value array, :func:`sort_table` for a tuple of keys or a tuple (or dict) of
     value arrays (the docstring below is the API's)."""
+    if out is not None and (isinstance(keys, tuple) or isinstance(values, (tuple, dict))):
+        raise TypeError("out= of sort_by_key takes one key array and one value array; "
+                        "sort a table without out=")
+    if out is not None:
+        return api.sort_by_key(keys, values, descending=descending, stable=stable,
+                               verify=verify, local=local, out=out)
     if isinstance(keys, tuple) or isinstance(values, (tuple, dict)):
         check_stable(stable, False)  # any order asked for: ties keep input order
         return sort_table(keys, values, descending=descending, verify=verify, local=local)

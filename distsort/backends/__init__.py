@@ -77,6 +77,18 @@ class Backend:
         backend can; ``increasing_values``: the values are increasing positions."""
         return self.prepare(keys, values, order, None, local)
 
+    def sort_memory(self, keys: Array, values: Array | None, order: Order,
+                    local: str = "radix", lanes: int = 1) -> None:
+        """Sort C-contiguous ``keys`` (``lanes`` rows of equal length, each sorted on
+        its own), and ``values`` with them, in their own memory: the caller's arrays
+        (``distsort.sort(x, out=x)``), overwritten.  Ties of ``values`` by the value."""
+        raise NotImplementedError(f"the {self.name} backend sorts no array in its memory")
+
+    def room(self) -> int | None:
+        """Bytes a sort may allocate now beside its data on this backend's device
+        (None: host memory, not counted)."""
+        return None
+
     def sort_run(self, keys: Array, values: Array | None, order: Order,
                  local: str = "radix") -> Chunk:
         """Sort the concatenation of this backend's chunks (the network's groups sorted

@@ -52,3 +52,14 @@ def host_copy(x: Any, index: Any = None) -> np.ndarray:
     if index is not None:
         x = x[index if isinstance(index, slice) else xp.asarray(index)]
     return x.copy() if xp is np else x.get()
+
+
+def address(x: Any) -> int:
+    """The address of the first element of a NumPy or CuPy array (host or device).
+
+    >>> a = np.arange(4, dtype=np.int64)
+    >>> address(a[1:]) - address(a)
+    8
+    """
+    data = x.data
+    return int(data.ptr) if hasattr(data, "ptr") else int(x.__array_interface__["data"][0])

@@ -11,6 +11,10 @@ the ``"distsort"`` logger (``distsort.backends.gpu.local_sort``).
 
 NumPy chunks have no in-place path of their own: their local sort is ``"radix"``
 unless ``local="bitonic"`` was asked for (which keeps them off the one-chunk task).
+
+An array sorted in its own memory (``distsort.sort(x, out=x)``) takes the same
+choice on the bytes its device has free now (:func:`plan_own_memory`): no copy of
+the input is counted, since none is made.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ import numpy as np
 
 from distsort.core.memory import radix_extra_bytes
 
-__all__ = ["LOCAL_SORTS", "RADIX", "IN_PLACE", "sorts_in_place", "choose_local", "plan_local"]
+__all__ = ["LOCAL_SORTS", "RADIX", "IN_PLACE", "sorts_in_place", "choose_local", "plan_local",
+           "plan_own_memory"]
 
 #: Values of ``local=``.
 LOCAL_SORTS = ("auto", "bitonic", "radix")
@@ -83,3 +88,37 @@ def plan_local(local: str, gpu: bool, elements: int, itemsize: int, value_bytes:
     extra = radix_extra_bytes(elements, itemsize, value_bytes, increasing_values=increasing,
                               in_place=in_place)
     return choose_local(extra, None if room is None else max(0, room), local)
+
+
+def plan_own_memory(local: str, gpu: bool, elements: int, itemsize: int, value_bytes: int,  # noqa: PLR0913, PLR0917
+                    keys_in_place: bool, room: int | None, lanes: int = 1) -> str:
+    """The local sort of an array sorted in its own memory (``out=``): ``elements``
+    keys of ``itemsize`` bytes in ``lanes`` rows, values of ``value_bytes``
+    (``keys_in_place``: :func:`sorts_in_place` of the keys alone), where ``room``
+    bytes may be allocated beside them.  On the GPU: the radix sort where its buffers
+    fit ``room`` (the device's free memory now; None: not known, so in place) and
+    the keys are one row, else the in-place kernels; NumPy arrays: ``ndarray.sort``
+    (``"radix"``) whatever is asked.
+
+    >>> gib = 2**30
+    >>> plan_own_memory("auto", True, 2**28, 4, 0, True, 2 * gib)  # 1 GiB of CUB buffer
+    'radix'
+    >>> plan_own_memory("auto", True, 30 * 10**9, 4, 0, True, 20 * gib)  # 120 GB
+    'bitonic'
+    >>> plan_own_memory("auto", True, 2**28, 4, 4, False, 2 * gib)  # keys and values
+    'bitonic'
+    >>> plan_own_memory("auto", True, 2**20, 4, 0, True, None)
+    'bitonic'
+    >>> plan_own_memory("radix", True, 2**20, 4, 0, True, 2 * gib, lanes=8)  # rows
+    'bitonic'
+    >>> plan_own_memory("bitonic", False, 2**20, 4, 0, True, None)  # NumPy
+    'radix'
+    """
+    if local not in LOCAL_SORTS:
+        raise ValueError(f"local must be one of {LOCAL_SORTS}, got {local!r}")
+    if not gpu:
+        return RADIX
+    if lanes != 1 or room is None and local == "auto":
+        return IN_PLACE
+    extra = radix_extra_bytes(elements, itemsize, value_bytes, in_place=keys_in_place)
+    return choose_local(extra, max(0, room or 0), local)

@@ -10,7 +10,9 @@ as Dask tests ``plan_rechunk``.  The :class:`SortPlan` names its strategy:
     Dask's local schedulers): one task gathers the chunks, sorts them once and
     splits the result into the output chunks (one whole chunk into one, a plain
     array: the output's own task, ``SortPlan.one_task``).  No network, no
-    round trip through the scheduler per round.
+    round trip through the scheduler per round.  A plain CuPy array sorted here
+    whose copy fits beside it, but not the radix sort's buffers too, is also sorted
+    as one: its copy in place (local sort ``"bitonic"``).
 ``"network"``
     The bitonic network of compare-splits between chunks (``distsort.plan.network``),
     positions following where the chunks live and groups of consecutive positions
@@ -310,6 +312,24 @@ def _fits_one_device(n, itemsize, options, budget):
     return budget is not None and one_device_bytes(n, itemsize, options) <= usable_bytes(budget)
 
 
+def _copy_fits_in_place(n, itemsize, options, budget):
+    """Whether a plain CuPy array sorted here (``options.here``) and its copy fit the
+    device, where the radix sort's buffers do not fit beside them: then the copy is
+    sorted in place (the plan's local sort, ``plan_local``, is the bitonic kernels),
+    not cut into a network of chunks on one device.
+
+    >>> gpu = SortOptions(gpu=True, here=True, in_place=True)
+    >>> _copy_fits_in_place(10, 4, gpu, 100), _copy_fits_in_place(10, 4, gpu, 50)
+    (True, False)
+    >>> _copy_fits_in_place(10, 4, gpu._replace(local="radix"), 100)  # radix asked for
+    False
+    """
+    if not (options.gpu and options.here) or options.local == RADIX or budget is None:
+        return False
+    data = n * (_input_element(itemsize, options) + itemsize + options.value_bytes)
+    return data <= usable_bytes(budget)
+
+
 def _input_element(itemsize, options):
     """Bytes of an input element: the key's and its value's (argsort's positions are
     made by the sort)."""
@@ -505,8 +525,8 @@ def _no_room_message(nbytes, budget, held):
             f"{format_bytes(budget)} beside the {format_bytes(held)} of input the sort holds "
             "there; "
             "sort it out of core (a dask-cuda cluster, or "
-            "dask.config.set({'distsort.device-memory-limit': ...}) on one GPU), or free "
-            "device memory")
+            "dask.config.set({'distsort.device-memory-limit': ...}) on one GPU), sort a "
+            "plain array in its own memory (distsort.sort(x, out=x)), or free device memory")
 
 
 def _slot_room(chunks, itemsize, view, options):
@@ -616,7 +636,8 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
     n = sum(chunks)
     budget = one_device_budget(view, options)
     one = options.strategy == "one-device" or (
-        options.strategy == "auto" and _fits_one_device(n, itemsize, options, budget))
+        options.strategy == "auto" and (_fits_one_device(n, itemsize, options, budget)
+                                        or _copy_fits_in_place(n, itemsize, options, budget)))
     if one:
         out = normalize_chunks(chunks)
         if len(out) > view.slots(options.gpu) * COALESCE_PER_SLOT:  # tiny chunks out too

@@ -369,6 +369,36 @@ def prepare(keys, values, order, start=None):
     return codes
 
 
+#: Keys turned into their codes at a time by :func:`sort_memory` (a small buffer).
+_CODE_BLOCK = 1 << 16
+
+
+def sort_memory(keys, values, order, lanes=1):
+    """Sort C-contiguous ``keys`` (``lanes`` rows, each on its own) and ``values`` with
+    them in their own memory, in distsort's order (``Backend.sort_memory``).  Keys
+    alone: turned into their order codes in place, a block at a time, sorted by
+    ``ndarray.sort`` and turned back in place (no buffer of the keys' size).  With
+    values: sorted as a chunk (:func:`prepare`), then written back.
+
+    >>> from distsort.backends import Order
+    >>> x = np.array([2.0, np.nan, -1.0, 0.0, -0.0], dtype=np.float32)
+    >>> sort_memory(x, None, Order(descending=True)); x
+    array([ 2.,  0., -0., -1., nan], dtype=float32)
+    """
+    if values is not None:
+        run = prepare(keys.reshape(-1), values.reshape(-1), order)
+        keys.reshape(-1)[:] = finish_keys(run, order, keys.dtype, values.dtype)
+        values.reshape(-1)[:] = finish_values(run, order, keys.dtype, values.dtype)
+        return
+    flat = keys.reshape(-1)
+    codes = flat.view(f"u{keys.dtype.itemsize}")
+    for start in range(0, flat.size, _CODE_BLOCK):
+        part = slice(start, start + _CODE_BLOCK)
+        codes[part] = encode(flat[part], descending=order.descending)
+    codes.reshape(lanes, -1).sort(axis=-1)
+    decode(codes, keys.dtype, descending=order.descending, copy=False)
+
+
 def probe_codes(keys, values, order):
     """Probe form of sampled elements: codes, or the tuple of :func:`order_codes`."""
     if values is None:
@@ -600,6 +630,9 @@ class NumPyBackend(Backend):
 
     def stable_sort(self, keys, values, order):
         return stable_sort(keys, values, order)
+
+    def sort_memory(self, keys, values, order, local="radix", lanes=1):
+        return sort_memory(keys, values, order, lanes)
 
 
 #: The CPU backend.

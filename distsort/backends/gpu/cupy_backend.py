@@ -37,11 +37,11 @@ def crossing_count(a_top, b_bottom, descending):
 
 
 # ---------------------------------------------------------------- the interface
-def check_fits(n, element_bytes):
-    """Refuse, with rechunk advice, an input chunk of ``n`` elements that cannot fit three
-    times even on an empty device: a merge later holds it, the other chunk's head and
-    the output."""
-    memory.check_chunk_fits(n, element_bytes, memory.device_capacity(), copies=3)
+def check_fits(n, element_bytes, copies=3):
+    """Refuse, with rechunk advice, an input chunk of ``n`` elements that cannot fit
+    ``copies`` times even on an empty device: a merge later holds it, the other chunk's
+    head and the output (a chunk sorted on its own in place: itself and its copy)."""
+    memory.check_chunk_fits(n, element_bytes, memory.device_capacity(), copies=copies)
 
 
 def prepare(keys, values, order, start=None, local="bitonic"):
@@ -117,7 +117,7 @@ def sort_blocks(keys, values, axis, order, positions=False):
 def sort_chunk(keys, order, local="auto", part=0):
     """One whole chunk sorted on its own into one output chunk (``local_sort.sort_chunk``:
     ``part`` 0 the keys, 1 an argsort's positions alone)."""
-    check_fits(keys.size, keys.dtype.itemsize + 8 * part)
+    check_fits(keys.size, keys.dtype.itemsize + 8 * part, 2 if local == "bitonic" else 3)
     return local_sort.sort_chunk(cupy.asarray(keys), order, local, part)
 
 
@@ -144,6 +144,12 @@ class CuPyBackend(Backend):
 
     def sort_chunk(self, keys, order, local, part, finish_args=()):
         return sort_chunk(keys, order, local, part)
+
+    def sort_memory(self, keys, values, order, local="radix", lanes=1):
+        return local_sort.sort_memory(keys, values, order, local, lanes)
+
+    def room(self):
+        return local_sort.device_room()
 
     # Each method calls this module's function by its name when it runs.
     def check_fits(self, n, element_bytes):

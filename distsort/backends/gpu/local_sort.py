@@ -19,6 +19,13 @@ tasks pass it here as ``local``:
 
 ``"auto"`` (a caller that did not plan) is taken as ``"radix"``.  CuPy is imported
 inside the functions, so this module imports without a GPU.
+
+:func:`sort_memory` sorts the caller's own arrays (``distsort.sort(x, out=x)``): the
+radix sort where its buffers fit the device's free memory
+(``distsort.plan.localsort.plan_own_memory``), else, or where they fail to allocate,
+the in-place kernels.  The copy a sort of a plain array makes (:func:`sort_chunk`)
+is the one allocation with no fallback: where it fails, a ``MemoryError`` says to
+sort in place.
 """
 from __future__ import annotations
 
@@ -28,14 +35,14 @@ import logging
 import numpy as np
 
 from distsort.core import dask_cuda_store
-from distsort.core.xp import namespace
+from distsort.core.xp import address, namespace
 
-__all__ = ["device_limit", "radix_or_in_place", "sort_owned", "radix_sort", "sort_keys",
-           "stable_perm",
+__all__ = ["device_limit", "device_room", "radix_or_in_place", "sorted_copy", "sort_owned",
+           "sort_memory", "radix_sort", "sort_keys", "stable_perm",
            "float_bounds", "cub_float_order", "fix_float_order", "encode_codes", "decode_codes"]
 
 #: Where a radix sort's allocation failed and the chunk was sorted in place instead.
-log = logging.getLogger("distsort")
+log = logging.getLogger(__name__)
 
 
 def _dask_cuda_limits():
@@ -53,11 +60,28 @@ def device_limit():
     return limit if limit is not None else memory.device_capacity()
 
 
+def device_room():
+    """Bytes that may be allocated now on the current device: its free memory and the
+    blocks CuPy's pool holds free, less ``memory.RESERVE`` of its capacity (CUB's
+    temporary storage, the CUDA libraries' workspaces)."""
+    import cupy
+
+    from distsort.core import memory
+    free = int(cupy.cuda.runtime.memGetInfo()[0])
+    if cupy.cuda.get_allocator() == cupy.get_default_memory_pool().malloc:
+        free += int(cupy.get_default_memory_pool().free_bytes())
+    capacity = memory.device_capacity()
+    return max(0, free - (capacity - memory.usable(capacity)))
+
+
 def radix_or_in_place(radix, in_place, what):
     """``radix()``, the radix sort the plan chose; where it fails to allocate its
-    buffers (``MemoryError``, which CuPy's out-of-memory error is), ``in_place()``,
-    with a warning on the ``"distsort"`` logger: the one decision made at run time
-    (the plan's budget counted on memory the device no longer had).
+    buffers (``MemoryError``: CuPy's ``OutOfMemoryError``, and the
+    ``MemoryError('std::bad_alloc')`` of its Thrust and CUB calls), ``in_place()``,
+    with a warning on this module's logger: the one decision made at run time (the
+    plan's budget counted on memory the device no longer had).  ``in_place()`` runs
+    after the handler, once the failed attempt's buffers (which its traceback's
+    frames hold) are freed.
 
     >>> radix_or_in_place(lambda: "radix", lambda: "in place", "a chunk")
     'radix'
@@ -69,9 +93,49 @@ def radix_or_in_place(radix, in_place, what):
     try:
         return radix()
     except MemoryError as err:
-        log.warning("distsort: the radix sort of %s could not allocate its buffers (%s); "
-                    "sorted in place instead", what, err)
+        reason = f"{type(err).__name__}: {err}"
+    log.warning("distsort: the radix sort of %s could not allocate its buffers (%s); "
+                "sorted in place instead", what, reason)
+    return in_place()
+
+
+def sorted_copy(keys, make=None, what="the sorted copy"):
+    """A copy of ``keys`` to sort in place (or ``make()``, ``what`` it makes for them);
+    where the device has no room for it, a ``MemoryError`` that says how to sort
+    without one (no allocator's error reaches the caller)."""
+    try:
+        return keys.copy() if make is None else make()
+    except MemoryError as err:
+        reason = f"{type(err).__name__}: {err}"
+    from distsort.core.memory import format_bytes
+    raise MemoryError(
+        f"distsort: the device has no room for {what} of {keys.size} keys "
+        f"({format_bytes(keys.nbytes)}; {reason}); sort the array in its own memory, "
+        "distsort.sort(x, out=x), or free device memory")
+
+
+def sort_memory(keys, values, order, local="radix", lanes=1):
+    """Sort ``keys`` (C-contiguous; ``lanes`` rows, each sorted on its own) and
+    ``values`` with them in their own memory (``Backend.sort_memory``): CUB's radix
+    sort where ``local`` says ``"radix"`` (one lane; the result written back where it
+    was made elsewhere), falling back to the in-place kernels where its buffers
+    cannot be allocated; the in-place kernels where ``local`` says ``"bitonic"``."""
+    def in_place():
+        from distsort.backends.gpu.launcher import sort_inplace
+        sort_inplace(keys, values, order.descending, lanes=lanes)
+
+    def radix():
+        if values is None:
+            done = sort_keys(keys, order.descending, owned=True)
+            if address(done) != address(keys):  # sorted as codes made elsewhere
+                keys[...] = done
+            return
+        done_keys, done_values = radix_sort(keys, values, order)
+        keys[...], values[...] = done_keys, done_values
+
+    if local == "bitonic" or lanes != 1:
         return in_place()
+    return radix_or_in_place(radix, in_place, f"an array of {keys.size} keys")
 
 
 def increasing(values):
@@ -121,8 +185,9 @@ def sort_chunk(keys, order, local="auto", part=0):
         import cupy
 
         from distsort.backends.gpu.launcher import sort_inplace
-        copy = keys.copy()
-        positions = cupy.arange(keys.size, dtype=np.int64) if order.keyed else None
+        copy = sorted_copy(keys)
+        positions = sorted_copy(keys, lambda: cupy.arange(keys.size, dtype=np.int64),
+                                "the positions") if order.keyed else None
         sort_inplace(copy, positions, order.descending)
         return positions if part else copy
 

@@ -1,17 +1,25 @@
-"""Compile the CUDA kernels of this folder with NVRTC (``cupy.RawModule``), once per
-device and per (key dtype, value dtype).
+"""Load the CUDA kernels of this folder: shipped compiled, or compiled with NVRTC
+(``cupy.RawModule``), once per device and per (key dtype, value dtype).
 
 The kernels are templates over the key's storage type and kind (``order.cuh``) and
-the tuning constants; ``name_expressions`` instantiates the few that a dtype pair
-needs, so a module compiles in a second or two, the first time it is used.
+the tuning constants.  The package ships the instantiations most sorts need compiled
+for sm_80, sm_90 and sm_100 (``shipped.py``; built by ``python -m
+distsort.backends.gpu.kernels.build``): where the device runs one of them and it was
+built from these sources, its kernels are loaded from it (milliseconds).  Elsewhere
+``name_expressions`` instantiates the few that a dtype pair needs, compiled by NVRTC
+in a second or two the first time they are used (CuPy then caches them on disk), and
+an INFO line on this module's logger says why.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from pathlib import Path
 
 import numpy as np
+
+from distsort.backends.gpu.kernels import shipped
 
 HERE = Path(__file__).resolve().parent
 _U = {1: "u8_t", 2: "u16_t", 4: "u32_t", 8: "u64_t"}
@@ -22,6 +30,57 @@ def scalar_type(dtype) -> str:
     """The ``Scalar<U, KIND>`` of a NumPy dtype (bool is uint8 with values 0/1)."""
     dtype = np.dtype(dtype)
     return f"Scalar<{_U[dtype.itemsize]},{_KIND[dtype.kind]}>"
+
+
+#: The NVRTC options of the sort kernels (beside ``-I`` this folder); the shipped
+#: binaries are built with the same (``build.py``).
+OPTIONS = ("-std=c++17",)
+
+log = logging.getLogger(__name__)
+
+
+def module_names(key_dtype, value_dtype, items_per_thread, threads, min_blocks, tile_bits,  # noqa: PLR0913, PLR0917
+                 packed=False) -> list[str]:
+    """The name expressions of the kernels of one :class:`Module` (the instantiations of
+    ``sort.cu``'s templates it holds).
+
+    >>> module_names("uint32", None, 32, 128, 3, 14)[0]
+    'bitonic_pass<Scalar<u32_t,0>,NoValue,32,128,3,14>'
+    """
+    k = scalar_type(key_dtype)
+    v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
+    targs = f"{k},{v},{items_per_thread},{threads},{min_blocks},{tile_bits}"
+    if packed:
+        return [f"packed_pass<{targs},{ends}>" for ends in range(4)]
+    return [f"bitonic_pass<{targs}>", f"merge_pass<{targs}>", f"crossing_count<{k},{v}>"]
+
+
+def _capability():
+    import cupy
+    cc = cupy.cuda.Device().compute_capability
+    return int(cc[:-1]), int(cc[-1])
+
+
+@functools.cache
+def _binary(device, path):
+    """The shipped binary at ``path``, loaded on ``device`` (once)."""
+    import cupy
+    return cupy.RawModule(path=str(path))
+
+
+def load_kernels(source, names, compile_module):
+    """The kernels ``names`` of ``source`` on the current device: from the shipped
+    binary where it holds them (``shipped.find``), else from ``compile_module()``
+    (NVRTC), with an INFO line saying why.  Returns ``(module, functions)``."""
+    import cupy
+    found = shipped.find(source, _capability(), names)
+    if isinstance(found, str):
+        log.info("distsort: compiling %s of %s with NVRTC: %s", names[0], source, found)
+        module = compile_module()
+        return module, [module.get_function(n) for n in names]
+    path, mangled = found
+    module = _binary(cupy.cuda.Device().id, path)
+    return module, [module.get_function(mangled[n]) for n in names]
 
 
 @functools.cache
@@ -43,17 +102,19 @@ class Module:
                  defines=(), packed=False):
         import cupy
 
-        k = scalar_type(key_dtype)
-        v = scalar_type(value_dtype) if value_dtype is not None else "NoValue"
-        targs = f"{k},{v},{items_per_thread},{threads},{min_blocks},{tile_bits}"
-        if packed:
-            names = [f"packed_pass<{targs},{ends}>" for ends in range(4)]
+        names = module_names(key_dtype, value_dtype, items_per_thread, threads, min_blocks,
+                             tile_bits, packed)
+
+        def compile_module():
+            source = (HERE / "sort.cu").read_text() + f"\n// headers {_headers_digest()}\n"
+            return cupy.RawModule(code=source, options=(*OPTIONS, f"-I{HERE}", *defines),
+                                  name_expressions=names)
+
+        if defines:  # a benchmark's build: never the shipped one
+            self.module = compile_module()
+            kernels = [self.module.get_function(name) for name in names]
         else:
-            names = [f"bitonic_pass<{targs}>", f"merge_pass<{targs}>", f"crossing_count<{k},{v}>"]
-        source = (HERE / "sort.cu").read_text() + f"\n// headers {_headers_digest()}\n"
-        self.module = cupy.RawModule(code=source, options=("-std=c++17", f"-I{HERE}", *defines),
-                                     name_expressions=names)
-        kernels = [self.module.get_function(name) for name in names]
+            self.module, kernels = load_kernels("sort.cu", names, compile_module)
         if packed:
             self.packed_pass = self._passes = kernels
         else:
@@ -129,12 +190,25 @@ FLOAT_ORDER_KERNELS = ("float_bounds", "float_zeros_count", "float_zeros_write",
 def _float_order(device, code_dtype):
     import cupy
 
+    names = float_order_names(code_dtype)
+
+    def compile_module():
+        return cupy.RawModule(code=(HERE / "float_bounds.cu").read_text(), options=OPTIONS,
+                              name_expressions=names)
+
+    _, kernels = load_kernels("float_bounds.cu", names, compile_module)
+    return dict(zip(FLOAT_ORDER_KERNELS, kernels, strict=True))
+
+
+def float_order_names(code_dtype) -> list[str]:
+    """The name expressions of the kernels of ``float_bounds.cu`` for codes of
+    ``code_dtype``.
+
+    >>> float_order_names("uint64")[0]
+    'float_bounds<u64_t>'
+    """
     u = _U[np.dtype(code_dtype).itemsize]
-    names = [f"{name}<{u}>" for name in FLOAT_ORDER_KERNELS]
-    module = cupy.RawModule(code=(HERE / "float_bounds.cu").read_text(),
-                            options=("-std=c++17",), name_expressions=names)
-    return {name: module.get_function(full)
-            for name, full in zip(FLOAT_ORDER_KERNELS, names, strict=True)}
+    return [f"{name}<{u}>" for name in FLOAT_ORDER_KERNELS]
 
 
 def float_order_kernels(code_dtype):
