@@ -114,8 +114,8 @@ def main():
         return child(args.child, args.mode, args.log2[0], args.runs)
     rows = [run_case(case, mode, log2, args.runs)
             for log2 in args.log2 for case in args.cases for mode in args.modes]
-    print_table(rows, ["case", "mode", "n", "first_s", "later_s", "first_extra_s",
-                       "nvrtc_modules", "checked"])
+    print_table(rows, [(c, "{}") for c in ("case", "mode", "n", "first_s", "later_s",
+                                            "first_extra_s", "nvrtc_modules", "checked")])
     device = next((r["device"] for r in rows if "device" in r), "GPU")
     print(save_rows(rows, "first_use", device.split()[-1], args.out,
                     runs=args.runs, clock="wall, device synchronized"))

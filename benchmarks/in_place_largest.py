@@ -112,7 +112,7 @@ def main():
     import numpy as np
 
     import distsort
-    warm = cupy.arange(1 << 20, 0, -1, dtype=args.dtype)  # kernels loaded before timing
+    warm = cupy.arange(1 << 20, dtype=args.dtype)[::-1].copy()  # kernels loaded before timing
     distsort.sort(warm, out=warm, local="bitonic")
     distsort.sort(warm)
     rows = []
@@ -127,7 +127,7 @@ def main():
             print(row, flush=True)
         del x
         cupy.get_default_memory_pool().free_all_blocks()
-    print_table(rows, ["form", "dtype", "gb", "seconds", "checked", "refused"])
+    print_table(rows, [(c, "{}") for c in ("form", "dtype", "gb", "seconds", "checked", "refused")])
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode().split()[-1]
     print(save_rows(rows, "in_place_largest", name, args.out,
                     clock="wall, device synchronized", runs=1))

@@ -126,7 +126,10 @@ def sort_into(x: Any, out: Any, axis: int | None, descending: bool, stable: bool
         lanes = x.size // x.shape[-1] if x.shape[-1] else 0
     _fill(out, x)
     if out.size and lanes:
-        _sort_memory(out, None, Order(descending=bool(descending)), local, lanes)
+        # one lane: the memory as one flat run (a view: ``out`` is C-contiguous), which
+        # a sort of the N-D array would take row by row
+        keys = out.reshape(-1) if lanes == 1 else out
+        _sort_memory(keys, None, Order(descending=bool(descending)), local, lanes)
     return out
 
 
