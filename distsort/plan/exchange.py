@@ -27,7 +27,7 @@ whose radix sort's buffers count beside them (``scratch``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from distsort.core.memory import usable
 from distsort.plan.kway import SAMPLES_PER_RUN
@@ -76,7 +76,7 @@ def worker_runs(sizes: Sequence[int], owners: Sequence, workers: Sequence) -> tu
     return tuple(tuple(held[w]) for w in workers if held[w])
 
 
-def _holder(i, owner, workers, count):
+def _holder(i: int, owner: Hashable | None, workers: tuple[Hashable, ...], count: int) -> Hashable:
     """The worker whose run takes chunk ``i`` of ``count`` (held by ``owner``)."""
     return owner if owner in workers else workers[i * len(workers) // count]
 

@@ -19,6 +19,7 @@ the input is counted, since none is made.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from distsort.core.memory import radix_extra_bytes
 
@@ -31,7 +32,7 @@ LOCAL_SORTS = ("auto", "bitonic", "radix")
 RADIX, IN_PLACE = "radix", "bitonic"
 
 
-def sorts_in_place(dtype, descending: bool = False) -> bool:
+def sorts_in_place(dtype: npt.DTypeLike, descending: bool = False) -> bool:
     """Whether the radix sort of keys alone of ``dtype`` runs in the keys' own storage,
     CUB's double buffer its only key-sized allocation
     (``distsort.backends.gpu.local_sort.sort_keys``): float32/64 (sorted as they are and

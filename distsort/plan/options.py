@@ -164,7 +164,7 @@ def check_options(options: SortOptions) -> None:
         _check(key, value, allowed)
 
 
-def _check(key, value, allowed):
+def _check(key: str, value: Any, allowed: tuple[Any, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"distsort.{key} must be one of {allowed}, got {value!r}")
 

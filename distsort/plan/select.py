@@ -15,6 +15,8 @@ column per run.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = ["sample_steps", "top_rank", "SAMPLES", "TABLE_CELLS"]
 
 #: Samples a run gives at most: the bracketing task's time grows with all samples
@@ -27,7 +29,7 @@ SAMPLES = 1 << 12
 TABLE_CELLS = 1 << 18
 
 
-def sample_steps(lengths):
+def sample_steps(lengths: Sequence[int]) -> tuple[int, ...]:
     """Elements between two samples of each run of ``lengths``: ``SAMPLES`` samples a
     run where the runs are few, fewer where they are many (the windows between two
     samples then hold about ``len(lengths) * step`` elements).
@@ -40,7 +42,7 @@ def sample_steps(lengths):
     return tuple(max(1, -(-int(n) // per_run)) for n in lengths)
 
 
-def top_rank(total, k):
+def top_rank(total: int, k: int) -> int:
     """The rank (from 0, ascending) of the smallest of the ``k`` largest of ``total``
     elements: everything at or above it is among them.
 

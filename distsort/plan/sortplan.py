@@ -53,7 +53,7 @@ whether equal keys keep their input order in it (``stable``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
 from distsort.core.memory import RESERVE, radix_extra_bytes, usable
@@ -225,7 +225,7 @@ def usable_bytes(capacity: int) -> int:
     return usable(capacity, RESERVE)
 
 
-def _limit_of(limit, budgets):
+def _limit_of(limit: int | float | None, budgets: Sequence[int | None]) -> int | None:
     """The smallest of ``budgets`` (None where not known), or ``limit`` where set."""
     if limit:
         return int(limit)
@@ -233,7 +233,7 @@ def _limit_of(limit, budgets):
     return min(known) if known else None
 
 
-def _gpu_limits(view):
+def _gpu_limits(view: ClusterView) -> tuple[int | None, ...]:
     """Each GPU worker's bytes: its device limit, or dask-cuda's ``device_memory_limit``
     where that is smaller (past it dask-cuda spills); this process's GPU on Dask's local
     schedulers.
@@ -307,12 +307,13 @@ def one_device_bytes(n: int, itemsize: int, options: SortOptions) -> int:
         in_place=options.in_place)
 
 
-def _fits_one_device(n, itemsize, options, budget):
+def _fits_one_device(n: int, itemsize: int, options: SortOptions, budget: int | None) -> bool:
     """Whether ``n`` elements, their sorted copy and the radix path's buffers fit."""
     return budget is not None and one_device_bytes(n, itemsize, options) <= usable_bytes(budget)
 
 
-def _copy_fits_in_place(n, itemsize, options, budget):
+def _copy_fits_in_place(n: int, itemsize: int, options: SortOptions,
+                        budget: int | None) -> bool:
     """Whether a plain CuPy array sorted here (``options.here``) and its copy fit the
     device, where the radix sort's buffers do not fit beside them: then the copy is
     sorted in place (the plan's local sort, ``plan_local``, is the bitonic kernels),
@@ -330,13 +331,14 @@ def _copy_fits_in_place(n, itemsize, options, budget):
     return data <= usable_bytes(budget)
 
 
-def _input_element(itemsize, options):
+def _input_element(itemsize: int, options: SortOptions) -> int:
     """Bytes of an input element: the key's and its value's (argsort's positions are
     made by the sort)."""
     return itemsize + (0 if options.positions else options.value_bytes)
 
 
-def resident_bytes(chunks, element: int, view: ClusterView, options: SortOptions) -> int:
+def resident_bytes(chunks: Sequence[int], element: int, view: ClusterView,
+                   options: SortOptions) -> int:
     """Bytes of the input that stay on a GPU sort's devices for the whole sort, beside
     the sort's own copy: the chunks held by a worker (persisted: the caller keeps them),
     and on Dask's local schedulers the whole input (a plain array is the caller's).  A
@@ -380,7 +382,7 @@ def coalesced_chunks(n: int, slots: int, element: int, budget: int | None,
     return regular_chunks(n, _coalesced_size(n, slots, element, budget, held))
 
 
-def _coalesced_size(n, slots, element, budget, held):
+def _coalesced_size(n: int, slots: int, element: int, budget: int | None, held: int) -> int:
     """The chunk size of :func:`coalesced_chunks` (at least 1)."""
     m = -(-n // max(1, slots))
     if budget is not None:
@@ -389,7 +391,8 @@ def _coalesced_size(n, slots, element, budget, held):
     return max(1, m)
 
 
-def cut_pieces(order, chunks, bounds) -> tuple:
+def cut_pieces(order: Sequence[int], chunks: Sequence[int],
+               bounds: Sequence[tuple[int, int]]) -> tuple[tuple[tuple[int, int, int], ...], ...]:
     """The slices ``(chunk, start, stop)`` of the input chunks (of sizes ``chunks``,
     taken in the order ``order``) that make each range ``bounds`` (``(start, stop)``
     element offsets into that sequence); empty slices are left out.
@@ -397,10 +400,10 @@ def cut_pieces(order, chunks, bounds) -> tuple:
     >>> cut_pieces((1, 0, 2), (3, 3, 3), ((0, 4), (4, 9)))
     (((1, 0, 3), (0, 0, 1)), ((0, 1, 3), (2, 0, 3)))
     """
-    out = []
+    out: list[tuple[tuple[int, int, int], ...]] = []
     k, at = 0, 0  # the k-th chunk of ``order`` starts at element ``at``
     for start, stop in bounds:
-        mine = []
+        mine: list[tuple[int, int, int]] = []
         while k < len(order) and at < stop:
             i = order[k]
             lo, hi = max(start, at) - at, min(stop, at + chunks[i]) - at
@@ -415,7 +418,8 @@ def cut_pieces(order, chunks, bounds) -> tuple:
     return tuple(out)
 
 
-def fits_in_place(chunks, element: int, budgets, resident: int = 0) -> bool:
+def fits_in_place(chunks: Sequence[int], element: int, budgets: Sequence[int | None],
+                  resident: int = 0) -> bool:
     """Whether the network sorts ``chunks`` (elements of ``element`` bytes) in the
     devices' memory: each device's share of the data, of the ``resident`` bytes of the
     input that the caller keeps beside the sort's copy (:func:`resident_bytes`), and
@@ -432,12 +436,12 @@ def fits_in_place(chunks, element: int, budgets, resident: int = 0) -> bool:
     >>> fits_in_place((25_000,), 4, [120_000])  # one chunk: no room for its output
     False
     """
-    budgets = list(budgets)
-    if not budgets or not all(budgets) or not chunks:
+    known = [b for b in budgets if b]
+    if not budgets or len(known) != len(budgets) or not chunks:
         return False
-    share = -(-(sum(chunks) * element + resident) // len(budgets))
+    share = -(-(sum(chunks) * element + resident) // len(known))
     return all(share + work_chunks(len(chunks)) * max(chunks) * element <= usable_bytes(b)
-               for b in budgets)
+               for b in known)
 
 
 def work_chunks(count: int) -> int:
@@ -451,7 +455,8 @@ def work_chunks(count: int) -> int:
     return 1 + 2 * min(PAIRS_PER_WORKER, count // 2)
 
 
-def _plan_out_of_core(chunks, itemsize, view, options):
+def _plan_out_of_core(chunks: tuple[int, ...], itemsize: int, view: ClusterView,
+                      options: SortOptions) -> tuple[OutOfCore, tuple[int, ...]] | None:
     """An :class:`OutOfCore` and its regular chunking where the data outgrow the
     workers' device budgets, else None."""
     gpu = options.gpu
@@ -459,10 +464,9 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     reported = view.device_budgets if (engine != "cpu" and view.device_budgets) else (None,)
     if engine == "auto":
         engine = "gpu" if any(reported) else "cpu"
-    if options.device_memory_limit:
-        budgets = [int(options.device_memory_limit)] * max(1, len(view.hosts or [None]))
-    else:
-        budgets = list(reported)
+    budgets: list[int | None] = (
+        [int(options.device_memory_limit)] * max(1, len(view.hosts or [None]))
+        if options.device_memory_limit else list(reported))
     element = itemsize + options.value_bytes
     n = sum(chunks)
     resident = resident_bytes(chunks, _input_element(itemsize, options), view, options)
@@ -475,7 +479,7 @@ def _plan_out_of_core(chunks, itemsize, view, options):
                          "distsort.device-memory-limit, or sort on dask-cuda workers")
     if not forced and (not needed or fits_in_place(chunks, element, budgets, resident)):
         return None
-    budget = min(budgets)
+    budget = min(b for b in budgets if b)
     regular = normalize_chunks(chunks)
     if len(chunks) == 1 and element * n > budget * RUN_FRACTION:
         # One chunk (a plain array) too large for a run: cut, two chunks to a run.
@@ -498,7 +502,7 @@ def _plan_out_of_core(chunks, itemsize, view, options):
     return OutOfCore(engine, budget, plan, perm, gpu, held, merge), regular
 
 
-def shares_chunks(exchange, hosts, gpu):
+def shares_chunks(exchange: str, hosts: Sequence[str | None], gpu: bool) -> bool:
     """Whether GPU chunks are shared through CUDA IPC (``distsort.backends.share``): the
     Dask config value ``distsort.exchange`` (``exchange``) where it names one, else with
     several workers, all on one host."""
@@ -507,7 +511,7 @@ def shares_chunks(exchange, hosts, gpu):
     return bool(hosts) and len(hosts) > 1 and None not in hosts and len(set(hosts)) == 1
 
 
-def _group_room(room, chunk_bytes):
+def _group_room(room: int | None, chunk_bytes: int) -> int | None:
     """Bytes a slot's group sorts may count on (``placement.group_size``): ``room`` less
     the outputs of the slot's pairs in flight, whose merges may run beside a group sort
     (``None``: unbounded)."""
@@ -519,7 +523,7 @@ def _group_room(room, chunk_bytes):
 MIN_CUT = 1024
 
 
-def _no_room_message(nbytes, budget, held):
+def _no_room_message(nbytes: int, budget: int, held: int) -> str:
     from distsort.core.memory import format_bytes
     return (f"distsort: {format_bytes(nbytes)} of data do not fit a device budget of "
             f"{format_bytes(budget)} beside the {format_bytes(held)} of input the sort holds "
@@ -529,7 +533,8 @@ def _no_room_message(nbytes, budget, held):
             "plain array in its own memory (distsort.sort(x, out=x)), or free device memory")
 
 
-def _slot_room(chunks, itemsize, view, options):
+def _slot_room(chunks: Sequence[int], itemsize: int, view: ClusterView,
+               options: SortOptions) -> tuple[int, int | None]:
     """``(held, room)``: bytes of the input a slot holds beside its share of the sort
     (its share of the input the caller keeps, and an input chunk made for the sort
     that a group sort reads in part), and the bytes of its budget left beside them
@@ -542,7 +547,8 @@ def _slot_room(chunks, itemsize, view, options):
     return held, None if budget is None else max(0, usable_bytes(budget) - held)
 
 
-def _network(chunks, itemsize, view, options, window):
+def _network(chunks: tuple[int, ...], itemsize: int, view: ClusterView, options: SortOptions,
+             window: int) -> SortPlan:
     """The network's plan: coalesced where the input has too many chunks (or one too
     large for a slot), else on its own chunking made regular."""
     gpu, element = options.gpu, itemsize + options.value_bytes
@@ -550,7 +556,7 @@ def _network(chunks, itemsize, view, options, window):
     n, regular = sum(chunks), normalize_chunks(chunks)
     fixed = options.group
     grouped = view.workers or gpu  # the local schedulers' CPU cores run pairs at once
-    share = shares_chunks(options.exchange, view.hosts, gpu)
+    share = shares_chunks(options.exchange, view.hosts or (), gpu)
     owners = (list(view.owners) if options.placement == "auto"
               and len(view.owners) == len(chunks) else [None] * len(chunks))
     # Beside a slot's share of the data: its share of the input the caller keeps, and
@@ -559,7 +565,7 @@ def _network(chunks, itemsize, view, options, window):
     held, room = _slot_room(chunks, itemsize, view, options)
     # One chunk (a plain array) larger than a group sort fits is cut; many small ones
     # are coalesced.
-    too_large = len(chunks) == 1 and budget is not None and (
+    too_large = len(chunks) == 1 and budget is not None and room is not None and (
         (1 + GROUP_COPIES) * n * element > room)
     # Only small chunks are coalesced: larger ones, which the user or the command chose
     # to fit the workers' memory (a compare-split holds several at once), are kept.
@@ -568,7 +574,7 @@ def _network(chunks, itemsize, view, options, window):
     size = (_coalesced_size(n, slots, element, budget, held)
             if too_large or (small and len(regular) > slots * COALESCE_PER_SLOT) else 0)
     if too_large and size < min(n, MIN_CUT):
-        if gpu:  # a device's memory is a hard bound
+        if gpu and budget is not None:  # a device's memory is a hard bound
             raise MemoryError(_no_room_message(n * element, budget, held))
         size = -(-n // (slots * COALESCE_PER_SLOT))  # a CPU's budget is a share of RAM
     if too_large or (size and size >= regular[0]):
@@ -623,11 +629,11 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
     chunks = tuple(map(int, chunks))
     options = SortOptions() if options is None else options
     check_options(options)
-    workers = len(view.hosts) if view.distributed else view.cores
+    workers = len(view.hosts or ()) if view.distributed else view.cores
     window = PAIRS_PER_WORKER * max(1, workers)
-    ooc = _plan_out_of_core(chunks, itemsize, view, options)
-    if ooc is not None:  # the host runs' engine sorts with its own buffers
-        ooc, regular = ooc
+    planned = _plan_out_of_core(chunks, itemsize, view, options)
+    if planned is not None:  # the host runs' engine sorts with its own buffers
+        ooc, regular = planned
         plan = SortPlan("out-of-core", regular, None, None, 1, window, False, RADIX, ooc)
         return _decided(plan, chunks, itemsize, options, None)
     kway = _kway(chunks, itemsize, view, options)
@@ -661,7 +667,8 @@ def plan_sort(chunks: Sequence[int], itemsize: int, view: ClusterView,
     return _decided(plan, chunks, itemsize, options, room)
 
 
-def _kway(chunks, itemsize, view, options):
+def _kway(chunks: tuple[int, ...], itemsize: int, view: ClusterView,
+          options: SortOptions) -> SortPlan | None:
     """The one-host k-way plan (``distsort.plan.onehost``) where it runs, else None:
     asked for, or on ``auto``, CPU keys (with values or positions, but not
     ``stable=True`` values, and not a plain argsort) held by this process (Dask's local
@@ -698,7 +705,8 @@ def _kway(chunks, itemsize, view, options):
     return _decided(plan, chunks, itemsize, options, None)._replace(eager=options.here)
 
 
-def _exchange(chunks, itemsize, view, options, window):
+def _exchange(chunks: tuple[int, ...], itemsize: int, view: ClusterView, options: SortOptions,
+              window: int) -> SortPlan | None:
     """The plan of one exchange between workers (``distsort.plan.exchange``) where the
     options allow it and it serves (``distsort.strategy: exchange`` forces it wherever
     two workers, or cores on Dask's local schedulers, hold chunks), else None.  Its
@@ -721,8 +729,9 @@ def _exchange(chunks, itemsize, view, options, window):
     if options.strategy not in ("auto", "exchange"):
         return None
     forced = options.strategy == "exchange"
-    workers = view.workers or (tuple(range(view.cores)) if forced else ())
+    workers: tuple[Hashable, ...] = view.workers or (tuple(range(view.cores)) if forced else ())
     owners = view.owners if len(view.owners) == len(chunks) else (None,) * len(chunks)
+    budgets: tuple[int | None, ...]
     if options.device_memory_limit:
         budgets = (int(options.device_memory_limit),) * len(workers)
     elif options.gpu:
@@ -746,7 +755,8 @@ def _exchange(chunks, itemsize, view, options, window):
     return SortPlan("exchange", out, pieces, None, len(runs), window)
 
 
-def _decided(plan, chunks, itemsize, options, room):
+def _decided(plan: SortPlan, chunks: tuple[int, ...], itemsize: int, options: SortOptions,
+             room: int | None) -> SortPlan:
     """``plan`` with what it decides beyond the strategy: the engine, each task's local
     sort (``distsort.plan.localsort.plan_local``: the radix sort where its buffers for
     the largest task fit ``room``, the bytes a task may allocate beside the data),
