@@ -179,14 +179,15 @@ def test_quantile_refuses_what_numpy_refuses():
         distsort.quantile(da.from_array(np.ones(3, complex)), 0.5)
 
 
-def test_quantile_reads_only_windows_not_whole_chunks():
-    """The bounds task sees samples, the pick task windows: each far smaller than a
-    chunk, so no chunk is merged or sent whole."""
+def test_quantile_sorts_no_chunk_and_keeps_a_small_band_of_each():
+    """The bands task sees samples, every pass keeps only the elements inside the
+    bands: each far smaller than a chunk, so no chunk is sorted, merged or sent whole."""
     x = da.random.default_rng(2).random(2**18, chunks=2**16)
     q = distsort.quantile(x, [0.5])
     graph = dict(q.__dask_graph__())
-    done = dask.get(graph, [k for k in graph if "distsort-select-window" in k[0]])
-    assert max(len(w[0][2]) for w in done) < 2**16 // 8
+    assert not [k for k in graph if "distsort-select-run" in k[0]]
+    passes = dask.get(graph, [k for k in graph if "distsort-select-pass" in k[0]])
+    assert len(passes) == 4 and all(0 < p[1].size < 2**16 // 8 for p in passes)
     np.testing.assert_array_equal(q.compute(), np.quantile(x.compute(), [0.5]))
 
 
