@@ -91,16 +91,19 @@ def sample_sizes(lengths):
     return tuple(min(int(x), -(-int(x) * total // n)) for x in lengths)
 
 
-def rank_margin(n, rank, weight):
-    """Elements either side of ``rank`` (of ``n``) that a band spans, where every sample
-    code stands for at most ``weight`` elements: :data:`MARGIN_SIGMAS` standard
-    deviations of the sample's count below the rank (at most ``weight * n * p(1-p)``,
-    ``p = rank / n``, as the chunks are sampled in proportion), plus
-    ``MARGIN_SIGMAS ** 2`` samples for the ranks near the ends, where few samples fall.
+def rank_margin(p, sampled, weight):
+    """Elements either side of the rank at fraction ``p`` of all that a band spans,
+    where ``sampled`` elements lie in chunks sampled in part, each sample code standing
+    for at most ``weight`` of them: :data:`MARGIN_SIGMAS` standard deviations of the
+    sample's count below the rank (at most ``weight * sampled * p(1-p)``, as the
+    chunks are sampled in proportion), plus ``MARGIN_SIGMAS ** 2`` samples for the
+    ranks near the ends, where few samples fall.  Chunks taken whole count exactly.
 
-    >>> rank_margin(10**6, 5 * 10**5, 1.0) == 6 * 500 + 36
+    >>> rank_margin(0.5, 10**6, 1.0) == 6 * 500 + 36
     True
+    >>> rank_margin(0.5, 0, 0.0)
+    0.0
     """
-    p = min(max(rank / n, 0.0), 1.0) if n else 0.0
-    return (MARGIN_SIGMAS * math.sqrt(weight * n * p * (1 - p))
+    p = min(max(p, 0.0), 1.0)
+    return (MARGIN_SIGMAS * math.sqrt(weight * sampled * p * (1 - p))
             + MARGIN_SIGMAS ** 2 * weight)

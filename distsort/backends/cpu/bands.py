@@ -80,13 +80,17 @@ def nan_count(chunk):
 
 def _merged_sample(samples, lengths):
     """The samples' codes sorted, the cumulative count of elements each stands for
-    (an estimate of the elements at or below it) and the largest weight."""
+    (an estimate of the elements at or below it), the largest weight, and the elements
+    of the chunks sampled in part with the largest weight of those (0 where all were
+    taken whole, so that the estimate is exact)."""
     parts = [(s, n) for s, n in zip(samples, lengths, strict=True) if s.size]
     xp = namespace(parts[0][0])
     codes = xp.concatenate([s for s, _ in parts])
     weights = xp.concatenate([xp.full(s.size, n / s.size) for s, n in parts])
     order = xp.argsort(codes)
-    return codes[order], xp.cumsum(weights[order]), max(n / s.size for s, n in parts)
+    partial = [(n, n / s.size) for s, n in parts if s.size < n]
+    return (codes[order], xp.cumsum(weights[order]), max(n / s.size for s, n in parts),
+            sum(n for n, _ in partial), max((w for _, w in partial), default=0.0))
 
 
 def plan_bands(samples, lengths, ranks, *, above=False):
@@ -97,11 +101,11 @@ def plan_bands(samples, lengths, ranks, *, above=False):
     ranks = tuple(int(r) for r in ranks)
     if not ranks:
         return Bands(np.empty(0, np.uint8), np.zeros(1, bool), ranks, n)
-    codes, cumulative, weight = _merged_sample(samples, lengths)
+    codes, cumulative, weight, sampled, partial_weight = _merged_sample(samples, lengths)
     size = codes.size
     xp = namespace(codes)
     r = np.asarray(ranks, np.float64)
-    margin = np.array([rank_margin(n, x, weight) for x in ranks])
+    margin = np.array([rank_margin(x / n, sampled, partial_weight) for x in ranks])
     lows = to_host(xp.searchsorted(cumulative, xp.asarray(r - margin), side="right")) - 1
     highs = to_host(xp.searchsorted(cumulative, xp.asarray(r + margin + weight), side="left"))
     if above:
@@ -118,7 +122,7 @@ def plan_bands(samples, lengths, ranks, *, above=False):
             continue  # one value brackets the ranks: its count is all they take
         gap = 0 if lo_code is None else int(np.searchsorted(bounds, lo_code)) + 1
         take[2 * gap] = True
-        kept += (n if hi >= size else below[hi - 1]) - (0 if lo < 0 else below[lo])
+        kept += (n if hi >= size else below.get(hi - 1, 0)) - below.get(lo, 0)
     return Bands(bounds, take, ranks, n, max(0.0, kept / n))
 
 
