@@ -104,7 +104,8 @@ def test_top_k_found_where_the_sample_misleads_too(seed, total, distinct, fracti
                                above=True)
     offsets = np.cumsum([0, *lengths])[:-1]
     options = {"descending": descending, "positions": positions}
-    first = [bands.run_pass(c, planned, offset=o, **options) for c, o in zip(chunks, offsets, strict=True)]
+    first = [bands.run_pass(c, planned, offset=o, **options)
+             for c, o in zip(chunks, offsets, strict=True)]
     found = bands.top_slots(planned, first, positions)
     again = [bands.run_again(c, planned, found, offset=o, **options)
              for c, o in zip(chunks, offsets, strict=True)]
