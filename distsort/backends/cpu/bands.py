@@ -3,8 +3,8 @@
 What the tasks of ``distsort.graph.select`` do for quantiles and the top k of unsorted
 chunks (NumPy or CuPy alike):
 
-1. :func:`sample_codes`: a random sample of a chunk's order codes (host-drawn
-   positions, so the sample is the same on either array module);
+1. :func:`sample_codes`: a random sample of a chunk's order codes (positions drawn by
+   the array module's generator, on the device for CuPy);
 2. :func:`plan_bands`: the samples of all chunks, merged, bracket every rank between two
    sample codes (``distsort.plan.select.rank_margin`` elements either side); brackets
    that overlap merge into one *band*.  The band's ends are the *bounds*; the elements
@@ -56,16 +56,22 @@ class Bands(NamedTuple):
 
 def sample_codes(chunk, size, seed, *, canonical=False, descending=False, nans=False):
     """``(codes, nan count)``: the order codes of ``size`` elements of ``chunk`` drawn at
-    random positions (with replacement; the whole chunk where ``size`` is its length),
+    random positions (with replacement, from ``seed``; the whole chunk where ``size`` is
+    its length),
     and, where ``nans``, the exact count of NaN (NaT) elements of the chunk, else 0."""
     flat = chunk.ravel()
-    if size < flat.size:
-        where = np.random.default_rng(seed).integers(0, flat.size, size)
-        flat_sample = flat[namespace(chunk).asarray(where)]
-    else:
-        flat_sample = flat
+    flat_sample = flat[_random_positions(namespace(chunk), flat.size, size, seed)] \
+        if size < flat.size else flat
     codes = codes_of(flat_sample, canonical=canonical, descending=descending)
     return codes, nan_count(flat) if nans else 0
+
+
+def _random_positions(xp, n, size, seed):
+    """``size`` positions below ``n`` drawn uniformly (with replacement) by ``xp``'s
+    generator: on the device for CuPy, where the chunk is."""
+    uniform = (np.random.default_rng(seed).random(size) if xp is np
+               else xp.random.RandomState(seed).random_sample(size))
+    return xp.minimum((uniform * n).astype(np.int64), n - 1)
 
 
 def nan_count(chunk):
