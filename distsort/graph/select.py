@@ -206,10 +206,14 @@ def _ranks_of(planned):
 
 def sample_layer(g, chunks, lengths, **options):
     """A random sample of every chunk's codes (``bands.sample_codes(**options)``), of
-    ``distsort.plan.select.sample_sizes``; chunk ``i``'s positions drawn from seed ``i``."""
+    ``distsort.plan.select.sample_sizes``; chunk ``i``'s positions drawn from seed ``i``.
+    The layer's name comes from the chunks and the options alone: selections of one
+    array computed together (a median and quantiles) share its samples."""
     sample = functools.partial(bands.sample_codes, **options)
-    return g.add("sample", {i: (sample, c, s, i) for i, (c, s)
-                            in enumerate(zip(chunks, sample_sizes(lengths), strict=True))})
+    name = "distsort-select-draw-" + tokenize(chunks, sorted(options.items()))
+    g.layers[name] = {(name, i): (sample, c, s, i) for i, (c, s)
+                      in enumerate(zip(chunks, sample_sizes(lengths), strict=True))}
+    return list(g.layers[name])
 
 
 def band_layers(g, chunks, planned, dtype, **options):
