@@ -57,8 +57,8 @@ class Bands(NamedTuple):
 def sample_codes(chunk, size, seed, *, canonical=False, descending=False, nans=False):
     """``(codes, nan count)``: the order codes of ``size`` elements of ``chunk`` drawn at
     random positions (with replacement, from ``seed``; the whole chunk where ``size`` is
-    its length),
-    and, where ``nans``, the exact count of NaN (NaT) elements of the chunk, else 0."""
+    its length) and, where ``nans``, the exact count of NaN (NaT) elements of the chunk,
+    else 0."""
     flat = chunk.ravel()
     flat_sample = flat[_random_positions(namespace(chunk), flat.size, size, seed)] \
         if size < flat.size else flat
