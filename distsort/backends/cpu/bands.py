@@ -3,8 +3,8 @@
 What the tasks of ``distsort.graph.select`` do for quantiles and the top k of unsorted
 chunks (NumPy or CuPy alike):
 
-1. :func:`sample_codes`: a random sample of a chunk's order codes (positions drawn by
-   the array module's generator, on the device for CuPy);
+1. :func:`sample_codes`: a random sample of a chunk's order codes (positions hashed
+   from a counter where the chunk is, the same on NumPy and CuPy);
 2. :func:`plan_bands`: the samples of all chunks, merged, bracket every rank between two
    sample codes (``distsort.plan.select.rank_margin`` elements either side); brackets
    that overlap merge into one *band*.  The band's ends are the *bounds*; the elements
@@ -67,11 +67,19 @@ def sample_codes(chunk, size, seed, *, canonical=False, descending=False, nans=F
 
 
 def _random_positions(xp, n, size, seed):
-    """``size`` positions below ``n`` drawn uniformly (with replacement) by ``xp``'s
-    generator: on the device for CuPy, where the chunk is."""
-    uniform = (np.random.default_rng(seed).random(size) if xp is np
-               else xp.random.RandomState(seed).random_sample(size))
-    return xp.minimum((uniform * n).astype(np.int64), n - 1)
+    """``size`` positions below ``n``, uniform and independent as far as any data can
+    tell: SplitMix64 of a counter that starts after ``seed << 32``, the same on either
+    array module and made where the chunk is, in a few elementwise passes (no
+    generator to set up on the device)."""
+    z = xp.arange(1, size + 1, dtype=np.uint64)
+    z += np.uint64((int(seed) % 2**32) << 32)
+    z *= np.uint64(0x9E3779B97F4A7C15)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z % np.uint64(n)).astype(np.int64)
 
 
 def nan_count(chunk):
