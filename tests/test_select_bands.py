@@ -1,8 +1,10 @@
 """Selection by bands (distsort.backends.cpu.bands): the counting pass, and ranks found
 where the random sample brackets them and where it misleads (the second pass)."""
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import kernel_emulator
 from distsort.backends.cpu import bands
 from distsort.backends.gpu.select import _owner, groups
 from distsort.graph.select import finish_top
@@ -137,3 +139,32 @@ def test_gpu_passes_hold_every_slot_whole():
                 assert (j == 0 or first <= j - 1) and (j == nb or j < ends[g])
                 assert j != 0 or first == 0
                 assert j != nb or ends[g] == nb
+
+
+@pytest.mark.skipif(not kernel_emulator.available(), reason="needs a C++ compiler")
+@pytest.mark.parametrize(("dtype", "n", "nb", "positions"), [
+    ("uint8", 5000, 3, False), ("uint16", 9001, 0, True), ("uint32", 20000, 16, True),
+    ("uint32", 7000, 17, False), ("uint64", 6000, 33, True), ("uint64", 1, 1, True)])
+def test_gpu_kernel_run_on_the_cpu_counts_and_keeps_as_numpy(monkeypatch, dtype, n, nb,  # noqa: PLR0913, PLR0917
+                                                             positions):
+    """``kernels/select.cu`` compiled for the CPU (warp shuffles and atomics emulated):
+    the slot counts, the codes kept and their positions equal the NumPy pass's, with a
+    first room too small (the pass runs again) and passes of 16 bounds at most."""
+    from distsort.backends.gpu import select as gpu
+    monkeypatch.setattr(gpu, "MIN_ROOM", 16)
+    rng = np.random.default_rng(n + nb)
+    codes = rng.integers(0, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True)
+    codes[: n // 3] = rng.choice(codes[: max(1, n // 50)], n // 3)  # ties
+    bounds = np.unique(rng.choice(codes, nb)) if nb else codes[:0]
+    take = rng.random(2 * bounds.size + 1) < 0.6
+    launch = kernel_emulator.SelectLaunch(sms=1)
+    hist, kept, where = gpu.slot_pass(codes, bounds, take, positions=positions, offset=5,
+                                      expect=0.0, launch=launch)
+    ref = bands.slot_pass(codes, bounds, take, positions=positions, offset=5)
+    np.testing.assert_array_equal(hist, ref[0])
+    np.testing.assert_array_equal(np.sort(kept), np.sort(ref[1]))
+    if positions:
+        order = np.argsort(where)
+        np.testing.assert_array_equal(where[order], ref[2])
+        np.testing.assert_array_equal(kept[order], ref[1])
+    assert launch.launches >= len(groups(bounds.size))

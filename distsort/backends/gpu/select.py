@@ -43,13 +43,33 @@ def _owner(slot, firsts, width):
     return g, slot - 2 * firsts[g]
 
 
-def slot_pass(codes, bounds, take, *, positions=False, offset=0, expect=None):
+class CupyLaunch:
+    """Launches ``slot_pass`` of ``kernels/select.cu`` on the current device: what
+    :func:`slot_pass` runs (the tests run the kernel's source on the CPU instead, through
+    an object with the same three members)."""
+
+    def __init__(self):
+        import cupy
+        self.xp = cupy
+        self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+    def __call__(self, maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos, positions,  # noqa: PLR0913, PLR0917
+                 offset, count, room):
+        kernel = select_kernels(codes.dtype)[maxb]
+        kernel((blocks,), (THREADS,),
+               (codes, np.int64(codes.size), bounds, np.int32(nb), np.uint64(mask), counts,
+                out, out_pos, np.int32(bool(positions)), np.int64(offset), count,
+                np.int64(room)))
+
+
+def slot_pass(codes, bounds, take, *, positions=False, offset=0, expect=None, launch=None):  # noqa: PLR0913
     """``(hist, kept, where)`` as the NumPy ``slot_pass`` gives them, for CuPy
     ``codes``: ``expect`` (a fraction of the codes, or None) sizes the first room
-    for the kept codes; a pass that keeps more runs again with room for all."""
-    import cupy
-
-    codes = cupy.ascontiguousarray(codes)
+    for the kept codes; a pass that keeps more runs again with room for all.
+    ``launch``: what runs the kernel (by default :class:`CupyLaunch`)."""
+    launch = CupyLaunch() if launch is None else launch
+    xp = launch.xp
+    codes = xp.ascontiguousarray(codes)
     n, nb, width = codes.size, len(bounds), SELECT_MAX_BOUNDS[-1]
     take = np.asarray(take, bool)
     firsts = groups(nb, width)
@@ -61,15 +81,15 @@ def slot_pass(codes, bounds, take, *, positions=False, offset=0, expect=None):
     kept, where = [], []
     for g, first in enumerate(firsts):
         part = np.asarray(bounds[first:first + width], codes.dtype)
-        lt, eq, k, w = _one_pass(cupy, codes, part, masks[g], positions, offset, expect)
+        lt, eq, k, w = _one_pass(launch, codes, part, masks[g], positions, offset, expect)
         take_from = 0 if g == 0 else 1  # the shared bound: counted by the pass before
         below[first + take_from:first + part.size] = lt[take_from:]
         equal[first + take_from:first + part.size] = eq[take_from:]
         kept.append(k)
         where.append(w)
     hist = _hist(n, below, equal)
-    kept = kept[0] if len(kept) == 1 else cupy.concatenate(kept)
-    where = (where[0] if len(where) == 1 else cupy.concatenate(where)) if positions else None
+    kept = kept[0] if len(kept) == 1 else xp.concatenate(kept)
+    where = (where[0] if len(where) == 1 else xp.concatenate(where)) if positions else None
     return hist, kept, where
 
 
@@ -83,32 +103,31 @@ def _hist(n, below, equal):
     return hist
 
 
-def _one_pass(cupy, codes, bounds, mask, positions, offset, expect):  # noqa: PLR0913, PLR0917
+def _host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
+def _one_pass(launch, codes, bounds, mask, positions, offset, expect):  # noqa: PLR0913, PLR0917
     """One kernel launch over ``codes`` with at most 16 ``bounds``, keeping the slots
     of the bits of ``mask``; again with more room where the first had too little."""
-    n, nb = codes.size, bounds.size
+    xp, n, nb = launch.xp, codes.size, bounds.size
     maxb = next(m for m in SELECT_MAX_BOUNDS if m >= nb)
-    kernel = select_kernels(codes.dtype)[maxb]
-    d_bounds = cupy.asarray(bounds if nb else np.zeros(1, codes.dtype))
+    d_bounds = xp.asarray(bounds if nb else np.zeros(1, codes.dtype))
     guess = n // 16 if expect is None else int(2 * expect * n)
-    room = min(n, guess + MIN_ROOM)
-    room = room if mask else 0
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    blocks = max(1, min(-(-n // (THREADS * ITEMS)), sms * BLOCKS_PER_SM))
+    room = min(n, guess + MIN_ROOM) if mask else 0
+    blocks = max(1, min(-(-n // (THREADS * ITEMS)), launch.sms * BLOCKS_PER_SM))
     while True:
-        counts = cupy.zeros(2 * maxb, np.uint64)
-        count = cupy.zeros(1, np.uint64)
-        out = cupy.empty(max(room, 1), codes.dtype)
-        out_pos = cupy.empty(max(room, 1) if positions else 1, np.int64)
+        counts = xp.zeros(2 * maxb, np.uint64)
+        count = xp.zeros(1, np.uint64)
+        out = xp.empty(max(room, 1), codes.dtype)
+        out_pos = xp.empty(max(room, 1) if positions else 1, np.int64)
         if n:
-            kernel((blocks,), (THREADS,),
-                   (codes, np.int64(n), d_bounds, np.int32(nb), np.uint64(mask), counts, out,
-                    out_pos, np.int32(bool(positions)), np.int64(offset), count,
-                    np.int64(room)))
-        kept = int(count.get()[0])
+            launch(maxb, blocks, codes, d_bounds, nb, mask, counts, out, out_pos, positions,
+                   offset, count, room)
+        kept = int(_host(count)[0])
         if kept <= room:
             break
         room = kept
-    host = counts.get().astype(np.int64)
+    host = _host(counts).astype(np.int64)
     return (host[:nb], host[maxb:maxb + nb], out[:kept],
             out_pos[:kept] if positions else None)
