@@ -8,7 +8,7 @@ import kernel_emulator
 from distsort.backends.cpu import bands
 from distsort.backends.gpu.select import _owner, groups
 from distsort.graph.select import finish_top
-from distsort.plan.select import sample_sizes, top_rank
+from distsort.plan.select import rank_margin, sample_sizes, top_rank
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -75,7 +75,7 @@ def test_bands_find_every_rank_where_the_sample_misleads_too(seed, total, distin
     lengths = [c.size for c in chunks]
     ranks = sorted({0, total - 1, *rng.integers(0, total, 5).tolist()})
     samples = samples_of(rng, chunks, misleading)
-    planned = bands.plan_bands([s[0] for s in samples], lengths, ranks)
+    planned = bands.plan_bands([s[0] for s in samples], lengths, ranks, rank_margin)
     first = [bands.run_pass(c, planned) for c in chunks]
     found = bands.find_ranks(planned, first)
     again = [bands.run_again(c, planned, found) for c in chunks]
@@ -107,7 +107,7 @@ def test_top_k_found_where_the_sample_misleads_too(seed, total, distinct, fracti
     lengths = [c.size for c in chunks]
     samples = samples_of(rng, codes, misleading)
     planned = bands.plan_bands([s[0] for s in samples], lengths, [top_rank(total, kk)],
-                               above=True)
+                               rank_margin, above=True)
     offsets = np.cumsum([0, *lengths])[:-1]
     options = {"descending": descending, "positions": positions}
     first = [bands.run_pass(c, planned, offset=o, **options)

@@ -35,7 +35,7 @@ from distsort.backends.cpu import bands
 from distsort.backends.cpu import select as tasks
 from distsort.core.xp import namespace
 from distsort.plan.kway import brackets
-from distsort.plan.select import sample_steps, sample_sizes, top_rank
+from distsort.plan.select import rank_margin, sample_sizes, sample_steps, top_rank
 
 __all__ = ["Layers", "run_layer", "rank_layers", "quantile_layers", "topk_layers",
            "searchsorted_layers", "unique_layers"]
@@ -197,7 +197,7 @@ def plan_quantiles(samples, lengths, q, method, dtype, median, nans):  # noqa: P
     else:
         counts = None
         ranks = _ranks(sum(lengths), q, method, dtype, median) if sum(lengths) else []
-    return bands.plan_bands(codes, lengths, ranks), counts
+    return bands.plan_bands(codes, lengths, ranks, rank_margin), counts
 
 
 def _ranks_of(planned):
@@ -277,7 +277,7 @@ def topk_layers(g, chunks, lengths, k, dtype, *, positions, module):
 def plan_top(samples, lengths, k):
     """The bands of the top ``k``: the k-th largest's rank, open upwards."""
     return bands.plan_bands([s[0] for s in samples], lengths, [top_rank(sum(lengths), k)],
-                            above=True)
+                            rank_margin, above=True)
 
 
 def _empty(dtype, module):

@@ -37,7 +37,6 @@ import numpy as np
 from distsort.backends.cpu.select import codes_of, to_host
 from distsort.core.order import TIME_KINDS
 from distsort.core.xp import namespace
-from distsort.plan.select import rank_margin
 
 __all__ = ["Bands", "sample_codes", "nan_count", "plan_bands", "take_slots", "slot_pass",
            "total_hist", "locate", "pick", "missed_slots", "sort_kept"]
@@ -107,10 +106,11 @@ def _merged_sample(samples, lengths):
             sum(n for n, _ in partial), max((w for _, w in partial), default=0.0))
 
 
-def plan_bands(samples, lengths, ranks, *, above=False):
+def plan_bands(samples, lengths, ranks, margin, *, above=False):
     """The :class:`Bands` of ``ranks`` (sorted) of the chunks of ``lengths`` from their
-    samples (:func:`sample_codes`).  ``above``: one rank, and every element above it
-    is wanted too (the top k): its band is open upwards."""
+    samples (:func:`sample_codes`), each rank's bracket ``margin(p, sampled, weight)``
+    elements either side (``distsort.plan.select.rank_margin``).  ``above``: one rank,
+    and every element above it is wanted too (the top k): its band is open upwards."""
     n = int(sum(lengths))
     ranks = tuple(int(r) for r in ranks)
     if not ranks:
@@ -119,7 +119,7 @@ def plan_bands(samples, lengths, ranks, *, above=False):
     size = codes.size
     xp = namespace(codes)
     r = np.asarray(ranks, np.float64)
-    margin = np.array([rank_margin(x / n, sampled, partial_weight) for x in ranks])
+    margin = np.array([margin(x / n, sampled, partial_weight) for x in ranks])
     lows = to_host(xp.searchsorted(cumulative, xp.asarray(r - margin), side="right")) - 1
     highs = to_host(xp.searchsorted(cumulative, xp.asarray(r + margin + weight), side="left"))
     if above:
