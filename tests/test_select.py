@@ -191,6 +191,20 @@ def test_quantile_sorts_no_chunk_and_keeps_a_small_band_of_each():
     np.testing.assert_array_equal(q.compute(), np.quantile(x.compute(), [0.5]))
 
 
+def test_many_quantiles_sort_the_chunks_instead_of_wide_bands():
+    """Bands around 400 ranks of 20000 elements would hold most of them: every chunk is
+    sorted and the ranks read from the sorted chunks, equal to NumPy's all the same."""
+    x = np.random.default_rng(6).lognormal(size=20000)
+    q = np.linspace(0, 1, 200)
+    d = da.from_array(x, chunks=3000)
+    out = distsort.quantile(d, q)
+    assert [k for k in dict(out.__dask_graph__()) if "distsort-select-run" in k[0]]
+    same_values(out.compute(), np.quantile(x, q))
+    few = distsort.quantile(d, q[:3])
+    assert not [k for k in dict(few.__dask_graph__()) if "distsort-select-run" in k[0]]
+    same_values(few.compute(), np.quantile(x, q[:3]))
+
+
 # -- selection by rank, on tuples of runs
 
 @SETTINGS

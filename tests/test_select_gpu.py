@@ -67,13 +67,18 @@ def test_quantiles_of_cupy_chunks_equal_numpys(ties, nans, dtype):
     rng = np.random.default_rng(int(ties) * 2 + int(nans))
     x = lognormal(rng, 2**22 + 3, dtype, ties=ties, nans=nans)
     d = on_gpu(x, 2**19)
-    q = np.concatenate([[0.0, 0.001, 0.5, 0.999, 1.0], rng.random(20)])
-    for method in METHODS:
-        for ours, theirs in ((distsort.quantile, np.quantile),
-                             (distsort.nanquantile, np.nanquantile)):
-            out = ours(d, q, method=method).compute()
-            assert isinstance(out, cupy.ndarray)
-            np.testing.assert_array_equal(out.get(), theirs(x, q, method=method))
+    few = np.concatenate([[0.0, 0.001, 0.5, 0.999, 1.0], rng.random(1)])  # by bands
+    many = np.concatenate([few, rng.random(40)])  # by sorted chunks (bands_pay)
+    for q in (few, many):
+        for method in METHODS:
+            for ours, theirs in ((distsort.quantile, np.quantile),
+                                 (distsort.nanquantile, np.nanquantile)):
+                out = ours(d, q, method=method)
+                sorts = any("distsort-select-run" in k[0] for k in dict(out.__dask_graph__()))
+                assert sorts == (q is many)
+                out = out.compute()
+                assert isinstance(out, cupy.ndarray)
+                np.testing.assert_array_equal(out.get(), theirs(x, q, method=method))
     np.testing.assert_array_equal(distsort.median(d).compute().get(), np.median(x))
     np.testing.assert_array_equal(distsort.nanmedian(d).compute().get(), np.nanmedian(x))
 

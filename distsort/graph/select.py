@@ -35,7 +35,7 @@ from distsort.backends.cpu import bands
 from distsort.backends.cpu import select as tasks
 from distsort.core.xp import namespace
 from distsort.plan.kway import brackets
-from distsort.plan.select import rank_margin, sample_sizes, sample_steps, top_rank
+from distsort.plan.select import bands_pay, rank_margin, sample_sizes, sample_steps, top_rank
 
 __all__ = ["Layers", "run_layer", "rank_layers", "quantile_layers", "topk_layers",
            "searchsorted_layers", "unique_layers"]
@@ -159,13 +159,15 @@ def quantile_layers(g, chunks, lengths, q, method, dtype, *, weak_q, module,  # 
     ``numpy.quantile``) of the chunks ``chunks`` (keys, of ``lengths`` elements), or
     their median; ``skip_nan``: of the elements that are not NaN (``nanquantile``).
 
-    ``presorted``: every chunk is sorted already, so none is sorted again (its
-    ``canonical`` codes are, whichever of ``-0.0`` and ``+0.0`` came first): the ranks
-    are read from the runs (:func:`rank_layers`).  Otherwise no chunk is sorted: bands
-    from random samples, one counting pass per chunk (:func:`band_layers`)."""
+    No chunk is sorted: bands from random samples, one counting pass per chunk
+    (:func:`band_layers`).  ``presorted``: every chunk is sorted already, so none is
+    sorted again (its ``canonical`` codes are, whichever of ``-0.0`` and ``+0.0`` came
+    first): the ranks are read from the runs (:func:`rank_layers`); so they are where
+    the ranks are so many that their bands would hold much of the array
+    (``distsort.plan.select.bands_pay``), after every chunk is sorted."""
     n = sum(lengths)
     nans = skip_nan and np.dtype(dtype).kind in "fmM"
-    if not presorted:
+    if not presorted and bands_pay(lengths, _ranks(n, q, method, dtype, median) if n else []):
         samples = sample_layer(g, chunks, lengths, nans=nans)
         planned = g.add_one("bands", (plan_quantiles, samples, tuple(lengths), q, method,
                                       dtype, median, nans))
@@ -173,7 +175,9 @@ def quantile_layers(g, chunks, lengths, q, method, dtype, *, weak_q, module,  # 
         ranks, counts = (_ranks_of, planned), (operator.getitem, planned, 1)
         return g.add_one("quantile", (finish_quantile, n, q, method, dtype, ranks, codes,
                                       weak_q, module, median, counts))
-    runs = run_layer(g, chunks, presorted=True, canonical=True)
+    # sorted already, or so many ranks that their bands would hold much of the array
+    runs = (run_layer(g, chunks, presorted=True, canonical=True) if presorted
+            else run_layer(g, chunks))
     if nans:
         counts = g.add("valid", {i: (tasks.valid_count, r, dtype) for i, r in enumerate(runs)})
         ranks = g.add_one("ranks", (nan_ranks, counts, q, method, dtype, median))

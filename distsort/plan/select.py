@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["sample_steps", "top_rank", "sample_sizes", "rank_margin", "SAMPLES",
-           "TABLE_CELLS", "RANDOM_SAMPLES", "MARGIN_SIGMAS"]
+__all__ = ["sample_steps", "top_rank", "sample_sizes", "rank_margin", "bands_pay", "SAMPLES",
+           "TABLE_CELLS", "RANDOM_SAMPLES", "MARGIN_SIGMAS", "BANDS_AT_MOST"]
 
 #: Samples a run gives at most: the bracketing task's time grows with all samples
 #: times the runs, the windows' with the runs times the step.  2^12 samples of each of
@@ -107,3 +107,30 @@ def rank_margin(p, sampled, weight):
     p = min(max(p, 0.0), 1.0)
     return (MARGIN_SIGMAS * math.sqrt(weight * sampled * p * (1 - p))
             + MARGIN_SIGMAS ** 2 * weight)
+
+
+#: The fraction of the elements that the bands may hold, as the samples will likely
+#: make them, for selection by bands: beyond it (many quantiles of one array), sorting
+#: every chunk and searching the sorted chunks holds less beside the chunks.
+BANDS_AT_MOST = 0.25
+
+
+def bands_pay(lengths, ranks):
+    """Whether selection by bands suits ``ranks`` of chunks of ``lengths``: the bands
+    that :func:`sample_sizes` samples and :func:`rank_margin` margins will likely make
+    hold at most :data:`BANDS_AT_MOST` of the elements (counted without merging the
+    bands that overlap, so at most that).
+
+    >>> bands_pay((2**29,) * 8, [2**31, 2**32 - 1]), bands_pay((10**4,), range(0, 10**4, 20))
+    (True, False)
+    """
+    n = sum(int(x) for x in lengths)
+    if n == 0:
+        return True
+    sizes = sample_sizes(lengths)
+    partial = [(int(x), int(x) / s) for x, s in zip(lengths, sizes, strict=True) if s < x]
+    sampled = sum(x for x, _ in partial)
+    weight = max((w for _, w in partial), default=0.0)
+    whole_weight = max((int(x) / s for x, s in zip(lengths, sizes, strict=True) if s), default=1)
+    held = sum(2 * rank_margin(r / n, sampled, weight) + whole_weight for r in ranks)
+    return held <= BANDS_AT_MOST * n
