@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +215,8 @@ class SelectLaunch:
     run on the CPU, ``sms`` streaming multiprocessors' worth of blocks."""
 
     xp = np
+    #: One launch at a time: the emulator's barrier, lanes and shared memory are global.
+    lock = threading.Lock()
 
     def __init__(self, sms=1):
         self.sms = sms
@@ -221,9 +224,16 @@ class SelectLaunch:
 
     def __call__(self, maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos, positions,  # noqa: PLR0913, PLR0917
                  offset, count, room):
-        self.launches += 1
-        rc = select_library().emu_slot_pass(
+        with self.lock:
+            self.launches += 1
+            rc = self._run(maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos,
+                           positions, offset, count, room)
+        assert rc == 0, f"no slot_pass for {codes.dtype} and {maxb} bounds"
+
+    @staticmethod
+    def _run(maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos, positions, offset,  # noqa: PLR0913, PLR0917
+             count, room):
+        return select_library().emu_slot_pass(
             codes.dtype.itemsize, maxb, codes.ctypes.data, codes.size, bounds.ctypes.data, nb,
             mask, counts.ctypes.data, out.ctypes.data, out_pos.ctypes.data, int(bool(positions)),
             offset, count.ctypes.data, room, blocks)
-        assert rc == 0, f"no slot_pass for {codes.dtype} and {maxb} bounds"

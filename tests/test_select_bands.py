@@ -168,3 +168,35 @@ def test_gpu_kernel_run_on_the_cpu_counts_and_keeps_as_numpy(monkeypatch, dtype,
         np.testing.assert_array_equal(where[order], ref[2])
         np.testing.assert_array_equal(kept[order], ref[1])
     assert launch.launches >= len(groups(bounds.size))
+
+
+@pytest.mark.skipif(not kernel_emulator.available(), reason="needs a C++ compiler")
+def test_quantiles_and_top_k_through_the_emulated_kernel(monkeypatch):
+    """The whole selection with every pass run by the GPU's wrapper and kernel (on the
+    CPU): quantiles and the top k of chunks sampled in part equal NumPy's."""
+    import dask.array as da
+
+    import distsort
+    from distsort.backends.gpu import select as gpu
+    launch = kernel_emulator.SelectLaunch(sms=1)
+
+    def emulated(codes, bounds, take, *, positions=False, offset=0):
+        return gpu.slot_pass(codes, bounds, take, positions=positions, offset=offset,
+                             expect=0.001, launch=launch)
+    monkeypatch.setattr(bands, "slot_pass", emulated)
+    rng = np.random.default_rng(8)
+    x = rng.lognormal(size=30000).astype(np.float32)
+    x[rng.random(x.size) < 0.01] = np.nan
+    x[:3000] = x[3000:6000][::-1]  # ties
+    d = da.from_array(x, chunks=7000)
+    q = [0.0, 0.3, 0.5, 0.99]
+    sync = {"scheduler": "sync"}
+    np.testing.assert_array_equal(distsort.nanquantile(d, q).compute(**sync),
+                                  np.nanquantile(x, q))
+    np.testing.assert_array_equal(distsort.quantile(d, q).compute(**sync), np.quantile(x, q))
+    for k in (50, -2000):
+        np.testing.assert_array_equal(distsort.topk(d, k).compute(**sync),
+                                      reference_top(x, k, positions=False))
+        np.testing.assert_array_equal(distsort.argtopk(d, k).compute(**sync),
+                                      reference_top(x, k, positions=True))
+    assert launch.launches >= 4 * 5
