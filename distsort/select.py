@@ -5,12 +5,13 @@ percentiles) or in one chunk (``dask.array.unique``, ``dask.array.topk`` for a l
 k).  distsort answers them exactly and keeps the work spread:
 
 * :func:`quantile`, :func:`percentile`, :func:`median` (and their ``nan`` forms) sort
-  every chunk where it lies, then find the element of each rank they need by co-rank
-  search across the sorted chunks: a sample of every chunk, then the few elements
-  between two samples.  No merge, no exchange; equal to NumPy's for every ``method``.
-* :func:`topk` and :func:`argtopk` keep each chunk's ``|k|`` largest (or smallest),
-  find the threshold, the k-th of all, the same way, and gather only the elements
-  above it.
+  no chunk: a random sample of every chunk brackets each rank they need between two
+  sample codes, one pass over every chunk counts the elements below each bracket and
+  keeps the few inside it, and only those are sorted (a second pass finds a rank the
+  sample missed).  No merge, no exchange; equal to NumPy's for every ``method``.
+  ``assume_sorted``: co-rank search across the sorted chunks instead.
+* :func:`topk` and :func:`argtopk` bracket the k-th largest (or smallest) the same
+  way, keep what lies above the bracket in one pass per chunk, and sort only that.
 * :func:`unique` flags the first of every run of equal elements of
   :func:`distsort.sort`'s output, chunk by chunk: the output keeps the sort's
   chunks (their lengths are known once computed).
@@ -163,9 +164,10 @@ def _constant(value, x, plain):
 def quantile(x, q, axis=None, method="linear", keepdims=False, *, assume_sorted=False):
     """The ``q``-th quantiles of all elements of ``x``, exactly as ``numpy.quantile``.
 
-    Each chunk is sorted where it lies; the elements of the ranks that the quantiles
-    read are found by co-rank search across the sorted chunks (samples, then the few
-    elements between two samples), so nothing is merged or exchanged.
+    No chunk is sorted: random samples bracket the ranks that the quantiles read,
+    one pass over every chunk counts the elements below each bracket and keeps those
+    inside it, and only those are sorted (``docs/select.md``); nothing is merged or
+    exchanged.  Exact whatever the sample: a rank it missed is found by a second pass.
 
     Parameters
     ----------
@@ -284,9 +286,9 @@ def topk(a, k, axis=-1, split_every=None):
     """The ``k`` largest elements of ``a``, largest first; ``k < 0``: the ``|k|``
     smallest, smallest first (``dask.array.topk``'s signature and conventions).
 
-    Any ``k``, larger than a chunk too: each chunk keeps its ``|k|`` largest, sorted;
-    the k-th of all is found by co-rank search across those; then only the elements
-    above it are gathered and sorted (one chunk of ``|k|``, as Dask's).  NaN counts as
+    Any ``k``, larger than a chunk too: random samples bracket the k-th largest from
+    below, one pass over every chunk keeps the elements above the bracket (about
+    ``|k|`` in all), and only those are sorted (one chunk of ``|k|``, as Dask's).  NaN counts as
     the largest (NumPy's order).  ``split_every`` is accepted and unused.
 
     >>> import dask.array as da, numpy as np, distsort

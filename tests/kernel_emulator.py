@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,53 @@ def io_kinds(tab, key_dtype, value_dtype=None, packed=False):
     (``packed``: those of the packed sort's kernels)."""
     so = _instance(tab, key_dtype, value_dtype, packed)
     return so.emu_io_hits()
+
+
+SELECT_EMU = Path(__file__).resolve().parent / "emulator" / "select_emu.cpp"
+
+
+@functools.cache
+def select_library():
+    """The compiled emulator of ``kernels/select.cu`` (cached on disk by source hash)."""
+    sources = (KERNELS / "select.cu").read_bytes() + SELECT_EMU.read_bytes()
+    tag = hashlib.sha1(sources).hexdigest()[:16]
+    lib = Path(tempfile.gettempdir()) / "distsort-emu" / f"select-{tag}.so"
+    if not lib.exists():
+        lib.parent.mkdir(exist_ok=True)
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+                        f"-I{KERNELS}", str(SELECT_EMU), "-o", str(tmp)], check=True)
+        os.replace(tmp, lib)
+    so = ctypes.CDLL(str(lib))
+    ll, ull, p, i = ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_void_p, ctypes.c_int
+    so.emu_slot_pass.argtypes = [i, i, p, ll, p, i, ull, p, p, p, i, ll, p, ll, ll]
+    return so
+
+
+class SelectLaunch:
+    """``distsort.backends.gpu.select.CupyLaunch`` on NumPy arrays: the kernel's source
+    run on the CPU, ``sms`` streaming multiprocessors' worth of blocks."""
+
+    xp = np
+    #: One launch at a time: the emulator's barrier, lanes and shared memory are global.
+    lock = threading.Lock()
+
+    def __init__(self, sms=1):
+        self.sms = sms
+        self.launches = 0
+
+    def __call__(self, maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos, positions,  # noqa: PLR0913, PLR0917
+                 offset, count, room):
+        with self.lock:
+            self.launches += 1
+            rc = self._run(maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos,
+                           positions, offset, count, room)
+        assert rc == 0, f"no slot_pass for {codes.dtype} and {maxb} bounds"
+
+    @staticmethod
+    def _run(maxb, blocks, codes, bounds, nb, mask, counts, out, out_pos, positions, offset,  # noqa: PLR0913, PLR0917
+             count, room):
+        return select_library().emu_slot_pass(
+            codes.dtype.itemsize, maxb, codes.ctypes.data, codes.size, bounds.ctypes.data, nb,
+            mask, counts.ctypes.data, out.ctypes.data, out_pos.ctypes.data, int(bool(positions)),
+            offset, count.ctypes.data, room, blocks)

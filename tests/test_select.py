@@ -179,15 +179,30 @@ def test_quantile_refuses_what_numpy_refuses():
         distsort.quantile(da.from_array(np.ones(3, complex)), 0.5)
 
 
-def test_quantile_reads_only_windows_not_whole_chunks():
-    """The bounds task sees samples, the pick task windows: each far smaller than a
-    chunk, so no chunk is merged or sent whole."""
+def test_quantile_sorts_no_chunk_and_keeps_a_small_band_of_each():
+    """The bands task sees samples, every pass keeps only the elements inside the
+    bands: each far smaller than a chunk, so no chunk is sorted, merged or sent whole."""
     x = da.random.default_rng(2).random(2**18, chunks=2**16)
     q = distsort.quantile(x, [0.5])
     graph = dict(q.__dask_graph__())
-    done = dask.get(graph, [k for k in graph if "distsort-select-window" in k[0]])
-    assert max(len(w[0][2]) for w in done) < 2**16 // 8
+    assert not [k for k in graph if "distsort-select-run" in k[0]]
+    passes = dask.get(graph, [k for k in graph if "distsort-select-pass" in k[0]])
+    assert len(passes) == 4 and all(0 < p[1].size < 2**16 // 8 for p in passes)
     np.testing.assert_array_equal(q.compute(), np.quantile(x.compute(), [0.5]))
+
+
+def test_many_quantiles_sort_the_chunks_instead_of_wide_bands():
+    """Bands around 400 ranks of 20000 elements would hold most of them: every chunk is
+    sorted and the ranks read from the sorted chunks, equal to NumPy's all the same."""
+    x = np.random.default_rng(6).lognormal(size=20000)
+    q = np.linspace(0, 1, 200)
+    d = da.from_array(x, chunks=3000)
+    out = distsort.quantile(d, q)
+    assert [k for k in dict(out.__dask_graph__()) if "distsort-select-run" in k[0]]
+    same_values(out.compute(), np.quantile(x, q))
+    few = distsort.quantile(d, q[:3])
+    assert not [k for k in dict(few.__dask_graph__()) if "distsort-select-run" in k[0]]
+    same_values(few.compute(), np.quantile(x, q[:3]))
 
 
 # -- selection by rank, on tuples of runs

@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import warnings
 
 import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from distsort.backends.cpu import bands
 from distsort.backends.cpu import select as tasks
 from distsort.core.xp import namespace
 from distsort.plan.kway import brackets
-from distsort.plan.select import sample_steps, top_rank
+from distsort.plan.select import bands_pay, rank_margin, sample_sizes, sample_steps, top_rank
 
 __all__ = ["Layers", "run_layer", "rank_layers", "quantile_layers", "topk_layers",
            "searchsorted_layers", "unique_layers"]
@@ -155,13 +157,28 @@ def quantile_layers(g, chunks, lengths, q, method, dtype, *, weak_q, module,  # 
                     skip_nan=False, median=False, presorted=False):
     """The key of the task that gives the quantiles ``q`` (``method``, as
     ``numpy.quantile``) of the chunks ``chunks`` (keys, of ``lengths`` elements), or
-    their median; ``skip_nan``: of the elements that are not NaN (``nanquantile``);
-    ``presorted``: every chunk is sorted already, so none is sorted again (its
-    ``canonical`` codes are, whichever of ``-0.0`` and ``+0.0`` came first)."""
+    their median; ``skip_nan``: of the elements that are not NaN (``nanquantile``).
+
+    No chunk is sorted: bands from random samples, one counting pass per chunk
+    (:func:`band_layers`).  ``presorted``: every chunk is sorted already, so none is
+    sorted again (its ``canonical`` codes are, whichever of ``-0.0`` and ``+0.0`` came
+    first): the ranks are read from the runs (:func:`rank_layers`); so they are where
+    the ranks are so many that their bands would hold much of the array
+    (``distsort.plan.select.bands_pay``), after every chunk is sorted."""
+    n = sum(lengths)
+    nans = skip_nan and np.dtype(dtype).kind in "fmM"
+    if not presorted and bands_pay(lengths, _ranks(n, q, method, dtype, median) if n else []):
+        samples = sample_layer(g, chunks, lengths, nans=nans)
+        planned = g.add_one("bands", (plan_quantiles, samples, tuple(lengths), q, method,
+                                      dtype, median, nans))
+        codes = band_layers(g, chunks, (operator.getitem, planned, 0), dtype)
+        ranks, counts = (_ranks_of, planned), (operator.getitem, planned, 1)
+        return g.add_one("quantile", (finish_quantile, n, q, method, dtype, ranks, codes,
+                                      weak_q, module, median, counts))
+    # sorted already, or so many ranks that their bands would hold much of the array
     runs = (run_layer(g, chunks, presorted=True, canonical=True) if presorted
             else run_layer(g, chunks))
-    n = sum(lengths)
-    if skip_nan and np.dtype(dtype).kind in "fmM":
+    if nans:
         counts = g.add("valid", {i: (tasks.valid_count, r, dtype) for i, r in enumerate(runs)})
         ranks = g.add_one("ranks", (nan_ranks, counts, q, method, dtype, median))
         codes = rank_layers(g, runs, lengths, ranks)
@@ -173,79 +190,132 @@ def quantile_layers(g, chunks, lengths, q, method, dtype, *, weak_q, module,  # 
                                   weak_q, module, median))
 
 
+def plan_quantiles(samples, lengths, q, method, dtype, median, nans):  # noqa: PLR0913, PLR0917
+    """``(bands, counts)``: the :class:`~distsort.backends.cpu.bands.Bands` of the
+    ranks the quantiles read and, where NaNs are left out (``nans``), the count of the
+    other elements of every chunk (None otherwise)."""
+    codes = [s[0] for s in samples]
+    if nans:
+        counts = [int(n) - s[1] for n, s in zip(lengths, samples, strict=True)]
+        ranks = nan_ranks(counts, q, method, dtype, median)
+    else:
+        counts = None
+        ranks = _ranks(sum(lengths), q, method, dtype, median) if sum(lengths) else []
+    return bands.plan_bands(codes, lengths, ranks, rank_margin), counts
+
+
+def _ranks_of(planned):
+    return list(planned[0].ranks)
+
+
+def sample_layer(g, chunks, lengths, **options):
+    """A random sample of every chunk's codes (``bands.sample_codes(**options)``), of
+    ``distsort.plan.select.sample_sizes``; chunk ``i``'s positions drawn from seed ``i``.
+    The layer's name comes from the chunks and the options alone: selections of one
+    array computed together (a median and quantiles) share its samples."""
+    sample = functools.partial(bands.sample_codes, **options)
+    name = "distsort-select-draw-" + tokenize(chunks, sorted(options.items()))
+    g.layers[name] = {(name, i): (sample, c, s, i) for i, (c, s)
+                      in enumerate(zip(chunks, sample_sizes(lengths), strict=True))}
+    return list(g.layers[name])
+
+
+def band_layers(g, chunks, planned, dtype, **options):
+    """The key of a task whose result is the host array of the codes (of ``dtype``'s
+    elements) of the ranks of the bands ``planned`` (a task giving ``bands.Bands``):
+    a counting pass per chunk,
+    the ranks found from the passes, a second pass per chunk that runs only where the
+    sample missed a rank (it returns at once otherwise), the codes.  ``options``: those
+    of ``bands.run_pass``."""
+    first = _passes(g, "pass", chunks, bands.run_pass, planned, options)
+    found = g.add_one("found", (bands.find_ranks, planned, first))
+    again = _passes(g, "again", chunks, bands.run_again, planned, options, found)
+    return g.add_one("codes", (_codes_found, planned, found, again, dtype))
+
+
+def _passes(g, kind, chunks, run, planned, options, *extra):  # noqa: PLR0913, PLR0917
+    offsets = options.pop("offsets", None)
+    tasks_by_index = {}
+    for i, c in enumerate(chunks):
+        opts = dict(options, **({"offset": offsets[i]} if offsets is not None else {}))
+        tasks_by_index[i] = (functools.partial(run, **opts), c, planned, *extra)
+    if offsets is not None:
+        options["offsets"] = offsets
+    return g.add(kind, tasks_by_index)
+
+
+def _codes_found(planned, found, again, dtype):
+    return np.asarray(bands.ranks_found(planned, found, again), tasks.code_dtype(dtype))
+
+
 # -- top k
 
-def allot_equal(counts, k, last_equal):
-    """How many elements equal to the threshold each chunk gives, of ``counts``
-    (``(greater, equal)`` per chunk): what the top ``k`` lacks after all the greater
-    ones, from the last chunks first where ``last_equal``, else from the first."""
-    need = k - sum(c[0] for c in counts)
-    out = [0] * len(counts)
-    order = range(len(counts) - 1, -1, -1) if last_equal else range(len(counts))
-    for i in order:
-        out[i] = min(need, counts[i][1])
-        need -= out[i]
-    return out
+def topk_layers(g, chunks, lengths, k, dtype, *, positions, module):
+    """The key of the task that gives the top ``k`` of the chunks (keys, of
+    ``lengths``) as ``dask.array.topk`` (``k < 0``: the smallest), or their positions
+    (``argtopk``; ties: the later first for ``k > 0``, the earlier for ``k < 0``, as
+    the reverse of a stable ascending sort and that sort give them).
+
+    No chunk is sorted: a random sample of every chunk brackets the k-th largest, one
+    pass per chunk keeps what lies above the bracket's lower end (about ``k`` elements
+    in all), and one task sorts those and takes ``k``."""
+    kk, descending, last_equal = abs(int(k)), k < 0, k > 0
+    n = sum(lengths)
+    out_dtype = np.dtype(np.int64) if positions else np.dtype(dtype)
+    if kk == 0 or n == 0:
+        return g.add_one("top", (_empty, out_dtype, module))
+    kk = min(kk, n)
+    # values come back bit for bit; positions treat ties as NumPy does
+    options = {"canonical": positions, "descending": descending}
+    samples = sample_layer(g, chunks, lengths, **options)
+    planned = g.add_one("bands", (plan_top, samples, tuple(lengths), kk))
+    offsets = tuple(itertools.accumulate(lengths, initial=0))
+    options = dict(options, positions=positions, offsets=offsets)
+    first = _passes(g, "pass", chunks, bands.run_pass, planned, dict(options))
+    found = g.add_one("found", (bands.top_slots, planned, first, positions))
+    again = _passes(g, "again", chunks, bands.run_again, planned, dict(options), found)
+    return g.add_one("top", (finish_top, planned, found, first, again, kk, dtype, descending,
+                             positions, last_equal, module))
 
 
-def select_chunk(chunk, offset, threshold, allotted, i, last_equal, descending, canonical):  # noqa: PLR0913, PLR0917
-    """Chunk ``i``'s part of the top k (``top_select``), or nothing without a threshold."""
-    if len(threshold) == 0:
-        return np.empty(0, np.uint8), np.empty(0, np.int64)
-    return tasks.top_select(chunk, offset, threshold[0], allotted[i], last_equal,
-                            descending=descending, canonical=canonical)
+def plan_top(samples, lengths, k):
+    """The bands of the top ``k``: the k-th largest's rank, open upwards."""
+    return bands.plan_bands([s[0] for s in samples], lengths, [top_rank(sum(lengths), k)],
+                            rank_margin, above=True)
 
 
-def select_run(run, counts, allotted, i):
-    """Run ``i``'s part of the top k: its codes above the threshold (``counts``:
-    ``(greater, equal)``) and the ``allotted[i]`` equal to it, the last of the sorted
-    run; host codes, with no positions."""
-    take = counts[0] + allotted[i]
-    return tasks.to_host(run[run.size - take:]), np.zeros(take, np.int64)
-
-
-def finish_top(parts, dtype, descending, positions, last_equal, module):
-    """The top k from every chunk's part: the codes from the largest, ties by
-    position (from the last where ``last_equal``); their values, or their
-    ``positions``."""
-    codes = np.concatenate([p[0] for p in parts]).astype(tasks.code_dtype(dtype))
-    where = np.concatenate([p[1] for p in parts])
-    order = np.lexsort((-where if last_equal else where, ~codes))
-    out = where[order] if positions else tasks.values_of(codes[order], dtype,
-                                                         descending=descending)
+def _empty(dtype, module):
+    out = np.empty(0, dtype)
     if module == "cupy":
         import cupy
         return cupy.asarray(out)
     return out
 
 
-def topk_layers(g, chunks, lengths, k, dtype, *, positions, module):
-    """The key of the task that gives the top ``k`` of the chunks (keys, of
-    ``lengths``) as ``dask.array.topk`` (``k < 0``: the smallest), or their positions
-    (``argtopk``; ties: the later first for ``k > 0``, the earlier for ``k < 0``, as
-    the reverse of a stable ascending sort and that sort give them)."""
-    kk, descending, last_equal = abs(int(k)), k < 0, k > 0
-    canonical = positions  # values come back bit for bit; positions treat ties as NumPy
-    run_lengths = tuple(min(kk, n) for n in lengths)
-    runs = run_layer(g, chunks, canonical=canonical, descending=descending, top=kk)
-    total = sum(run_lengths)
-    threshold = rank_layers(g, runs, run_lengths, [top_rank(total, kk)] if total else [])
-    counts = g.add("count", {i: (_counts, r, threshold) for i, r in enumerate(runs)})
-    allotted = g.add_one("allot", (allot_equal, counts, min(kk, total), last_equal))
-    offsets = (0, *itertools.accumulate(lengths))
-    if positions:  # positions come from the chunks themselves
-        parts = g.add("select", {i: (select_chunk, c, offsets[i], threshold, allotted, i,
-                                     last_equal, descending, canonical)
-                                 for i, c in enumerate(chunks)})
-    else:  # values: the top of each sorted run holds them all
-        parts = g.add("select", {i: (select_run, r, counts[i], allotted, i)
-                                 for i, r in enumerate(runs)})
-    return g.add_one("top", (finish_top, parts, dtype, descending, positions, last_equal,
-                             module))
+def finish_top(planned, found, first, again, k, dtype, descending, positions, last_equal,  # noqa: PLR0913, PLR0917
+               module):
+    """The top ``k`` from the codes the passes kept (``bands.top_kept``): the largest
+    codes first, ties by position (from the last where ``last_equal``); their values,
+    or their positions."""
+    codes, where = bands.top_kept(planned, found, first, again, k, positions)
+    xp = namespace(codes)
+    if positions:
+        by_place = xp.argsort(where)
+        by_place = by_place[::-1] if last_equal else by_place
+        order = by_place[_stable_argsort(xp, ~codes[by_place])][:k]
+        out = where[order]
+    else:
+        top = xp.sort(codes)[::-1][:k]
+        out = tasks.values_of(xp.ascontiguousarray(top), dtype, descending=descending)
+    if module == "cupy" and xp is np:
+        import cupy
+        return cupy.asarray(out)
+    return out
 
 
-def _counts(run, threshold):
-    return tasks.threshold_counts(run, threshold[0]) if len(threshold) else (0, 0)
+def _stable_argsort(xp, a):
+    """``argsort`` that keeps equal elements in order (CuPy's always does)."""
+    return np.argsort(a, kind="stable") if xp is np else xp.argsort(a)
 
 
 # -- searches in a sorted array

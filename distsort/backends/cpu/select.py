@@ -24,8 +24,8 @@ from distsort.core.order import TIME_KINDS, decode, encode, time_codes, time_fro
 from distsort.core.xp import namespace
 
 __all__ = ["codes_of", "values_of", "sorted_run", "to_host", "run_sample", "window_counts",
-           "pick_codes", "quantile_ranks", "quantile_finish", "valid_count", "top_select",
-           "threshold_counts", "count_before"]
+           "pick_codes", "quantile_ranks", "quantile_finish", "valid_count",
+           "count_before"]
 
 
 def to_host(a):
@@ -39,10 +39,13 @@ def codes_of(chunk, *, canonical=False, descending=False):
     ``descending`` complements the ascending codes: the exact reverse of the ascending
     order, NaN and NaT lowest, which is what the smallest ``k`` (``topk(x, -k)``) read
     from the top of a run need (not NumPy's descending sort, which keeps NaN last)."""
+    from distsort.backends.gpu.local_sort import encode_codes  # one pass for CuPy floats
     chunk = chunk.ravel()
     codes = (time_codes(chunk) if chunk.dtype.kind in TIME_KINDS
-             else encode(chunk, canonical=canonical))
-    return ~codes if descending else codes
+             else encode_codes(chunk, canonical=canonical))
+    if descending:
+        namespace(codes).invert(codes, out=codes)
+    return codes
 
 
 def values_of(codes, dtype, *, descending=False):
@@ -54,19 +57,14 @@ def values_of(codes, dtype, *, descending=False):
     return decode(codes, dtype)
 
 
-def sorted_run(chunk, *, canonical=False, descending=False, top=None, presorted=False):
-    """The codes of ``chunk``, sorted (the chunk's local sort).  ``top``: only the
-    ``top`` largest codes, sorted (a partition first, where that leaves less to sort).
-    ``presorted``: the chunk is sorted already (NumPy's order), so are its codes.
+def sorted_run(chunk, *, canonical=False, descending=False, presorted=False):
+    """The codes of ``chunk``, sorted (the chunk's local sort).  ``presorted``: the
+    chunk is sorted already (NumPy's order), so are its codes.
 
-    >>> sorted_run(np.array([5, 1, 4, 2], np.int8), top=2).tolist()
-    [132, 133]
+    >>> sorted_run(np.array([5, 1, 4, 2], np.int8)).tolist()
+    [129, 130, 132, 133]
     """
-    xp = namespace(chunk)
     codes = codes_of(chunk, canonical=canonical, descending=descending)
-    if top is not None and top < codes.size:
-        cut = codes.size - int(top)
-        codes = xp.partition(codes, cut)[cut:] if top > 0 else codes[:0]
     if not presorted:
         codes.sort()
     return codes
@@ -237,30 +235,6 @@ def quantile_finish(n, q, method, dtype, ranks, values, weak_q=False):
             return last[0]
         np.copyto(result, last[0])
     return result
-
-
-# -- top k
-
-def threshold_counts(run, threshold):
-    """``(greater, equal)``: codes of the sorted ``run`` above ``threshold`` and equal to it."""
-    xp = namespace(run)
-    t = xp.asarray([threshold], dtype=run.dtype)
-    left, right = (int(to_host(xp.searchsorted(run, t, side=s))[0]) for s in ("left", "right"))
-    return run.size - right, right - left
-
-
-def top_select(chunk, offset, threshold, take_equal, last_equal, *, descending, canonical):
-    """The elements of ``chunk`` among the top k: codes above ``threshold``, and
-    ``take_equal`` of those equal to it (the last ones where ``last_equal``); returns
-    host ``(codes, positions)``, positions counted from ``offset``."""
-    xp = namespace(chunk)
-    codes = codes_of(chunk, canonical=canonical, descending=descending)
-    t = codes.dtype.type(threshold)
-    where = xp.flatnonzero(codes > t)
-    equal = xp.flatnonzero(codes == t)
-    equal = equal[equal.size - take_equal:] if last_equal else equal[:take_equal]
-    where = xp.concatenate([where, equal])
-    return to_host(codes[where]), to_host(where).astype(np.int64) + int(offset)
 
 
 # -- searches in a sorted array

@@ -218,3 +218,30 @@ def float_order_kernels(code_dtype):
     import cupy
 
     return _float_order(cupy.cuda.Device().id, np.dtype(code_dtype).str)
+
+
+#: Bounds one ``slot_pass`` kernel (``select.cu``) compares with, by instantiation: a
+#: pass takes the smallest that holds its bounds (each bound costs every code two
+#: comparisons); more bounds take several passes.
+SELECT_MAX_BOUNDS = (2, 8, 16)
+
+
+@functools.cache
+def _select_module(device, code_dtype):
+    import cupy
+
+    u = _U[np.dtype(code_dtype).itemsize]
+    names = [f"slot_pass<{u},{m}>" for m in SELECT_MAX_BOUNDS]
+    module = cupy.RawModule(code=(HERE / "select.cu").read_text(), options=("-std=c++17",),
+                            name_expressions=names)
+    return {m: module.get_function(name)
+            for m, name in zip(SELECT_MAX_BOUNDS, names, strict=True)}
+
+
+def select_kernels(code_dtype):
+    """The ``slot_pass`` kernels of ``select.cu`` for codes of ``code_dtype`` (an
+    unsigned dtype), by their largest count of bounds (:data:`SELECT_MAX_BOUNDS`), on
+    the current device (compiled once, then cached)."""
+    import cupy
+
+    return _select_module(cupy.cuda.Device().id, np.dtype(code_dtype).str)
