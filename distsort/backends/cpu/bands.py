@@ -168,16 +168,17 @@ def take_slots(bounds_count, slots):
     return take
 
 
-def slot_pass(codes, bounds, take, *, positions=False, offset=0):
+def slot_pass(codes, bounds, take, *, positions=False, offset=0, expect=None):
     """``(hist, kept, where)``: how many of ``codes`` fall in each slot of ``bounds``
     (host int64, ``2 * len(bounds) + 1``), the codes of the slots ``take`` keeps (any
     order, on ``codes``' array module) and, where ``positions``, their positions plus
     ``offset`` (int64), else None.  CuPy codes: one kernel pass
-    (``distsort.backends.gpu.select.slot_pass``)."""
+    (``distsort.backends.gpu.select.slot_pass``, whose first room for the kept codes
+    ``expect`` sizes: a fraction of the codes, or None)."""
     xp = namespace(codes)
     if xp is not np:
         from distsort.backends.gpu.select import slot_pass as on_gpu
-        return on_gpu(codes, bounds, take, positions=positions, offset=offset)
+        return on_gpu(codes, bounds, take, positions=positions, offset=offset, expect=expect)
     b = np.asarray(bounds, codes.dtype)
     slot = np.searchsorted(b, codes, side="left") + np.searchsorted(b, codes, side="right")
     hist = np.bincount(slot, minlength=2 * b.size + 1).astype(np.int64)
@@ -251,7 +252,7 @@ def run_pass(chunk, bands, take=None, *, canonical=False, descending=False, posi
     codes = codes_of(chunk, canonical=canonical, descending=descending)
     take = bands.take if take is None else take
     return slot_pass(codes, bands.bounds, take, positions=positions, offset=offset,
-                     **({} if namespace(codes) is np else {"expect": bands.kept}))
+                     expect=bands.kept)
 
 
 def run_again(chunk, bands, found, **options):
