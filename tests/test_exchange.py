@@ -163,32 +163,57 @@ def _exchange(fn):
 @pytest.mark.parametrize("g", [2, 3, 4])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sorts_equal_numpy_on_worker_processes(client4, g, dtype):
+    """Every dtype, both directions, ``argsort`` stable both ways, on ragged chunks with
+    empty ones, of which worker 0 holds only empty ones in one layout of two."""
     rng = np.random.default_rng(g * 100 + len(dtype))
     n = 2000 + g
     x = random_keys(rng, n, dtype, duplicates=True)
     chunks = _ragged(rng, n, g)
+    if g > 2 and DTYPES.index(dtype) % 2:  # worker 0 (chunks 0, g, 2g, ...) holds no element
+        chunks = _emptied(chunks, g)
+        assert not any(chunks[::g]) and sum(chunks) == n
     xd = _persisted_on(client4, x, chunks, g)
     with client4.as_current():
-        s = _exchange(lambda: distsort.sort(xd, descending=g == 3))
-        a = _exchange(lambda: distsort.argsort(xd))
-        got_s, got_a = client4.compute([s, a], sync=True)
-    assert_sorted_like_numpy(got_s, x, descending=g == 3)
-    assert np.array_equal(got_a, stable_argsort(x))
-    assert s.chunks[0] == tuple(da.core.normalize_chunks(s.chunks[0][0], (n,))[0])
+        sorts = [_exchange(lambda d=d: distsort.sort(xd, descending=d)) for d in (False, True)]
+        args = [_exchange(lambda d=d: distsort.argsort(xd, descending=d)) for d in (False, True)]
+        got = client4.compute([*sorts, *args], sync=True)
+    for out, descending in zip(got[:2], (False, True), strict=True):
+        assert_sorted_like_numpy(out, x, descending=descending)
+    for out, descending in zip(got[2:], (False, True), strict=True):
+        assert np.array_equal(out, stable_argsort(x, descending=descending))
+    assert sorts[0].chunks[0] == tuple(da.core.normalize_chunks(sorts[0].chunks[0][0], (n,))[0])
 
 
-@pytest.mark.parametrize("g", [3, 4])
+def _emptied(chunks, g):
+    """``chunks`` with the elements of those held by worker 0 (``i % g == 0``) moved to
+    the next chunk: that worker holds only empty chunks."""
+    out = list(chunks)
+    for i in range(0, len(out) - 1, g):
+        out[i + 1] += out[i]
+        out[i] = 0
+    if (len(out) - 1) % g == 0:  # the last chunk is worker 0's: to the one before it
+        out[-2] += out[-1]
+        out[-1] = 0
+    return tuple(out)
+
+
+@pytest.mark.parametrize("g", [2, 3, 4])
 def test_keyed_sorts_equal_numpy_on_worker_processes(client4, g):
+    """``sort_by_key`` stable (descending but at two workers) and not, with a table of
+    values, and ``lexsort``, on ragged chunks (at four workers, worker 0's all empty)."""
     rng = np.random.default_rng(g)
     n = 3001
-    x = random_keys(rng, n, "float32", duplicates=True)
+    x = random_keys(rng, n, ("int16", "float32", "float64")[g - 2], duplicates=True)
     v = rng.integers(-2**40, 2**40, n)
     w = rng.standard_normal(n)
     chunks = _ragged(rng, n, g)
+    if g == 4:
+        chunks = _emptied(chunks, g)
     xd, vd, wd = (_persisted_on(client4, a, chunks, g) for a in (x, v, w))
-    want = stable_argsort(x, descending=True)
+    descending = g != 2
+    want = stable_argsort(x, descending=descending)
     with client4.as_current():
-        keys, vals = _exchange(lambda: distsort.sort_by_key(xd, vd, descending=True,
+        keys, vals = _exchange(lambda: distsort.sort_by_key(xd, vd, descending=descending,
                                                              stable=True))
         table = _exchange(lambda: distsort.sort_by_key(xd, (vd, wd)))
         lex = _exchange(lambda: distsort.lexsort([vd % 3, xd]))
@@ -288,3 +313,80 @@ def test_the_plan_chooses_the_exchange_on_four_workers_by_itself(client4):
     # a sort of the view alone as on a cluster of two: the network
     view = dataclasses.replace(_view(2, "ab" * 8))
     assert plan_sort((1250,) * 16, 8, view).strategy == "network"
+
+
+# ---------------------------------------------------------------- stages, on the graph
+def _view_of(g):
+    """``read_view`` as on ``g`` workers of ample memory, chunk ``i`` held on worker
+    ``i % g`` (the workers named by their indices)."""
+    def read(keys, value_keys=None, gpu=False, placed=False):
+        def held(ks):
+            return tuple(i % g for i in range(len(list(ks))))
+        return ClusterView(workers=tuple(range(g)), hosts=("h",) * g, threads=(1,) * g,
+                           memory_limits=(2**34,) * g, owners=held(keys),
+                           value_owners=None if value_keys is None else held(value_keys))
+    return read
+
+
+def _graph_stages(arr, g):
+    """Stages of tasks that depend across workers on the graph of ``arr`` alone, each
+    task placed as the scheduler plugin places it (``distsort.core.taskkeys``): an
+    exchange's run, samples, windows and slices on their run's worker, a merge on its
+    owner's, a task that ``keeps`` a dependency's chunk (or follows one of its own index)
+    there, an input chunk ``i`` on worker ``i % g``; the gathered pivots and splitters
+    count as on another worker than their dependents."""
+    from distsort.core.taskkeys import GATHERED, keeps
+    graph = dict(arr.__dask_graph__())
+    deps = {k: set(dask.core.get_dependencies(graph, k)) - {k} for k in graph}
+    where = {}
+
+    def at(key):
+        if key not in where:
+            name = str(key[0]) if isinstance(key, tuple) else str(key)
+            if name.startswith(GATHERED):
+                where[key] = None
+            elif name.startswith(("distsort-exch-slice-", "distsort-exch-merge-")):
+                where[key] = key[2]
+            elif name.startswith(("distsort-exch-run-", "distsort-exch-sample-",
+                                  "distsort-exch-windows-")):
+                where[key] = key[1]
+            else:
+                follows = [d for d in deps[key] if keeps(key, d)] or [
+                    d for d in deps[key] if isinstance(d, tuple) and d[1:] == key[1:]]
+                where[key] = at(follows[0]) if follows else (
+                    key[1] % g if isinstance(key, tuple) and len(key) == 2 else None)
+        return where[key]
+
+    stage = {}
+
+    def of(key):
+        if key not in stage:
+            stage[key] = max((of(d) + (at(key) is not None and at(d) != at(key))
+                              for d in deps[key]), default=0)
+        return stage[key]
+    return max(map(of, graph))
+
+
+def test_stages_across_workers_stay_constant_from_2_to_16_workers(monkeypatch):
+    """On the graph: ``sort``, ``argsort`` and ``sort_by_key`` take three stages of
+    tasks that depend across workers (windows, slices, merges) whatever ``G`` is; a
+    stable ``sort_by_key`` one more (its values gathered by the sorted positions), a
+    ``lexsort`` of two keys two exchanges and a gather.  The network's grow with ``G``."""
+    from distsort.cluster import view
+    rng = np.random.default_rng(9)
+    want = {"sort": 3, "argsort": 3, "sort_by_key": 3, "stable sort_by_key": 4, "lexsort": 7}
+    for g in (2, 3, 4, 5, 8, 16):
+        monkeypatch.setattr(view, "read_view", _view_of(g))
+        x = da.from_array(rng.standard_normal(60 * g), chunks=20)  # 3 chunks per worker
+        v = da.from_array(rng.integers(0, 9, 60 * g), chunks=20)
+        sorts = {"sort": lambda x=x: distsort.sort(x, descending=True),
+                 "argsort": lambda x=x: distsort.argsort(x),
+                 "sort_by_key": lambda x=x, v=v: distsort.sort_by_key(x, v)[1],
+                 "stable sort_by_key": lambda x=x, v=v: distsort.sort_by_key(x, v,
+                                                                            stable=True)[1],
+                 "lexsort": lambda x=x, v=v: distsort.lexsort([x, v])}
+        got = {what: _graph_stages(_exchange(fn), g) for what, fn in sorts.items()}
+        assert got == want, (g, got)
+        with distsort.api.planning(strategy="network"):
+            network = _graph_stages(distsort.sort(x), g)
+        assert network > 3, (g, network)
