@@ -22,7 +22,9 @@ tasks dealt to the G workers, wall time over their count) and the time of a trip
 through it (a chain of 20 dependent no-op tasks, each on the other worker of two,
 wall time per task).  And the whole ``distsort.sort`` with ``strategy="exchange"`` of
 the same data held in ``4 G`` and in ``G`` chunks (chunk ``i`` on worker ``i % G``),
-with the number of slice tasks its graph has (run it on two trees to compare them).
+with each run's plan (its strategy, runs and slice tasks: the forced exchange falls
+back to the network where the scheduler shows the chunks on one worker); run it on
+two trees to compare them.
 Every output is compared with NumPy (the shuffle's as a multiset: its partitions
 are by hash).
 """
@@ -182,13 +184,10 @@ def cases(client, g, log2n, runs_, warmup):
     return rows
 
 
-def _slice_tasks(x):
-    """The slice tasks of the exchange of ``x`` (from the graph: the tree measured)."""
-    import distsort
-    import distsort.api
-    with distsort.api.planning(strategy="exchange"):
-        graph = distsort.sort(x).__dask_graph__()
-    return sum(len(layer) for name, layer in graph.layers.items() if "exch-slice" in name)
+def _slice_tasks(arr):
+    """The slice tasks of the graph of ``arr`` (of the tree measured)."""
+    return sum(len(layer) for name, layer in arr.__dask_graph__().layers.items()
+               if "exch-slice" in name)
 
 
 def _held_in_turn(client, data, c, g):
@@ -222,8 +221,11 @@ def _distsort_rows(client, g, n, runs_, warmup):
 
         def fn(x=x, ran=ran):
             with distsort.api.planning(strategy="exchange") as plans:
-                out = client.persist(distsort.sort(x))
-            ran.append(plans[0].strategy)  # forced, but one worker holding all: the network
+                arr = distsort.sort(x)
+            # forced, but the network where the scheduler's view shows one worker holding
+            # chunks; the slice tasks of this very graph
+            ran.append((plans[0].strategy, plans[0].group, _slice_tasks(arr)))
+            out = client.persist(arr)
             wait(out)
             return out
 
@@ -231,7 +233,7 @@ def _distsort_rows(client, g, n, runs_, warmup):
             np.testing.assert_array_equal(out.compute(), want)
         times = timings(fn, runs_, warmup, after=check)
         rows.append({"workers": g, "n": n, "chunks": c, "what": "distsort exchange sort",
-                     "ran": sorted(set(ran)), "slice_tasks": _slice_tasks(x),
+                     "ran": ran, "slice_tasks": max(t for _, _, t in ran),
                      "seconds": statistics.median(times), "times": times})
         print(rows[-1], flush=True)
     return rows

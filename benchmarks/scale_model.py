@@ -1,32 +1,41 @@
-"""How distsort's network would scale to many GPUs: a cost model, fitted to runs.
+"""How distsort would scale to many GPUs: a cost model of the network and of the one
+exchange, fitted to runs.
 
-    python benchmarks/scale_model.py --measure-cpu   # CPU runs, 2..8 workers (~2 min)
-    python benchmarks/scale_model.py                 # fit and predict: table + JSON
+    python benchmarks/exchange_tasks.py              # the scheduler's times (~3 min)
+    python benchmarks/scale_model.py                 # fit and predict: tables + JSON
+    python benchmarks/scale_model.py --chunks-per-gpu 4 --per-gpu 34359738368
 
 The bitonic network on P GPUs, each holding one sorted run (its chunks sorted as
 one), takes ``L (L + 1) / 2`` rounds, ``L = log2 P``.  A round costs
 
-    latency(P) + crossing bytes / link bandwidth + merged bytes / merge rate
+    latency + b P + crossing bytes / link bandwidth + merged bytes / merge rate
 
-per GPU, where ``latency(P) = a + b P`` is the trip through the Dask scheduler
-(``b``: the scheduler's time per task, paid for every task of the round), the
-crossing bytes are the elements that change sides in the compare-split (the
-fraction per round comes from simulating the network on random data, here, in
-NumPy), and the link is NVLink inside a node and InfiniBand between nodes.  A
-sample sort beside it: local sort, one round for the splitters, one all-to-all
-(each GPU sends ``1 - 1/P`` of its data once) and a second local sort of what it
-received, either as Dask tasks (``P^2`` pieces through the scheduler) or through a
-collective all-to-all (one task per GPU).  distsort's one exchange
-(``strategy="exchange"``) beside both: a local sort, three trips through the scheduler
-(``EXCHANGE_STAGES``), one all-to-all of ``p^2`` slice tasks (or a collective), and a
-merge of what arrived; and RMG sort's published 8-GPU figure (``RMG_SORT``).
+per GPU: a trip through the Dask scheduler (``b``: its time per task, 2 tasks per GPU
+and round), the elements that change sides in the compare-split (the fraction per
+round comes from simulating the network on random data, here, in NumPy) over NVLink
+inside a node and InfiniBand between nodes, and a merge.
+
+distsort's one exchange (``strategy="exchange"``) in parts: a local radix sort of each
+GPU's run; the splitter search (every run's samples gathered and sorted in one task,
+every run's windows around each output chunk's end gathered in one task); one
+all-to-all (``1 - 1/P`` of each GPU's data once); a merge of the ``P`` slices that
+arrived (a radix sort of them, or ``log2 P`` merge passes, the faster); a trip through
+the scheduler per task layer on its critical path (``EXCHANGE_LAYERS``) and the
+scheduler's time for each of its tasks (``P^2`` slices among them).  Beside it, the
+same exchange as one collective (one task per GPU that runs it all, its splitter
+rounds and all-to-all as collectives, explicit-comms style: one trip, ``P`` tasks, each
+end's windows sent to its owner only); an ideal sample sort (local sort, one
+all-to-all, local merge: nothing else); and RMG sort's published 8-GPU figure
+(``RMG_SORT``).  The parts table says what makes up the gap, and the time per task at
+which the collective comes within 1.2x of the ideal.
 
 Fitted to: the two-H200 rows of ``benchmarks/results/distributed_sort_2xH200_2026-11-22.json``
 (local sort rate, merge rate, per-round latency, with the measured
-cudaMemcpyPeer bandwidth), the local radix rate of issue 22 (2^28 float32, 7.0 ms),
-and CPU runs made here with 2..8 worker processes on loopback (``--measure-cpu``):
-how the time per round grows with the workers (``b``).  Link bandwidths beyond
-the measured NVLink are assumptions, printed with the table.
+cudaMemcpyPeer bandwidth), the local radix rate of issue 22 (2^28 float32, 7.0 ms), and
+the scheduler's time per task and per trip measured with 8 CPU worker processes on
+loopback (``benchmarks/exchange_tasks.py``).  Link bandwidths beyond the measured
+NVLink are assumptions, printed with the tables.  ``--measure-cpu`` makes the older
+CPU runs of the network (2..8 workers), reported beside the fit.
 """
 from __future__ import annotations
 
@@ -232,7 +241,9 @@ def exchange_parts(p, per_gpu, fit, sched, links="ib", design="tasks", *, itemsi
     """The exchange's time on ``p`` GPUs in parts (seconds): the local sort, the
     all-to-all, the merge, the splitter search, the trips through the scheduler and
     its time per task.  ``design``: ``"tasks"`` (the graph of
-    ``distsort.graph.exchange``: ``C p`` slice tasks, ``C = chunks_per_gpu p``);
+    ``distsort.graph.exchange``: a run, samples and windows per GPU, one pivots and one
+    splitters task, ``p^2`` slice tasks, and a merge and an output task per output
+    chunk, ``C = chunks_per_gpu p``);
     ``"collective"``: one task per GPU that runs the whole exchange, its splitter
     rounds and all-to-all as collectives (explicit-comms style): one trip, ``p``
     tasks, the samples all-gathered and each end's windows sent to its owner only."""
@@ -242,7 +253,7 @@ def exchange_parts(p, per_gpu, fit, sched, links="ib", design="tasks", *, itemsi
     parts = dict(sort=per_gpu / RADIX_BYTES_S, all_to_all=all_to_all_seconds(p, per_gpu, links),
                  merge=merge_seconds(p, per_gpu, fit))
     if design == "tasks":
-        tasks = 3 * p + 2 + c * p + 2 * c
+        tasks = 3 * p + 2 + p * p + 2 * c
         parts["splitters"] = ((sp["samples_bytes"] + sp["windows_bytes"]) / bw
                               + sp["sample_sort_s"])
         parts["trips"] = EXCHANGE_LAYERS * sched["trip_s"]

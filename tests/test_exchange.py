@@ -406,6 +406,9 @@ def test_stages_across_workers_stay_constant_from_2_to_16_workers(monkeypatch):
                  "lexsort": lambda x=x, v=v: distsort.lexsort([x, v])}
         got = {what: _graph_stages(_exchange(fn), g) for what, fn in sorts.items()}
         assert got == want, (g, got)
+        # one slice task per (owner, run), not per (output chunk, run): G^2, not 3 G^2
+        layers = _exchange(sorts["sort"]).__dask_graph__().layers
+        assert sum(len(v) for k, v in layers.items() if "exch-slice" in k) == g * g
         with distsort.api.planning(strategy="network"):
             network = _graph_stages(distsort.sort(x), g)
         assert network > 3 or g < 4, (g, network)  # one round between two workers
