@@ -3,6 +3,7 @@
 whole sorts on 2, 3 and 4 CPU worker processes against NumPy, with the bytes they send
 and the stages of tasks that depend across workers."""
 import collections
+import contextlib
 import dataclasses
 import itertools
 import re
@@ -122,11 +123,30 @@ def test_more_samples_for_more_chunks_and_few_next_to_the_data():
 
 # ---------------------------------------------------------------- on worker processes
 @pytest.fixture(scope="module")
-def client4():
-    """Four worker processes on loopback; each test persists its input on 2, 3 or 4."""
+def clusters():
+    """Clients of 2, 3 and 4 worker processes on loopback, each started once for the
+    module when a test first asks for it."""
     pytest.importorskip("distributed")
-    with loopback_client(4) as client:
-        yield client
+    with contextlib.ExitStack() as stack:
+        started = {}
+
+        def of(g):
+            if g not in started:
+                started[g] = stack.enter_context(loopback_client(g))
+            return started[g]
+        yield of
+
+
+@pytest.fixture
+def client(clusters, request):
+    """The client of ``request.param`` worker processes (one cluster per count)."""
+    return clusters(request.param)
+
+
+#: Tests on ``g`` workers: ``g`` and a cluster of ``g`` worker processes.
+ON_WORKERS = pytest.mark.parametrize(("client", "g"), [(g, g) for g in (2, 3, 4)],
+                                     indirect=["client"])
+ON_FOUR = pytest.mark.parametrize("client", [4], indirect=True)
 
 
 def _persisted_on(client, x, chunks, g, blocks=False):
@@ -162,9 +182,9 @@ def _exchange(fn):
     return out
 
 
-@pytest.mark.parametrize("g", [2, 3, 4])
+@ON_WORKERS
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_sorts_equal_numpy_on_worker_processes(client4, g, dtype):
+def test_sorts_equal_numpy_on_worker_processes(client, g, dtype):
     """Every dtype, both directions, ``argsort`` stable both ways, on ragged chunks with
     empty ones, of which worker 0 holds only empty ones in one layout of two."""
     rng = np.random.default_rng(g * 100 + len(dtype))
@@ -174,11 +194,11 @@ def test_sorts_equal_numpy_on_worker_processes(client4, g, dtype):
     if g > 2 and DTYPES.index(dtype) % 2:  # worker 0 (chunks 0, g, 2g, ...) holds no element
         chunks = _emptied(chunks, g)
         assert not any(chunks[::g]) and sum(chunks) == n
-    xd = _persisted_on(client4, x, chunks, g)
-    with client4.as_current():
+    xd = _persisted_on(client, x, chunks, g)
+    with client.as_current():
         sorts = [_exchange(lambda d=d: distsort.sort(xd, descending=d)) for d in (False, True)]
         args = [_exchange(lambda d=d: distsort.argsort(xd, descending=d)) for d in (False, True)]
-        got = client4.compute([*sorts, *args], sync=True)
+        got = client.compute([*sorts, *args], sync=True)
     for out, descending in zip(got[:2], (False, True), strict=True):
         assert_sorted_like_numpy(out, x, descending=descending)
     for out, descending in zip(got[2:], (False, True), strict=True):
@@ -199,8 +219,8 @@ def _emptied(chunks, g):
     return tuple(out)
 
 
-@pytest.mark.parametrize("g", [2, 3, 4])
-def test_keyed_sorts_equal_numpy_on_worker_processes(client4, g):
+@ON_WORKERS
+def test_keyed_sorts_equal_numpy_on_worker_processes(client, g):
     """``sort_by_key`` stable (descending but at two workers) and not, with a table of
     values, and ``lexsort``, on ragged chunks (at four workers, worker 0's all empty)."""
     rng = np.random.default_rng(g)
@@ -211,15 +231,15 @@ def test_keyed_sorts_equal_numpy_on_worker_processes(client4, g):
     chunks = _ragged(rng, n, g)
     if g == 4:
         chunks = _emptied(chunks, g)
-    xd, vd, wd = (_persisted_on(client4, a, chunks, g) for a in (x, v, w))
+    xd, vd, wd = (_persisted_on(client, a, chunks, g) for a in (x, v, w))
     descending = g != 2
     want = stable_argsort(x, descending=descending)
-    with client4.as_current():
+    with client.as_current():
         keys, vals = _exchange(lambda: distsort.sort_by_key(xd, vd, descending=descending,
                                                              stable=True))
         table = _exchange(lambda: distsort.sort_by_key(xd, (vd, wd)))
         lex = _exchange(lambda: distsort.lexsort([vd % 3, xd]))
-        got = client4.compute([keys, vals, table[0], *table[1], lex], sync=True)
+        got = client.compute([keys, vals, table[0], *table[1], lex], sync=True)
     assert np.array_equal(bits(got[0]), bits(x[want])) and np.array_equal(got[1], v[want])
     assert_sorted_like_numpy(got[2], x)
     for col, ref in ((got[3], v), (got[4], w)):  # equal keys' values in any order
@@ -242,21 +262,21 @@ def _sent_per_byte(client, fn, nbytes):
     return client.compute(out, sync=True), sum(sent.values()) / nbytes, sent
 
 
-@pytest.mark.parametrize("g", [2, 3, 4])
-def test_each_element_crosses_once_whatever_the_placement(client4, g):
+@ON_WORKERS
+def test_each_element_crosses_once_whatever_the_placement(client, g):
     """``sort`` sends at most ``(1 - 1/G) + 0.05`` of the data between the workers,
     ``argsort`` twice that (keys and positions), wherever the chunks are held."""
     rng = np.random.default_rng(g)
     n = 2**18 // (4 * g) * (4 * g)
     x = rng.standard_normal(n)
     for layout in range(2):  # chunks dealt in turn, then in blocks of one worker each
-        xd = _persisted_on(client4, x, (n // (4 * g),) * (4 * g), g, blocks=bool(layout))
-        with client4.as_current():
-            got, sent, kinds = _sent_per_byte(client4, lambda a=xd: _exchange(
+        xd = _persisted_on(client, x, (n // (4 * g),) * (4 * g), g, blocks=bool(layout))
+        with client.as_current():
+            got, sent, kinds = _sent_per_byte(client, lambda a=xd: _exchange(
                 lambda: distsort.sort(a)), x.nbytes)
             assert np.array_equal(got, np.sort(x))
             assert sent <= (1 - 1 / g) + 0.05, str(kinds)
-            got, sent, kinds = _sent_per_byte(client4, lambda a=xd: _exchange(
+            got, sent, kinds = _sent_per_byte(client, lambda a=xd: _exchange(
                 lambda: distsort.argsort(a)), x.nbytes)
             assert np.array_equal(got, np.argsort(x, kind="stable"))
             assert sent <= 2 * ((1 - 1 / g) + 0.05), str(kinds)
@@ -292,26 +312,28 @@ def _stages(client, fn):
     return max(map(of, graph))
 
 
-def test_at_most_three_stages_depend_across_workers(client4):
+@ON_FOUR
+def test_at_most_three_stages_depend_across_workers(client):
     rng = np.random.default_rng(7)
     x = rng.standard_normal(40_000)
-    xd = _persisted_on(client4, x, (2500,) * 16, 4)
-    with client4.as_current():
-        ex = _stages(client4, lambda: _exchange(lambda: distsort.sort(xd)))
+    xd = _persisted_on(client, x, (2500,) * 16, 4)
+    with client.as_current():
+        ex = _stages(client, lambda: _exchange(lambda: distsort.sort(xd)))
         with distsort.api.planning(strategy="network"):
-            net = _stages(client4, lambda: distsort.sort(xd))
+            net = _stages(client, lambda: distsort.sort(xd))
     assert ex <= 3 < net
 
 
-def test_the_plan_chooses_the_exchange_on_four_workers_by_itself(client4):
+@ON_FOUR
+def test_the_plan_chooses_the_exchange_on_four_workers_by_itself(client):
     rng = np.random.default_rng(8)
     x = rng.standard_normal(20_000)
-    xd = _persisted_on(client4, x, (1250,) * 16, 4)
-    with client4.as_current():
+    xd = _persisted_on(client, x, (1250,) * 16, 4)
+    with client.as_current():
         with distsort.api.planning() as plans:
             s = distsort.sort(xd)
         assert plans[0].strategy == "exchange"
-        assert np.array_equal(client4.compute(s, sync=True), np.sort(x))
+        assert np.array_equal(client.compute(s, sync=True), np.sort(x))
     # a sort of the view alone as on a cluster of two: the network
     view = dataclasses.replace(_view(2, "ab" * 8))
     assert plan_sort((1250,) * 16, 8, view).strategy == "network"
