@@ -1,32 +1,41 @@
-"""How distsort's network would scale to many GPUs: a cost model, fitted to runs.
+"""How distsort would scale to many GPUs: a cost model of the network and of the one
+exchange, fitted to runs.
 
-    python benchmarks/scale_model.py --measure-cpu   # CPU runs, 2..8 workers (~2 min)
-    python benchmarks/scale_model.py                 # fit and predict: table + JSON
+    python benchmarks/exchange_tasks.py              # the scheduler's times (~3 min)
+    python benchmarks/scale_model.py                 # fit and predict: tables + JSON
+    python benchmarks/scale_model.py --chunks-per-gpu 4 --per-gpu 34359738368
 
 The bitonic network on P GPUs, each holding one sorted run (its chunks sorted as
 one), takes ``L (L + 1) / 2`` rounds, ``L = log2 P``.  A round costs
 
-    latency(P) + crossing bytes / link bandwidth + merged bytes / merge rate
+    latency + b P + crossing bytes / link bandwidth + merged bytes / merge rate
 
-per GPU, where ``latency(P) = a + b P`` is the trip through the Dask scheduler
-(``b``: the scheduler's time per task, paid for every task of the round), the
-crossing bytes are the elements that change sides in the compare-split (the
-fraction per round comes from simulating the network on random data, here, in
-NumPy), and the link is NVLink inside a node and InfiniBand between nodes.  A
-sample sort beside it: local sort, one round for the splitters, one all-to-all
-(each GPU sends ``1 - 1/P`` of its data once) and a second local sort of what it
-received, either as Dask tasks (``P^2`` pieces through the scheduler) or through a
-collective all-to-all (one task per GPU).  distsort's one exchange
-(``strategy="exchange"``) beside both: a local sort, three trips through the scheduler
-(``EXCHANGE_STAGES``), one all-to-all of ``p^2`` slice tasks (or a collective), and a
-merge of what arrived; and RMG sort's published 8-GPU figure (``RMG_SORT``).
+per GPU: a trip through the Dask scheduler (``b``: its time per task, 2 tasks per GPU
+and round), the elements that change sides in the compare-split (the fraction per
+round comes from simulating the network on random data, here, in NumPy) over NVLink
+inside a node and InfiniBand between nodes, and a merge.
+
+distsort's one exchange (``strategy="exchange"``) in parts: a local radix sort of each
+GPU's run; the splitter search (every run's samples gathered and sorted in one task,
+every run's windows around each output chunk's end gathered in one task); one
+all-to-all (``1 - 1/P`` of each GPU's data once); a merge of the ``P`` slices that
+arrived (a radix sort of them, or ``log2 P`` merge passes, the faster); a trip through
+the scheduler per task layer on its critical path (``EXCHANGE_LAYERS``) and the
+scheduler's time for each of its tasks (``P^2`` slices among them).  Beside it, the
+same exchange as one collective (one task per GPU that runs it all, its splitter
+rounds and all-to-all as collectives, explicit-comms style: one trip, ``P`` tasks, each
+end's windows sent to its owner only); an ideal sample sort (local sort, one
+all-to-all, local merge: nothing else); and RMG sort's published 8-GPU figure
+(``RMG_SORT``).  The parts table says what makes up the gap, and the time per task at
+which the collective comes within 1.2x of the ideal.
 
 Fitted to: the two-H200 rows of ``benchmarks/results/distributed_sort_2xH200_2026-11-22.json``
 (local sort rate, merge rate, per-round latency, with the measured
-cudaMemcpyPeer bandwidth), the local radix rate of issue 22 (2^28 float32, 7.0 ms),
-and CPU runs made here with 2..8 worker processes on loopback (``--measure-cpu``):
-how the time per round grows with the workers (``b``).  Link bandwidths beyond
-the measured NVLink are assumptions, printed with the table.
+cudaMemcpyPeer bandwidth), the local radix rate of issue 22 (2^28 float32, 7.0 ms), and
+the scheduler's time per task and per trip measured with 8 CPU worker processes on
+loopback (``benchmarks/exchange_tasks.py``).  Link bandwidths beyond the measured
+NVLink are assumptions, printed with the tables.  ``--measure-cpu`` makes the older
+CPU runs of the network (2..8 workers), reported beside the fit.
 """
 from __future__ import annotations
 
@@ -168,92 +177,188 @@ def all_to_all_seconds(p, per_gpu, links="ib"):
     return off / (NVLINK_GBS * 1e9)
 
 
-def sample_sort_seconds(p, per_gpu, fit, b, collective=True, links="ib"):
-    """A sample sort: local sort, splitters, one all-to-all, a local sort of what
-    arrived; ``collective``: the exchange is one task per GPU (else ``p^2`` pieces)."""
-    sort = per_gpu / RADIX_BYTES_S
-    exchange = all_to_all_seconds(p, per_gpu, links)
-    tasks = p if collective else p * p
-    latency = 2 * (fit["round_latency_s"] + b * (p - 2)) + b / TASKS_PER_GPU_ROUND * tasks
-    return 2 * sort + exchange + latency
-
-
-#: Stages of an exchange's tasks that depend across workers (``distsort.plan.exchange``):
-#: the windows (after the samples' pivots), the slices (after the splitters), the merges.
-EXCHANGE_STAGES = 3
+# ---------------------------------------------------------------- the exchange
 #: Published (RMG sort, BTW'23): 8 A100s sort 32e9 uint32 in 3.09 s, one all-to-all.
 RMG_SORT = dict(gpus=8, keys=32e9, itemsize=4, seconds=3.09)
+#: Task layers on the exchange's critical path (``distsort.graph.exchange``): the run,
+#: its samples, the pivots, the windows, the splitters, the slices, the merges and the
+#: output chunks: each a trip through the scheduler before the next can start.
+EXCHANGE_LAYERS = 8
+#: Of those, the stages whose tasks depend across workers (``tests/test_exchange.py``).
+EXCHANGE_STAGES = 3
+#: Measured: the scheduler's time per task and per dependent trip, CPU worker processes.
+EXCHANGE_TASKS = RESULTS / "exchange_tasks_cpu-2cores_2026-11-29.json"
 
 
-def exchange_seconds(p, per_gpu, fit, b, links="ib", collective=False):
-    """distsort's one exchange (``strategy="exchange"``): a local radix sort of each
-    GPU's run, :data:`EXCHANGE_STAGES` trips through the scheduler, one all-to-all of
-    the slices (``p^2`` Dask tasks, or one task per GPU where ``collective``: an
-    all-to-all of the ecosystem), and a merge of what arrived at the merge rate."""
-    trips = EXCHANGE_STAGES * (fit["round_latency_s"] + b * (p - 2))
-    tasks = p if collective else p * p
-    return (per_gpu / RADIX_BYTES_S + trips + all_to_all_seconds(p, per_gpu, links)
-            + per_gpu / fit["merge_bytes_s"] + b / TASKS_PER_GPU_ROUND * tasks)
+def exchange_constants(path=EXCHANGE_TASKS):
+    """The scheduler's time per task and per trip (a dependent task on another worker)
+    measured by ``benchmarks/exchange_tasks.py``, and its slice-stage rows."""
+    doc = json.loads(Path(path).read_text())
+    sched = next(r for r in doc["rows"] if r["what"] == "scheduler")
+    return dict(task_s=sched["task_s"], trip_s=sched["trip_s"], path=str(path),
+                rows=[r for r in doc["rows"] if r["what"] != "scheduler"])
 
 
-def rmg_rows(fit, b, crossing):
+def merge_seconds(p, per_gpu, fit):
+    """A GPU's merge of the ``p`` slices it received: a radix sort of them as one, or a
+    tree of ``ceil(log2 p)`` two-way merge passes at the fitted merge rate, whichever
+    is faster (issue 52: the GPU engine picks the same way)."""
+    passes = max(1, int(np.ceil(np.log2(max(2, p)))))
+    return min(per_gpu / RADIX_BYTES_S, passes * per_gpu / fit["merge_bytes_s"])
+
+
+def ideal_seconds(p, per_gpu, fit, links="ib"):
+    """An ideal sample sort: a local radix sort, one all-to-all, a local merge; no
+    splitters, no scheduler."""
+    return (per_gpu / RADIX_BYTES_S + all_to_all_seconds(p, per_gpu, links)
+            + merge_seconds(p, per_gpu, fit))
+
+
+def link_in(p, links="ib"):
+    """Bytes/s into one GPU from all the others: NVLink in a node, else InfiniBand."""
+    return (IB_GBS if links == "ib" and p > NODE_GPUS else NVLINK_GBS) * 1e9
+
+
+def splitter_parts(p, per_gpu, itemsize=4, chunks_per_gpu=1):
+    """Bytes of the splitter search (``distsort.plan.exchange.samples_per_run``): every
+    run's samples, gathered in one task (the pivots) and sorted there (on a GPU, at the
+    radix rate); and every run's window around each output chunk's end (about two
+    sample steps), gathered in one task (the splitters), or spread over the owners of
+    the ends (one collective)."""
+    from distsort.plan.exchange import samples_per_run
+    n = int(per_gpu // itemsize)
+    c = chunks_per_gpu * p
+    s = samples_per_run(n, c)
+    window = 2 * -(-n // s)
+    return dict(samples_per_run=s, samples_bytes=p * s * itemsize,
+                windows_bytes=p * (c - 1) * window * itemsize,
+                windows_per_owner_bytes=c * window * itemsize,
+                sample_sort_s=p * s * itemsize / RADIX_BYTES_S)
+
+
+def exchange_parts(p, per_gpu, fit, sched, links="ib", design="tasks", *, itemsize=4,  # noqa: PLR0913
+                   chunks_per_gpu=1):
+    """The exchange's time on ``p`` GPUs in parts (seconds): the local sort, the
+    all-to-all, the merge, the splitter search, the trips through the scheduler and
+    its time per task.  ``design``: ``"tasks"`` (the graph of
+    ``distsort.graph.exchange``: a run, samples and windows per GPU, one pivots and one
+    splitters task, ``p^2`` slice tasks, and a merge and an output task per output
+    chunk, ``C = chunks_per_gpu p``);
+    ``"collective"``: one task per GPU that runs the whole exchange, its splitter
+    rounds and all-to-all as collectives (explicit-comms style): one trip, ``p``
+    tasks, the samples all-gathered and each end's windows sent to its owner only."""
+    c = chunks_per_gpu * p
+    sp = splitter_parts(p, per_gpu, itemsize, chunks_per_gpu)
+    bw = link_in(p, links)
+    parts = dict(sort=per_gpu / RADIX_BYTES_S, all_to_all=all_to_all_seconds(p, per_gpu, links),
+                 merge=merge_seconds(p, per_gpu, fit))
+    if design == "tasks":
+        tasks = 3 * p + 2 + p * p + 2 * c
+        parts["splitters"] = ((sp["samples_bytes"] + sp["windows_bytes"]) / bw
+                              + sp["sample_sort_s"])
+        parts["trips"] = EXCHANGE_LAYERS * sched["trip_s"]
+    else:
+        tasks = p
+        parts["splitters"] = ((sp["samples_bytes"] + sp["windows_per_owner_bytes"]) / bw
+                              + sp["sample_sort_s"])
+        parts["trips"] = sched["trip_s"]
+    parts["tasks"] = tasks * sched["task_s"]
+    parts["task_count"] = tasks
+    return parts
+
+
+def exchange_total(parts):
+    return sum(v for k, v in parts.items() if k != "task_count")
+
+
+def break_even_task_s(p, per_gpu, fit, sched, links="ib", target=1.2, **kw):
+    """The scheduler's time per task at which the collective exchange takes ``target``
+    times the ideal sample sort (None: not even at zero)."""
+    ideal = ideal_seconds(p, per_gpu, fit, links)
+    rest = exchange_total(exchange_parts(p, per_gpu, fit, dict(sched, task_s=0.0), links,
+                                         "collective", **kw))
+    spare = target * ideal - rest
+    return spare / p if spare > 0 else None
+
+
+def rmg_rows(fit, b, crossing, sched):
     """Both designs on RMG sort's published case (8 GPUs of one node, NVLink)."""
     p = RMG_SORT["gpus"]
     per_gpu = RMG_SORT["keys"] * RMG_SORT["itemsize"] / p
+    kw = dict(links="nvlink")
     return dict(gpus=p, per_gpu_bytes=per_gpu, published_s=RMG_SORT["seconds"],
                 bitonic_nvlink_s=bitonic_seconds(p, per_gpu, fit, b, crossing[p],
                                                  links="nvlink"),
-                exchange_nvlink_s=exchange_seconds(p, per_gpu, fit, b, links="nvlink"),
-                ideal_sample_nvlink_s=sample_sort_seconds(p, per_gpu, fit, 0, True,
-                                                          links="nvlink"))
+                exchange_tasks_nvlink_s=exchange_total(exchange_parts(
+                    p, per_gpu, fit, sched, design="tasks", **kw)),
+                exchange_collective_nvlink_s=exchange_total(exchange_parts(
+                    p, per_gpu, fit, sched, design="collective", **kw)),
+                ideal_sample_nvlink_s=ideal_seconds(p, per_gpu, fit, "nvlink"))
 
 
-def predict(fit, b, per_gpu, gpus, crossing):
-    """Rows of predictions; ``_b0`` columns: no scheduler cost growing with the GPUs (a
-    lower bound), the others with ``b`` per GPU and round."""
+def predict(fit, b, per_gpu, gpus, crossing, sched, chunks_per_gpu=1):
+    """Rows of predictions: the network (``b``: the scheduler's time per GPU and round;
+    ``_b0``: without it, a lower bound), the exchange as Dask tasks and as one
+    collective, the ideal sample sort, and the exchange's parts."""
     rows = []
     for p in gpus:
         fr = crossing[p]
+        kw = dict(chunks_per_gpu=chunks_per_gpu)
+        tasks = exchange_parts(p, per_gpu, fit, sched, design="tasks", **kw)
+        coll = exchange_parts(p, per_gpu, fit, sched, design="collective", **kw)
+        ideal = ideal_seconds(p, per_gpu, fit)
         row = dict(gpus=p, rounds=len(fr), per_gpu_bytes=per_gpu,
                    crossing_per_gpu_bytes=sum(f for _, f in fr) * per_gpu,
                    bitonic_nvlink_b0_s=bitonic_seconds(p, per_gpu, fit, 0, fr, links="nvlink"),
                    bitonic_ib_b0_s=bitonic_seconds(p, per_gpu, fit, 0, fr, links="ib"),
                    bitonic_ib_s=bitonic_seconds(p, per_gpu, fit, b, fr, links="ib"),
-                   sample_collective_ib_b0_s=sample_sort_seconds(p, per_gpu, fit, 0, True),
-                   sample_collective_ib_s=sample_sort_seconds(p, per_gpu, fit, b, True),
-                   sample_tasks_ib_s=sample_sort_seconds(p, per_gpu, fit, b, False),
-                   exchange_ib_s=exchange_seconds(p, per_gpu, fit, b),
-                   exchange_collective_ib_s=exchange_seconds(p, per_gpu, fit, b,
-                                                             collective=True))
-        row["exchange_vs_ideal"] = (row["exchange_collective_ib_s"]
-                                    / row["sample_collective_ib_b0_s"])
-        row["latency_share_bitonic_ib_b0"] = (len(fr) * fit["round_latency_s"]
-                                              / row["bitonic_ib_b0_s"])
+                   ideal_sample_ib_s=ideal,
+                   exchange_tasks_ib_s=exchange_total(tasks),
+                   exchange_collective_ib_s=exchange_total(coll),
+                   exchange_tasks_parts=tasks, exchange_collective_parts=coll,
+                   splitters=splitter_parts(p, per_gpu, chunks_per_gpu=chunks_per_gpu),
+                   break_even_task_s=break_even_task_s(p, per_gpu, fit, sched, **kw))
+        row["tasks_vs_ideal"] = row["exchange_tasks_ib_s"] / ideal
+        row["collective_vs_ideal"] = row["exchange_collective_ib_s"] / ideal
         rows.append(row)
     return rows
 
 
 COLUMNS = [("gpus", "gpus", "{}"), ("rounds", "rounds", "{}"),
-           ("crossing_per_gpu_bytes", "crossing GB/GPU", "{:.0f}"),
-           ("bitonic_nvlink_b0_s", "bitonic NVLink b=0", "{:.2f}"),
-           ("bitonic_ib_b0_s", "bitonic IB b=0", "{:.2f}"),
-           ("latency_share_bitonic_ib_b0", "latency share", "{:.2f}"),
-           ("bitonic_ib_s", "bitonic IB", "{:.2f}"),
-           ("sample_collective_ib_b0_s", "sample all-to-all IB b=0", "{:.2f}"),
-           ("sample_collective_ib_s", "sample all-to-all IB", "{:.2f}"),
-           ("sample_tasks_ib_s", "sample P^2 tasks IB", "{:.2f}"),
-           ("exchange_ib_s", "exchange P^2 tasks IB", "{:.2f}"),
-           ("exchange_collective_ib_s", "exchange all-to-all IB", "{:.2f}"),
-           ("exchange_vs_ideal", "exchange all-to-all / ideal", "{:.2f}")]
+           ("bitonic_nvlink_b0_s", "network NVLink b=0", "{:.2f}"),
+           ("bitonic_ib_b0_s", "network IB b=0", "{:.2f}"),
+           ("bitonic_ib_s", "network IB", "{:.2f}"),
+           ("ideal_sample_ib_s", "ideal sample sort", "{:.3f}"),
+           ("exchange_tasks_ib_s", "exchange, tasks", "{:.2f}"),
+           ("tasks_vs_ideal", "/ ideal", "{:.1f}"),
+           ("exchange_collective_ib_s", "exchange, collective", "{:.3f}"),
+           ("collective_vs_ideal", "/ ideal", "{:.2f}")]
+
+PARTS = ("sort", "all_to_all", "merge", "splitters", "trips", "tasks")
 
 
 def table(rows):
-    """A Markdown table of the predictions (seconds; GB)."""
+    """A Markdown table of the predictions (seconds)."""
     lines = ["| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
              "|" + "---|" * len(COLUMNS)]
     for r in rows:
-        vals = [fmt.format(r[k] / 1e9 if k.endswith("bytes") else r[k]) for k, _, fmt in COLUMNS]
+        vals = [fmt.format(r[k]) for k, _, fmt in COLUMNS]
         lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def parts_table(rows):
+    """The exchange's parts (seconds), as tasks / as one collective, and the time per
+    task at which the collective takes 1.2x the ideal."""
+    head = ["gpus", "task count", *PARTS, "break-even task time"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        t, c = r["exchange_tasks_parts"], r["exchange_collective_parts"]
+        cells = [str(r["gpus"]), f"{t['task_count']} / {c['task_count']}"]
+        cells += [f"{t[k]:.3f} / {c[k]:.3f}" for k in PARTS]
+        be = r["break_even_task_s"]
+        cells.append("none" if be is None else f"{be * 1e6:.0f} us")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -316,7 +421,10 @@ def main(argv=None):
     p.add_argument("--measure-cpu", action="store_true", help="make the CPU runs first")
     p.add_argument("--cpu-runs", help="JSON of CPU runs (default: the newest saved)")
     p.add_argument("--per-gpu", default=2**33, type=int, help="bytes per GPU (8 GiB)")
-    p.add_argument("--gpus", type=int, nargs="+", default=[2**k for k in range(1, 11)])
+    p.add_argument("--gpus", type=int, nargs="+", default=[2, 8, 16, 128, 1024])
+    p.add_argument("--chunks-per-gpu", type=int, default=1, help="output chunks per GPU")
+    p.add_argument("--exchange-tasks", default=EXCHANGE_TASKS,
+                   help="JSON of benchmarks/exchange_tasks.py (the scheduler's times)")
     args = p.parse_args(argv)
     if args.measure_cpu:
         import os
@@ -331,25 +439,35 @@ def main(argv=None):
     cpu_path = args.cpu_runs or max(RESULTS.glob("scale_model_cpu_*.json"), default=None)
     fit = fit_gpu()
     cpu = fit_cpu(cpu_path) if cpu_path else dict(a_s=0.0, b_s_per_worker=0.0, points=[])
-    b = max(0.0, cpu["b_s_per_worker"])
-    crossing = {g: crossing_fractions(g) for g in args.gpus}
-    rows = predict(fit, b, args.per_gpu, args.gpus, crossing)
+    sched = exchange_constants(args.exchange_tasks)
+    # one scheduler for both designs: the time per task measured with the exchange's
+    b = TASKS_PER_GPU_ROUND * sched["task_s"]
+    crossing = {g: crossing_fractions(g) for g in {*args.gpus, RMG_SORT["gpus"]}}
+    rows = predict(fit, b, args.per_gpu, args.gpus, crossing, sched, args.chunks_per_gpu)
     print(f"fit (2x H200): bitonic sort {fit['sort_bytes_s'] / 1e9:.1f} GB/s, merge "
           f"{fit['merge_bytes_s'] / 1e9:.0f} GB/s, latency {fit['round_latency_s'] * 1e3:.1f} "
           f"ms/round, residuals {[round(r * 1e3, 1) for r in fit['residual_s']]} ms; "
-          f"scheduler {cpu['scheduler_task_s'] * 1e6:.0f} us/task, so +{b * 1e3:.2f} ms/round "
-          f"per GPU; CPU runs' time per round {[(w, round(y * 1e3)) for w, y in cpu['points']]}"
-          f" ms ({cpu_path}); assumed: NVLink "
-          f"{NVLINK_GBS:.0f} GB/s, IB {IB_GBS:.0f} GB/s per GPU, {NODE_GPUS} GPUs per node")
+          f"radix sort {RADIX_BYTES_S / 1e9:.0f} GB/s; scheduler (CPU, "
+          f"{sched['path']}): {sched['task_s'] * 1e6:.0f} us/task, "
+          f"{sched['trip_s'] * 1e3:.1f} ms/trip; "
+          f"assumed: NVLink {NVLINK_GBS:.0f} GB/s, IB {IB_GBS:.0f} GB/s per GPU, "
+          f"{NODE_GPUS} GPUs per node; {args.per_gpu / 2**30:.0f} GiB of uint32 per GPU, "
+          f"{args.chunks_per_gpu} output chunk(s) per GPU")
     print(table(rows))
-    rmg = rmg_rows(fit, b, {RMG_SORT["gpus"]: crossing_fractions(RMG_SORT["gpus"])})
-    print(f"RMG sort's case ({rmg['gpus']} GPUs, {rmg['per_gpu_bytes'] / 1e9:.0f} GB each, "
+    print("\nThe exchange's parts, seconds: as Dask tasks / as one collective")
+    print(parts_table(rows))
+    rmg = rmg_rows(fit, b, crossing, sched)
+    print(f"\nRMG sort's case ({rmg['gpus']} GPUs, {rmg['per_gpu_bytes'] / 1e9:.0f} GB each, "
           f"NVLink): published {rmg['published_s']:.2f} s (A100s); predicted on H200s: "
-          f"bitonic {rmg['bitonic_nvlink_s']:.2f} s, exchange {rmg['exchange_nvlink_s']:.2f} s, "
-          f"ideal sample sort {rmg['ideal_sample_nvlink_s']:.2f} s")
-    path = save({"scenario": "scale_model", "fit_gpu": fit, "fit_cpu": cpu, "rmg_sort": rmg,
-                 "assumed": dict(ib_gb_s=IB_GBS, node_gpus=NODE_GPUS, nvlink_gb_s=NVLINK_GBS),
-                 "rows": rows}, "scale_model_prediction")
+          f"network {rmg['bitonic_nvlink_s']:.2f} s, exchange as tasks "
+          f"{rmg['exchange_tasks_nvlink_s']:.2f} s, as one collective "
+          f"{rmg['exchange_collective_nvlink_s']:.2f} s, ideal sample sort "
+          f"{rmg['ideal_sample_nvlink_s']:.2f} s")
+    path = save({"scenario": "scale_model_exchange", "fit_gpu": fit, "fit_cpu": cpu,
+                 "scheduler": sched, "rmg_sort": rmg,
+                 "assumed": dict(ib_gb_s=IB_GBS, node_gpus=NODE_GPUS, nvlink_gb_s=NVLINK_GBS,
+                                 itemsize=4, chunks_per_gpu=args.chunks_per_gpu),
+                 "rows": rows}, "scale_model_prediction_exchange")
     print(f"saved to {path}")
 
 

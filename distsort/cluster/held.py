@@ -105,7 +105,12 @@ def _fetch_all(keys):
     """The values of ``keys`` from whichever workers have them, in one task."""
     from distributed import Future, worker_client
     with worker_client() as client:  # leaves the worker's thread pool while it waits
-        gone = client.run_on_scheduler(_released, keys=list(keys))
+        gone, lost_with = client.run_on_scheduler(_released, keys=list(keys))
+        if lost_with is not None:
+            raise RuntimeError(f"distsort: input chunk {gone!r} was lost with worker "
+                               f"{lost_with}, which left the cluster during the sort, and "
+                               "cannot be made again (it came from scattered data); "
+                               "persist the input again and sort it again")
         if gone is not None:
             raise KeyError(f"distsort: input chunk {gone!r} was released before the sort "
                            "read it; keep a reference to the persisted input until the "
@@ -120,10 +125,24 @@ def _same(x):
 
 
 def _released(keys, dask_scheduler=None):
-    """The first of ``keys`` that the scheduler neither has nor is computing (a lost
-    chunk being recomputed), or None."""
+    """``(key, worker)``: the first of ``keys`` that the scheduler neither has nor is
+    computing (a lost chunk being recomputed), and the worker it was lost with, where
+    the scheduler forgot it as scattered data of a worker that left (else None);
+    ``(None, None)`` where it has them all."""
     for key in keys:
         ts = dask_scheduler.tasks.get(key)
         if ts is None or ts.state in ("released", "forgotten", "erred"):
-            return key
+            return key, _lost_with(dask_scheduler, key)
+    return None, None
+
+
+def _lost_with(scheduler, key):
+    """The worker whose removal lost ``key``, held there alone (the scheduler's
+    ``remove-worker`` events), or None: asked of a key no longer computing, one the
+    scheduler cannot make again (scattered data, or persisted from it)."""
+    for _, event in reversed(scheduler.get_events("all")):
+        if isinstance(event, dict) and event.get("action") == "remove-worker" and (
+                key in event.get("lost-scattered-tasks", ())
+                or key in event.get("lost-computed-tasks", ())):
+            return event.get("worker")
     return None

@@ -61,11 +61,12 @@ STAYS = ("distsort-verify-summary-", "distsort-verify-input-", "distsort-verify-
 #: run (the scheduler places it where most of its staged chunks are).  A run that
 #: followed the stage of its own index had another worker's staged chunks sent to it.
 RUNS = ("distsort-run-", "distsort-exch-run-")
-#: Slices of runs, keyed ``(name, output chunk, run)``: each is taken where its run is.
+#: Slices of runs, keyed ``(name, output chunk, run)`` (an exchange's: ``(name, owner,
+#: run)``, the run's slices of all the owner's chunks): each is taken where its run is.
 SLICES = ("distsort-kway-slice-", "distsort-exch-slice-")
-#: Merges of an exchange between workers, keyed ``(name, output chunk, run)``: each is
-#: taken where the run's worker holds that run's slice of its chunk, which then stays
-#: there (``distsort.plan.exchange.output_owners``).
+#: Merges of an exchange between workers, keyed ``(name, output chunk, owner)``: each is
+#: taken where the owner's run holds its own slices (``(name, owner, owner)``), which
+#: then stay there (``distsort.plan.exchange.output_owners``).
 OWNED = ("distsort-exch-merge-",)
 #: Single tasks that gather small results from every run: their index 0 is no position,
 #: and no dependent follows them (a run's windows that followed the pivots would have had
@@ -155,9 +156,9 @@ def keeps(dependent_key: Hashable, key: Hashable) -> bool:
     True
     >>> keeps(("distsort-kway-slice-t", 4, 1), ("distsort-run-t", 1))  # ``SLICES``
     True
-    >>> keeps(("distsort-exch-merge-t", 4, 1), ("distsort-exch-slice-t", 4, 1))
+    >>> keeps(("distsort-exch-merge-t", 4, 1), ("distsort-exch-slice-t", 1, 1))
     True
-    >>> keeps(("distsort-exch-merge-t", 4, 1), ("distsort-exch-slice-t", 4, 0))
+    >>> keeps(("distsort-exch-merge-t", 4, 1), ("distsort-exch-slice-t", 1, 0))
     False
     >>> keeps(("distsort-sort-t", 4), ("distsort-exch-merge-t", 4, 1))
     True
@@ -178,15 +179,16 @@ def keeps(dependent_key: Hashable, key: Hashable) -> bool:
 
 def _keeps_across_shapes(dependent_key: tuple, key: tuple) -> bool | None:
     """``keeps`` for the keys of three parts (``(name, output chunk, run)``): slices
-    (``SLICES``) where their run is, an exchange's merge (``OWNED``) where its own run's
-    slice is, and the output chunk's tasks where it was merged; None for other keys."""
+    (``SLICES``) where their run is, an exchange's merge (``OWNED``) where its owner's
+    own slices are, and the output chunk's tasks where it was merged; None for other
+    keys."""
     name = str(dependent_key[0])
     if name.startswith(SLICES):
         return (len(dependent_key) == KEY_LEN + 1 and len(key) == KEY_LEN
                 and str(key[0]).startswith(RUNS) and key[1] == dependent_key[2])
-    if name.startswith(OWNED):
+    if name.startswith(OWNED):  # the owner's own slices: ``(name, owner, run)``, run = owner
         return (len(dependent_key) == len(key) == KEY_LEN + 1
-                and str(key[0]).startswith(SLICES) and key[1:] == dependent_key[1:])
+                and str(key[0]).startswith(SLICES) and key[1] == key[2] == dependent_key[2])
     if str(key[0]).startswith(OWNED):
         return (len(dependent_key) == KEY_LEN and dependent_key[1] == key[1]
                 and name.startswith("distsort-"))

@@ -2,10 +2,11 @@
 
 One run per worker (``distsort-exch-run``: the chunks it holds, sorted as one), then
 the splitters of the out-of-core merge between workers (``distsort.graph.outofcore``:
-samples, pivots, windows, splitters), each output chunk's slice of every run, and one
-merge per output chunk, keyed ``(name, chunk, run)`` by the run whose worker owns it
-(``distsort.core.taskkeys.OWNED``: the scheduler plugin runs it there, so the slice of
-that run stays where it is).  Builders take names and chunks and touch no data.
+samples, pivots, windows, splitters), every run's slices of each owner's output chunks
+(one task per owner and run, keyed ``(name, owner, run)``), and one merge per output
+chunk, keyed ``(name, chunk, owner)`` by the run whose worker owns it
+(``distsort.core.taskkeys.OWNED``: the scheduler plugin runs it there, so the slices of
+that run stay where they are).  Builders take names and chunks and touch no data.
 
 >>> from distsort.backends import Order
 >>> from distsort.backends.outofcore.hostruns import HostRuns
@@ -16,12 +17,13 @@ that run stays where it is).  Builders take names and chunks and touch no data.
 ... # doctest: +NORMALIZE_WHITESPACE
 [('distsort-exch-merge-abc', 0, 0), ('distsort-exch-merge-abc', 1, 0),
  ('distsort-exch-merge-abc', 2, 1)]
->>> g.layers["distsort-exch-merge-abc"][("distsort-exch-merge-abc", 2, 1)][-1]
-[('distsort-exch-slice-abc', 2, 0), ('distsort-exch-slice-abc', 2, 1)]
+>>> [arg[1:] for arg in g.layers["distsort-exch-merge-abc"][("distsort-exch-merge-abc", 2, 1)][-1]]
+[(('distsort-exch-slice-abc', 1, 0), 0), (('distsort-exch-slice-abc', 1, 1), 0)]
 """
 from __future__ import annotations
 
 import itertools
+from operator import getitem
 
 import numpy as np
 
@@ -64,7 +66,7 @@ def exchange_sort_layers(graph, keys_read, values_read, in_chunks, runs, chunks,
     keys and values)."""
     from distsort.backends.outofcore.hostruns import run_sample
     from distsort.graph.outofcore import (exchange_pivots, exchange_splitters, merge_slices,
-                                          run_windows, slice_between)
+                                          run_windows, slices_between)
     from distsort.plan.exchange import exchange_steps, output_owners
     token = graph.token
     run_keys = _run_layer(graph, keys_read, values_read, in_chunks, runs, backend, order,
@@ -87,14 +89,19 @@ def exchange_sort_layers(graph, keys_read, values_read, in_chunks, runs, chunks,
     splitters = (k.format("splitters"), 0)
     graph.add("exch-splitters", {splitters: (exchange_splitters, lengths, ends, order,
                                                  windows)}, set(graph.layers))
-    graph.add("exch-slice", {(k.format("slice"), c, r): (slice_between, run, r, c, splitters)
-                                 for c in range(len(chunks))
-                                 for r, run in enumerate(run_keys)}, set(graph.layers))
+    owners = output_owners(len(chunks), len(runs))
+    first = {d: owners.index(d) for d in set(owners)}  # each owner's chunks: consecutive
+    # one slice task per (owner, run), its slices of the owner's chunks as one tuple:
+    # R^2 tasks, not C R (``benchmarks/exchange_tasks.py``)
+    graph.add("exch-slice", {(k.format("slice"), d, r): (slices_between, run, r, first[d],
+                                                         first[d] + owners.count(d), splitters)
+                             for d in first for r, run in enumerate(run_keys)},
+              set(graph.layers))
     merge = k.format("merge")
-    tasks = {(merge, c, owner): (merge_slices, backend, size, order, like_gpu,
-                                 [(k.format("slice"), c, r) for r in range(len(runs))])
-             for c, (size, owner) in enumerate(zip(chunks, output_owners(len(chunks), len(runs)),
-                                                   strict=True))}
+    tasks = {(merge, c, d): (merge_slices, backend, size, order, like_gpu,
+                             [(getitem, (k.format("slice"), d, r), c - first[d])
+                              for r in range(len(runs))])
+             for c, (size, d) in enumerate(zip(chunks, owners, strict=True))}
     graph.dependencies[merge] = set(graph.layers)
     graph.layers[merge] = tasks
     return list(tasks)

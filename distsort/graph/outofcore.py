@@ -27,7 +27,7 @@ import time
 
 __all__ = ["kway_sort_layers", "kway_layers", "kway_cuts", "pick_layer", "merge_chunk",
            "exchange_layers", "exchange_pivots", "run_windows", "exchange_splitters",
-           "slice_between", "merge_slices"]
+           "slice_between", "slices_between", "merge_slices"]
 
 
 def kway_cuts(backend, chunks, order, like_gpu, runs):
@@ -223,6 +223,12 @@ def slice_between(run, r, c, splitters):
     its output there, as ``merge_segments`` does in the runs it consumed)."""
     from distsort.backends.outofcore.hostruns import slice_run
     return slice_run(run, splitters[c][r], splitters[c + 1][r])
+
+
+def slices_between(run, r, first, end, splitters):
+    """Run ``r``'s slices of output chunks ``first`` to ``end`` (excluded), one tuple:
+    what one worker receives of that run."""
+    return tuple(slice_between(run, r, c, splitters) for c in range(first, end))
 
 
 def _writeable(run):
