@@ -217,13 +217,19 @@ def resort_wins(dtype, k, n):
     return bool(quick * np.log2(n) / np.log2(RESORT_SAMPLE) < stable)
 
 
-@functools.lru_cache(maxsize=256)
+#: (dtype, k) -> the two costs of :func:`_sort_costs`, timed once per process.
+_SORT_COSTS: dict = {}
+
+
 def _sort_costs(dtype, k):
     """Seconds per element of NumPy's stable and default sorts of ``k`` concatenated
-    sorted runs of random ``dtype`` keys, the best of three (once per process: a lock
-    keeps the merges of many threads from timing each other)."""
+    sorted runs of random ``dtype`` keys, the best of three, timed once per process:
+    the merges of many threads wait for the first one's timing (under the lock) and
+    read it, rather than each timing the sorts again one after the other."""
     import time
     with _RESORT_LOCK:
+        if (dtype, k) in _SORT_COSTS:
+            return _SORT_COSTS[dtype, k]
         rng = np.random.default_rng(0)
         keys = rng.integers(0, 2**31, RESORT_SAMPLE).astype(dtype)
         runs = np.concatenate([np.sort(p) for p in np.array_split(keys, k)])
@@ -235,7 +241,8 @@ def _sort_costs(dtype, k):
                 np.sort(runs, kind=kind)
                 times.append(time.perf_counter() - start)
             best[kind] = min(times) / RESORT_SAMPLE
-        return best["stable"], best[None]
+        _SORT_COSTS[dtype, k] = best["stable"], best[None]
+        return _SORT_COSTS[dtype, k]
 
 
 def _merges():
