@@ -37,7 +37,7 @@ from distsort.cli.errors import OK, RUNTIME_FAILURE, VERIFY_FAILED, CLIError, ou
 from distsort.cli.files import local_path, url_protocol
 from distsort.cli.budgets import check_device_memory_limit
 from distsort.cli.limits import check_memory_limit, end_on_worker_deaths
-from distsort.cli.metrics import cluster_counters, crossing_tasks
+from distsort.cli.metrics import cluster_counters, crossing_tasks, merge_tasks
 from distsort.cli.claims import Claim, claim
 from distsort.cli.outputs import Output, check_not_input, check_output_path, publish
 from distsort.cli.temporaries import clean_directory, remove, temporary_name
@@ -299,11 +299,11 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args, plan):
         store = da.store(host, [o.target for o in outputs], lock=False, compute=False)
         try:
             results, stats = compute(cluster.client, [store, *ins, *outs], args.progress,
-                                     "sorting ...")
+                                     "sorting ...", merge_tasks(plan))
         except VerificationError as e:  # argsort's check, inside the sort
             raise CLIError(str(e), VERIFY_FAILED) from e
         ins, outs = results[1:1 + len(ins)], results[1 + len(ins):]
-        facts["steps"] = stats["steps"]
+        facts["steps"], facts["spans"] = stats["steps"], stats["spans"]
         # Only a complete count is reported (the task stream keeps a bounded
         # number of records).
         if stats["tasks"] and stats["tasks"] == crossing_tasks(plan):
@@ -434,7 +434,18 @@ def _sort_and_summarize(job, args):
                 cluster.close()
         facts["disk"] = await_floor(floor)
     facts["wall"] = time.perf_counter() - t0
+    facts["spans"] = spans_since(facts.get("spans"), t0)
     return print_done(job, cluster, facts, args.report)
+
+
+def spans_since(spans, t0):
+    """Each step's ``(first start, last stop, busy)`` with its times counted from ``t0``
+    (the command's start).
+
+    >>> spans_since({"read": (10.5, 12.0, 1.25)}, 10.0)
+    {'read': (0.5, 2.0, 1.25)}
+    """
+    return {step: (a - t0, b - t0, busy) for step, (a, b, busy) in (spans or {}).items()}
 
 
 def print_done(job, cluster, facts, report=None):
@@ -473,6 +484,7 @@ def _sort_on_disk(job, args, memory, t0):
     facts = {"start": time.perf_counter() - t0, "disk": floor}
     sort_on_disk(job, args, memory, facts)
     facts["wall"] = time.perf_counter() - t0
+    facts["spans"] = spans_since(facts.get("spans"), t0)
     cores = os.cpu_count() or 1
     cluster = Cluster(None, f"{cores} sorting threads of this process on {cores} cores, "
                             f"{READERS} reading and one writing (larger than memory: "
