@@ -9,29 +9,35 @@ from distsort.core.taskkeys import round_task_kind
 
 #: Task-key prefixes of the steps the summary names; every other task sorts.  The
 #: merges: a k-way merge's (its samples, splitters and slices too), an exchange's, and
-#: the network's compare-splits.
+#: the network's compare-splits; ``output``: the output array's own tasks, whose step
+#: the plan tells (:func:`output_step`).
 STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),
          ("write", ("store-",)), ("verify", ("distsort-verify-",)),
          ("merge", ("distsort-kway-", "distsort-exch-merge-", "distsort-low-",
-                    "distsort-high-")))
+                    "distsort-high-")),
+         ("output", ("distsort-sort-",)))
 #: The steps in the order the summary gives them.
 STEP_ORDER = ("read", "sort", "merge", "write", "verify")
 
 
-def merge_tasks(plan):
-    """Task-key prefixes of the merges that :data:`STEPS` cannot tell from their names:
-    in the one-host k-way sort the output's own tasks (``distsort-sort-``) merge runs.
+def output_step(intervals, plan):
+    """``intervals`` (``{step: [(start, stop)]}``) with those of the output's own tasks
+    (``"output"``) under the step they do in ``plan``'s sort: in the one-host k-way sort
+    they merge the runs, elsewhere they sort (as one) or hand over sorted chunks.
 
     >>> from distsort.plan.sortplan import SortPlan
-    >>> merge_tasks(SortPlan("kway", (10,) * 4, None, None, 1))
-    ('distsort-sort-',)
+    >>> output_step({"output": [(1, 2)], "sort": [(0, 1)]}, SortPlan("kway", (9,), None, None, 1))
+    {'sort': [(0, 1)], 'merge': [(1, 2)]}
     """
-    return ("distsort-sort-",) if plan is not None and plan.strategy == "kway" else ()
+    steps = {k: list(v) for k, v in intervals.items() if k != "output"}
+    step = "merge" if plan is not None and plan.strategy == "kway" else "sort"
+    steps.setdefault(step, []).extend(intervals.get("output", ()))
+    return steps
 
 
-def task_step(key, merges=()):
-    """``"read"``, ``"merge"``, ``"write"``, ``"verify"`` or ``"sort"``: the step a task
-    belongs to (``merges``: more prefixes of merges, :func:`merge_tasks`).
+def task_step(key):
+    """``"read"``, ``"merge"``, ``"write"``, ``"verify"``, ``"output"`` or ``"sort"``:
+    the step a task belongs to (:data:`STEPS`).
 
     >>> task_step(("distsort-read-1f2e", 0)), task_step(("store-map-9a", 3))
     ('read', 'write')
@@ -39,8 +45,6 @@ def task_step(key, merges=()):
     ('merge', 'sort')
     """
     name = str(key[0] if isinstance(key, tuple) else key)
-    if merges and name.startswith(merges):
-        return "merge"
     for step, prefixes in STEPS:
         if name.startswith(prefixes):
             return step
@@ -83,10 +87,8 @@ class LocalMeter:
     """Sizes of the head/tail tasks (the data that crosses between chunks), and each
     step's task intervals (``time.perf_counter``), local scheduler."""
 
-    def __init__(self, merges=()):
-        self.merges = merges
+    def __init__(self):
         self.crossing = self.tasks = 0
-        self.steps = {}
         self.intervals = {}
         self._started = {}
 
@@ -98,10 +100,9 @@ class LocalMeter:
             self._started[key] = time.perf_counter()
 
         def posttask(key, result, dsk, state, worker_id):
-            step = task_step(key, self.merges)
+            step = task_step(key)
             now = time.perf_counter()
             start = self._started.pop(key, now)
-            self.steps[step] = self.steps.get(step, 0.0) + now - start
             self.intervals.setdefault(step, []).append((start, now))
             if _crossing(key):
                 self.crossing += sizeof(result)
@@ -122,16 +123,9 @@ def crossing_of(records):
     return sum(sizes), len(sizes)
 
 
-def step_seconds(records, merges=()):
-    """Task seconds per step (:func:`task_step`) in a distributed task stream's records."""
-    return {step: sum(b - a for a, b in spans)
-            for step, spans in step_intervals(records, merges=merges).items()}
-
-
-def step_intervals(records, offset=0.0, merges=()):
+def step_intervals(records, offset=0.0):
     """``{step: [(start, stop)]}`` of the computes in a distributed task stream's
-    records (``time.time`` on the workers), plus ``offset`` (to another clock);
-    ``merges`` as for :func:`task_step`.
+    records (``time.time`` on the workers), plus ``offset`` (to another clock).
 
     >>> step_intervals([{"key": ("store-1", 0), "startstops": [
     ...     {"action": "compute", "start": 5.0, "stop": 7.0}]}], offset=-5.0)
@@ -139,7 +133,7 @@ def step_intervals(records, offset=0.0, merges=()):
     """
     intervals = {}
     for r in records:
-        spans = intervals.setdefault(task_step(r.get("key", ""), merges), [])
+        spans = intervals.setdefault(task_step(r.get("key", "")), [])
         spans.extend((s["start"] + offset, s["stop"] + offset)
                      for s in r.get("startstops", ()) if s.get("action") == "compute")
     return intervals

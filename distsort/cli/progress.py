@@ -5,7 +5,7 @@ import contextlib
 
 import time
 
-from distsort.cli.metrics import LocalMeter, crossing_of, step_intervals, step_seconds, step_spans
+from distsort.cli.metrics import LocalMeter, crossing_of, step_intervals
 from distsort.cli.streams import quiet, say
 
 #: Seconds a finished computation waits for its progress bar's last message (the
@@ -24,15 +24,14 @@ def local_scheduler():
     return get
 
 
-def compute(client, collections, progress, label, merges=()):
+def compute(client, collections, progress, label):
     """Compute ``collections`` on ``client`` (or the local scheduler) with a progress bar.
 
     Returns (results, stats): ``stats["crossing"]`` and ``stats["tasks"]`` are the sizes
-    and number of the head/tail tasks that ran, ``stats["steps"]`` the task seconds per
-    step (read, sort, merge, write, verify), as the scheduler's task stream recorded them,
-    and ``stats["spans"]`` each step's wall-clock interval (``time.perf_counter``) and
-    busy seconds (:func:`distsort.cli.metrics.step_spans`); ``merges``: the prefixes of
-    merge tasks that their names do not tell (:func:`distsort.cli.metrics.merge_tasks`).
+    and number of the head/tail tasks that ran, ``stats["intervals"]`` the ``(start,
+    stop)`` of each step's tasks (read, sort, merge, write, verify, output:
+    :func:`distsort.cli.metrics.task_step`), in ``time.perf_counter`` seconds, as the
+    scheduler's task stream (or this process's scheduler) recorded them.
     """
     import dask
     if progress:
@@ -44,11 +43,11 @@ def compute(client, collections, progress, label, merges=()):
     if client is None:
         from dask.diagnostics import ProgressBar
         bar = ProgressBar(out=quiet()) if progress else contextlib.nullcontext()
-        with bar, LocalMeter(merges) as meter:
+        with bar, LocalMeter() as meter:
             results = dask.compute(*collections, scheduler=local_scheduler(),
                                    optimize_graph=False)
         return results, {"crossing": meter.crossing, "tasks": meter.tasks,
-                         "steps": meter.steps, "spans": step_spans(meter.intervals)}
+                         "intervals": meter.intervals}
     from distributed import get_task_stream
     with get_task_stream(client) as stream:
         futures = client.compute(list(collections), optimize_graph=False)
@@ -62,8 +61,7 @@ def compute(client, collections, progress, label, merges=()):
     # The workers' clocks (time.time, on this host or synchronised) to this process's.
     offset = time.perf_counter() - time.time()
     return results, {"crossing": crossing, "tasks": tasks,
-                     "steps": step_seconds(stream.data, merges),
-                     "spans": step_spans(step_intervals(stream.data, offset, merges))}
+                     "intervals": step_intervals(stream.data, offset)}
 
 
 def persist(cluster, x, progress, label):

@@ -37,9 +37,10 @@ from distsort.cli.errors import OK, RUNTIME_FAILURE, VERIFY_FAILED, CLIError, ou
 from distsort.cli.files import local_path, url_protocol
 from distsort.cli.budgets import check_device_memory_limit
 from distsort.cli.limits import check_memory_limit, end_on_worker_deaths
-from distsort.cli.metrics import cluster_counters, crossing_tasks, merge_tasks
+from distsort.cli.metrics import cluster_counters, crossing_tasks, output_step, step_spans
 from distsort.cli.claims import Claim, claim
-from distsort.cli.outputs import Output, check_not_input, check_output_path, publish
+from distsort.cli.outputs import (Output, check_not_input, check_output_path, make_groups,
+                                  publish)
 from distsort.cli.temporaries import clean_directory, remove, temporary_name
 from distsort.cli.progress import compute
 from distsort.cli.options import check_cluster_options
@@ -120,6 +121,8 @@ def check_sort_args(args: Namespace) -> SortJob:
     mode = "argsort" if args.argsort else "values" if vals else "sort"
     job = SortJob(src, vals, outputs, mode, args.descending,
                   stable=bool(getattr(args, "stable", False)))
+    for p in outputs:  # the groups of an array in a new zarr group, as zarr makes them
+        make_groups(p)
     try:  # last, once nothing else can refuse the run: from here on it is released
         for p in outputs:
             job.claims.append(claim(p, args.overwrite))
@@ -299,11 +302,11 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args, plan):
         store = da.store(host, [o.target for o in outputs], lock=False, compute=False)
         try:
             results, stats = compute(cluster.client, [store, *ins, *outs], args.progress,
-                                     "sorting ...", merge_tasks(plan))
+                                     "sorting ...")
         except VerificationError as e:  # argsort's check, inside the sort
             raise CLIError(str(e), VERIFY_FAILED) from e
         ins, outs = results[1:1 + len(ins)], results[1 + len(ins):]
-        facts["steps"], facts["spans"] = stats["steps"], stats["spans"]
+        facts["spans"] = step_spans(output_step(stats["intervals"], plan))
         # Only a complete count is reported (the task stream keeps a bounded
         # number of records).
         if stats["tasks"] and stats["tasks"] == crossing_tasks(plan):

@@ -125,9 +125,9 @@ ago); the command took 1.25x it
     age = disk.get("age", 0)
     when = ("measured at the start" if not age else f"measured {age:.0f} s ago"
             if age < 600 else f"measured {age / 3600:.1f} h ago")  # noqa: PLR2004  (10 min)
+    ratio = f"; the command took {wall / disk['floor']:.2f}x it" if disk["floor"] > 0 else ""
     return (f"{disk['floor']:.2f} s to read and write it once (read {fmt_bytes(disk['read'])}"
-            f"/s, write {fmt_bytes(disk['write'])}/s, {when}); the command took "
-            f"{wall / disk['floor']:.2f}x it")
+            f"/s, write {fmt_bytes(disk['write'])}/s, {when}){ratio}")
 
 
 def _measured(facts):
