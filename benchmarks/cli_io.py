@@ -184,6 +184,7 @@ def run_step(step, src, out, args, row, ref):
         extra.append("--verify")
     seconds, stdout = timed_command(distsort_cmd(extra))
     row[f"{step}_summary"] = summary_lines(stdout)
+    row.setdefault(f"{step}_summaries", []).append(row[f"{step}_summary"])
     if args.no_numpy:
         check_streaming(src, out)
     else:
