@@ -258,7 +258,8 @@ def _fsync_tree(path):
 
 
 def check_output_path(path, overwrite, inputs):
-    """Refuse an existing OUTPUT (unless ``overwrite``), an INPUT, or a missing directory."""
+    """Refuse an existing OUTPUT (unless ``overwrite``), an INPUT, or a missing directory
+    (but zarr groups that :func:`make_groups` makes: ``new.zarr/grp/arr``)."""
     kind = file_kind(path)
     final = Path(path).resolve()
     check_not_input(path, inputs, replaced=True)
