@@ -1,7 +1,7 @@
 """What a run measured: the data that crossed between chunks (head/tail tasks), the
 bytes the workers sent to each other and spilled to disk, and when the tasks of each
-step (read, sort, merge, write, verify) ran: the task time summed, and the wall-clock
-interval from the step's first task to its last with the time some task of it ran
+step (read, sort, merge, write, verify) ran: the wall-clock interval from the step's
+first task to its last, and the seconds in which some task of it ran
 (:func:`step_spans`)."""
 import time
 
@@ -10,12 +10,13 @@ from distsort.core.taskkeys import round_task_kind
 #: Task-key prefixes of the steps the summary names; every other task sorts.  The
 #: merges: a k-way merge's (its samples, splitters and slices too), an exchange's, and
 #: the network's compare-splits; ``output``: the output array's own tasks, whose step
-#: the plan tells (:func:`output_step`).
+#: the plan tells (:func:`output_step`); ``other``: Dask's own finalizing tasks, which
+#: the summary leaves out (a step of no data: it ended the sort's interval).
 STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),
          ("write", ("store-",)), ("verify", ("distsort-verify-",)),
          ("merge", ("distsort-kway-", "distsort-exch-merge-", "distsort-low-",
                     "distsort-high-")),
-         ("output", ("distsort-sort-",)))
+         ("output", ("distsort-sort-",)), ("other", ("finalize-",)))
 #: The steps in the order the summary gives them.
 STEP_ORDER = ("read", "sort", "merge", "write", "verify")
 
@@ -36,13 +37,15 @@ def output_step(intervals, plan):
 
 
 def task_step(key):
-    """``"read"``, ``"merge"``, ``"write"``, ``"verify"``, ``"output"`` or ``"sort"``:
-    the step a task belongs to (:data:`STEPS`).
+    """``"read"``, ``"merge"``, ``"write"``, ``"verify"``, ``"output"``, ``"other"`` or
+    ``"sort"``: the step a task belongs to (:data:`STEPS`).
 
     >>> task_step(("distsort-read-1f2e", 0)), task_step(("store-map-9a", 3))
     ('read', 'write')
     >>> task_step(("distsort-kway-9a", 0)), task_step(("distsort-run-9a", 0))
     ('merge', 'sort')
+    >>> task_step(("finalize-hlgfinalizecompute-9a", 0))
+    'other'
     """
     name = str(key[0] if isinstance(key, tuple) else key)
     for step, prefixes in STEPS:
