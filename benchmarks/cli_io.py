@@ -6,7 +6,8 @@ picks some):
 * ``copy``: ``dd bs=64M conv=fdatasync`` of the input (read all, write all: the disk floor);
 * ``numpy``: one process, ``np.load`` + ``ndarray.sort`` + ``np.save`` (+ fsync);
 * ``distsort``: ``distsort sort IN OUT`` (the whole command: cluster start included);
-* ``distsort --verify``: the same with ``--verify``.
+* ``distsort --verify``: the same with ``--verify``;
+* ``help`` (only where ``--steps`` names it): ``distsort --help``, the command's start-up.
 
 Every output is compared element for element with NumPy's sort of the input.  The
 machine's load average is recorded before each step (a busy machine slows every
@@ -14,7 +15,9 @@ column).  Before each step the disk's dirty pages are written (``sync``), so tha
 step pays for the write-back of the one before; the page cache is not dropped (that
 needs root): each step reads a file that the step before it may have cached, as
 commands run in a row would.  With ``--repeat N`` every step runs N times, in an order
-rotated each time, and the medians are reported.  The table is
+rotated each time, and the medians and the minima are reported (on a machine
+that others load, the minimum is the cost of the step itself), with the CPU seconds of
+each run (user + system, the process and its children).  The table is
 printed last and the JSON is written to
 ``benchmarks/results/cli_io_<device>_<date>.json`` (or ``--out``).
 
@@ -42,6 +45,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import sys
 import tempfile
@@ -123,7 +127,9 @@ def check_streaming(src, out, step=1 << 26):
         raise SystemExit(f"{out}: not a permutation of {src} (checksums differ)")
 
 
-STEPS = ("copy", "numpy", "distsort", "distsort_verify")
+STEPS = ("copy", "numpy", "distsort", "distsort_verify", "help")
+#: The steps timed where ``--steps`` is not given.
+DEFAULT_STEPS = STEPS[:4]
 
 
 def load():
@@ -169,6 +175,8 @@ def run_step(step, src, out, args, row, ref):
     if step == "copy":
         return timed_command(["dd", f"if={src}", f"of={out}", "bs=64M", "conv=fdatasync",
                       "status=none"])[0], ref
+    if step == "help":
+        return timed_command([sys.executable, "-m", "distsort.cli", "--help"])[0], ref
     if step == "numpy":
         return numpy_baseline(src, out), check_sorted(src, out, ref)
     extra = [str(src), str(out), "--no-progress", *args.distsort_args]
@@ -176,6 +184,7 @@ def run_step(step, src, out, args, row, ref):
         extra.append("--verify")
     seconds, stdout = timed_command(distsort_cmd(extra))
     row[f"{step}_summary"] = summary_lines(stdout)
+    row.setdefault(f"{step}_summaries", []).append(row[f"{step}_summary"])
     if args.no_numpy:
         check_streaming(src, out)
     else:
@@ -192,23 +201,46 @@ def measure(size, workdir, args, indir=None):
     ref = None
     for r in range(args.repeat):
         for step in step_order(steps, r):
+            before = children_cpu()
             seconds, ref = run_step(step, src, out, args, row, ref)
             row.setdefault(f"{step}_runs", []).append(seconds)
+            row.setdefault(f"{step}_cpu_runs", []).append(round(children_cpu() - before, 3))
             print(f"{n * 4 / 2**20:.0f} MiB {step}: {seconds:.2f} s", file=sys.stderr,
                   flush=True)
     for p in (src, out):
         p.unlink(missing_ok=True)
-    for step in steps:  # medians; the runs and loads stay in the row
+    for step in steps:  # medians and minima; the runs and loads stay in the row
         row[f"{step}_s"] = float(np.median(row[f"{step}_runs"]))
+        row[f"{step}_min_s"] = float(min(row[f"{step}_runs"]))
+        row[f"{step}_cpu_min_s"] = float(min(row[f"{step}_cpu_runs"]))
         row[f"load_{step}"] = max(row[f"load_{step}"])
-    if "numpy_s" in row and "distsort_s" in row:
-        row["distsort_over_numpy"] = row["distsort_s"] / row["numpy_s"]
-    if "distsort_s" in row and "copy_s" in row:
-        row["distsort_over_copy"] = row["distsort_s"] / row["copy_s"]
-    if "distsort_verify_s" in row and "distsort_s" in row:
-        row["verify_overhead"] = row["distsort_verify_s"] / row["distsort_s"] - 1
+    for stat in ("", "_min"):
+        row.update(ratios(row, stat))
     row.update(floor_ratios(row.get("distsort_summary", []), row.get("distsort_s")))
     return row
+
+
+def children_cpu():
+    """CPU seconds (user + system) of this process's children that ended so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def ratios(row, stat=""):
+    """The row's ratios of the medians (``stat=""``) or of the minima (``"_min"``).
+
+    >>> ratios({"numpy_min_s": 2.0, "distsort_min_s": 2.5, "distsort_verify_min_s": 2.6},
+    ...        "_min")
+    {'distsort_over_numpy_min': 1.25, 'verify_overhead_min': 0.04}
+    """
+    found = {}
+    for name, (a, b, minus) in {"distsort_over_numpy": ("distsort", "numpy", 0),
+                                "distsort_over_copy": ("distsort", "copy", 0),
+                                "verify_overhead": ("distsort_verify", "distsort", 1)}.items():
+        top, bottom = row.get(f"{a}{stat}_s"), row.get(f"{b}{stat}_s")
+        if top is not None and bottom:
+            found[f"{name}{stat}"] = round(top / bottom - minus, 3)
+    return found
 
 
 def floor_ratios(summary, seconds):
@@ -274,8 +306,8 @@ def main(argv=None):
     p.add_argument("--no-numpy", action="store_true",
                    help="skip the one-process NumPy baseline (inputs too large for it) and "
                         "check the outputs by order and checksum instead")
-    p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS),
-                   help="the steps to time (default: all)")
+    p.add_argument("--steps", nargs="+", choices=STEPS, default=list(DEFAULT_STEPS),
+                   help="the steps to time (default: all but help)")
     p.add_argument("--input-dir",
                    help="where the input goes (default: with the outputs under --dir), e.g. "
                         "a tmpfs where the disk holds the outputs but not the input too")

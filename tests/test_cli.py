@@ -522,13 +522,14 @@ def test_in_process_summary(tmp_path, capsys, rng):
     assert "threads of this process" in out
     assert re.search(r"chunks\s+4 \(3 x 4,000 \+ 1 x 345 elements\)", out)
     m = re.search(r"wall time\s+([\d.]+) s in all; start ([\d.]+) s; plan [\d.]+ s; "
-                  r"read\+sort\+write "
-                  r"([\d.]+) s; publish [\d.]+ s; task time: read [\d.]+ s, sort [\d.]+ s, "
-                  r"write [\d.]+ s, verify [\d.]+ s", out)
+                  r"read\+sort\+write ([\d.]+) s; publish [\d.]+ s\n", out)
+    assert re.search(r"timeline\s+read [\d.]+-[\d.]+ s \(busy [\d.]+ s\), sort .*, "
+                     r"write .*, verify .*; seconds since the start", out), out
     assert m, out
     wall, start, pipeline = map(float, m.groups())
     assert wall >= start + pipeline - 0.01  # each printed to 0.01 s
-    assert re.search(r"disk floor\s+[\d.]+ s to read and write it once", out)
+    assert re.search(r"disk floor\s+[\d.]+ s to read and write it once .*; the command "
+                     r"took [\d.]+x it", out)
 
 
 def test_disk_floor_measured_beside_the_sort(tmp_path, capsys, rng, monkeypatch, address):

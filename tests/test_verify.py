@@ -379,6 +379,45 @@ def test_compiled_hash_sums_equal_numpy(monkeypatch, dtype):
     assert compiled[0].keys != 0 and compiled[1].pairs != compiled[2].pairs
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint32", "bool"])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_compiled_order_check_equals_numpy(monkeypatch, dtype, descending, keyed):
+    """The compiled order check (one vectorized pass) counts and places the neighbours
+    out of order as the NumPy masks do: NaNs of either sign last, -0.0 before +0.0 for
+    keys alone (after it descending), equal for keyed orders; sorted chunks and chunks
+    with a few elements moved."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng()
+    n = 5001
+    if dtype.startswith("float"):
+        pool = np.array([-0.0, 0.0, np.nan, -np.nan, 1.5, -1.5, np.inf, -np.inf, 1e-45,
+                         -1e-45], dtype=dtype)
+        x = rng.choice(pool, n)
+    else:
+        x = random_keys(rng, n, dtype)
+    order = Order(descending=descending, keyed=keyed)
+    ordered = np.sort(x, kind="stable")
+    if dtype.startswith("float"):  # numpy.sort keeps -0.0 and 0.0 as they come
+        zeros = ordered == 0
+        negative = int(np.signbit(ordered[zeros]).sum())
+        ordered[zeros] = np.r_[np.full(negative, -0.0), np.zeros(zeros.sum() - negative)]
+    if descending:
+        nan = np.isnan(ordered) if dtype.startswith("float") else np.zeros(n, bool)
+        ordered = np.concatenate([ordered[~nan][::-1], ordered[nan]])
+    for moved in (0, 1, 7):
+        y = ordered.copy()
+        at = rng.integers(0, n, moved)
+        y[at] = y[rng.integers(0, n, moved)]
+        monkeypatch.setattr(dv, "COMPILED_FROM", 1)
+        compiled = dv.summarize(y, order=order)
+        monkeypatch.setattr(dv, "COMPILED_FROM", 1 << 62)
+        blocks = dv.summarize(y, order=order)
+        assert (compiled.disorder, compiled.where) == (blocks.disorder, blocks.where)
+        if moved == 0:
+            assert compiled.disorder == 0 and compiled.where == -1
+
+
 def test_input_read_as_chunked_argsort_and_stable_sort_by_key_pass():
     """The "one-device" strategy reads a ragged input as it is chunked and writes regular
     chunks: argsort's input positions start where the input's own chunks start (the

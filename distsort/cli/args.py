@@ -1,14 +1,15 @@
-"""The command line: the ``distsort`` parser and its three subcommands."""
+"""The command line: the ``distsort`` parser and its three subcommands.
+
+Light to import: ``distsort --help`` and a usage error import neither NumPy nor Dask;
+each subcommand's module is imported when the subcommand runs (:func:`_subcommand`).
+"""
 import argparse
 import sys
 
 from distsort.cluster import DEVICE_MEMORY_FRACTION
-from distsort.cli.bench import cmd_bench
-from distsort.cli.demo import cmd_demo
 from distsort.cli.errors import EXIT_CODES
 from distsort.cli.options import memory_limit_arg, scheduler_address_arg, workers_arg
 from distsort.cli.sizes import parse_bytes_arg, parse_chunk_size
-from distsort.cli.sort import cmd_sort
 from distsort.cli.streams import is_terminal
 
 VERIFY_HELP = ("check the output before publishing it: sorted, and a permutation of the "
@@ -20,6 +21,20 @@ VALUES_HELP = ("values to move with the keys (sort_by_key); needs --values-outpu
                "complete (and verified, with --verify): the values first, OUTPUT last, so "
                "that OUTPUT appears only when both are in place. A failure or interrupt "
                "removes both temporaries and undoes a rename already done")
+
+
+def _subcommand(module, name):
+    """The subcommand ``name`` of ``distsort.cli.<module>``, imported when it runs."""
+    def run(args):
+        import importlib
+        return getattr(importlib.import_module(f"distsort.cli.{module}"), name)(args)
+    run.__name__ = name
+    return run
+
+
+cmd_sort = _subcommand("sort", "cmd_sort")
+cmd_demo = _subcommand("demo", "cmd_demo")
+cmd_bench = _subcommand("bench", "cmd_bench")
 
 
 def _cluster_options(p, local_workers=True):

@@ -1,20 +1,51 @@
 """What a run measured: the data that crossed between chunks (head/tail tasks), the
-bytes the workers sent to each other and spilled to disk, and the task time spent
-reading, sorting, writing and verifying."""
+bytes the workers sent to each other and spilled to disk, and when the tasks of each
+step (read, sort, merge, write, verify) ran: the wall-clock interval from the step's
+first task to its last, and the seconds in which some task of it ran
+(:func:`step_spans`)."""
 import time
 
 from distsort.core.taskkeys import round_task_kind
 
-#: Task-key prefixes of the steps the summary names; every other task sorts.
+#: Task-key prefixes of the steps the summary names; every other task sorts.  The
+#: merges: a k-way merge's (its samples, splitters and slices too), an exchange's, and
+#: the network's compare-splits; ``output``: the output array's own tasks, whose step
+#: the plan tells (:func:`output_step`); ``other``: Dask's own finalizing tasks, which
+#: the summary leaves out (a step of no data: it ended the sort's interval).
 STEPS = (("read", ("distsort-read-", "from-zarr-", "original-from-zarr-")),
-         ("write", ("store-",)), ("verify", ("distsort-verify-",)))
+         ("write", ("store-",)), ("verify", ("distsort-verify-",)),
+         ("merge", ("distsort-kway-", "distsort-exch-merge-", "distsort-low-",
+                    "distsort-high-")),
+         ("output", ("distsort-sort-",)), ("other", ("finalize-",)))
+#: The steps in the order the summary gives them.
+STEP_ORDER = ("read", "sort", "merge", "write", "verify")
+
+
+def output_step(intervals, plan):
+    """``intervals`` (``{step: [(start, stop)]}``) with those of the output's own tasks
+    (``"output"``) under the step they do in ``plan``'s sort: in the one-host k-way sort
+    they merge the runs, elsewhere they sort (as one) or hand over sorted chunks.
+
+    >>> from distsort.plan.sortplan import SortPlan
+    >>> output_step({"output": [(1, 2)], "sort": [(0, 1)]}, SortPlan("kway", (9,), None, None, 1))
+    {'sort': [(0, 1)], 'merge': [(1, 2)]}
+    """
+    steps = {k: list(v) for k, v in intervals.items() if k != "output"}
+    step = "merge" if plan is not None and plan.strategy == "kway" else "sort"
+    steps.setdefault(step, []).extend(intervals.get("output", ()))
+    return steps
 
 
 def task_step(key):
-    """``"read"``, ``"write"``, ``"verify"`` or ``"sort"``: the step a task belongs to.
+    """``"read"``, ``"merge"``, ``"write"``, ``"verify"``, ``"output"``, ``"other"`` or
+    ``"sort"``: the step a task belongs to (:data:`STEPS`).
 
     >>> task_step(("distsort-read-1f2e", 0)), task_step(("store-map-9a", 3))
     ('read', 'write')
+    >>> task_step(("distsort-kway-9a", 0)), task_step(("distsort-run-9a", 0))
+    ('merge', 'sort')
+    >>> task_step(("finalize-hlgfinalizecompute-9a", 0))
+    'other'
     """
     name = str(key[0] if isinstance(key, tuple) else key)
     for step, prefixes in STEPS:
@@ -27,12 +58,41 @@ def _crossing(key):
     return round_task_kind(key) in ("head", "tail")
 
 
+def busy_seconds(intervals):
+    """Seconds in which at least one of ``intervals`` (``(start, stop)`` pairs) ran.
+
+    >>> busy_seconds([(0, 2), (1, 3), (5, 6)])
+    4
+    """
+    busy, reach = 0, None
+    for start, stop in sorted(intervals):
+        if reach is None or start > reach:
+            busy += stop - start
+            reach = stop
+        elif stop > reach:
+            busy += stop - reach
+            reach = stop
+    return busy
+
+
+def step_spans(intervals):
+    """``{step: (first start, last stop, busy seconds)}`` of ``{step: [(start, stop)]}``:
+    wall-clock intervals, not task time summed (tasks that run at once count once).
+
+    >>> step_spans({"read": [(0.0, 1.0), (0.5, 2.0)], "sort": []})
+    {'read': (0.0, 2.0, 2.0)}
+    """
+    return {step: (min(a for a, _ in spans), max(b for _, b in spans), busy_seconds(spans))
+            for step, spans in intervals.items() if spans}
+
+
 class LocalMeter:
-    """Sizes of the head/tail tasks (the data that crosses between chunks), local scheduler."""
+    """Sizes of the head/tail tasks (the data that crosses between chunks), and each
+    step's task intervals (``time.perf_counter``), local scheduler."""
 
     def __init__(self):
         self.crossing = self.tasks = 0
-        self.steps = {}
+        self.intervals = {}
         self._started = {}
 
     def __enter__(self):
@@ -44,8 +104,9 @@ class LocalMeter:
 
         def posttask(key, result, dsk, state, worker_id):
             step = task_step(key)
-            took = time.perf_counter() - self._started.pop(key, time.perf_counter())
-            self.steps[step] = self.steps.get(step, 0.0) + took
+            now = time.perf_counter()
+            start = self._started.pop(key, now)
+            self.intervals.setdefault(step, []).append((start, now))
             if _crossing(key):
                 self.crossing += sizeof(result)
                 self.tasks += 1
@@ -65,15 +126,20 @@ def crossing_of(records):
     return sum(sizes), len(sizes)
 
 
-def step_seconds(records):
-    """Task seconds per step (:func:`task_step`) in a distributed task stream's records."""
-    steps = {}
+def step_intervals(records, offset=0.0):
+    """``{step: [(start, stop)]}`` of the computes in a distributed task stream's
+    records (``time.time`` on the workers), plus ``offset`` (to another clock).
+
+    >>> step_intervals([{"key": ("store-1", 0), "startstops": [
+    ...     {"action": "compute", "start": 5.0, "stop": 7.0}]}], offset=-5.0)
+    {'write': [(0.0, 2.0)]}
+    """
+    intervals = {}
     for r in records:
-        took = sum(s["stop"] - s["start"] for s in r.get("startstops", ())
-                   if s.get("action") == "compute")
-        step = task_step(r.get("key", ""))
-        steps[step] = steps.get(step, 0.0) + took
-    return steps
+        spans = intervals.setdefault(task_step(r.get("key", "")), [])
+        spans.extend((s["start"] + offset, s["stop"] + offset)
+                     for s in r.get("startstops", ()) if s.get("action") == "compute")
+    return intervals
 
 
 def crossing_tasks(plan):

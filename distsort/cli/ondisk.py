@@ -16,6 +16,7 @@ from distsort.io.disksort import (IN_MEMORY_COPIES, DiskJob, Region, can_free, d
                                   disk_sort, element_bytes, merged_file, plan_disk_sort,
                                   sortable_dtype, summaries)
 from distsort.cli.errors import BAD_INPUT, VERIFY_FAILED, CLIError
+from distsort.cli.metrics import step_spans
 from distsort.cli.outputs import Output, publish
 from distsort.cli.sizes import fmt_bytes, size_text, smallest_passing
 from distsort.cli.streams import quiet
@@ -208,6 +209,7 @@ def sort_on_disk(job, args, memory, facts):
         t1 = time.perf_counter()
         done = disk_sort(disk_job, plan, progress=_Progress(args.progress))
         facts["seconds"] = time.perf_counter() - t1
+        facts["spans"] = step_spans(done["intervals"])
         if args.verify:
             _judge(job, done)
             facts["verified"] = "fused"

@@ -258,7 +258,8 @@ def _fsync_tree(path):
 
 
 def check_output_path(path, overwrite, inputs):
-    """Refuse an existing OUTPUT (unless ``overwrite``), an INPUT, or a missing directory."""
+    """Refuse an existing OUTPUT (unless ``overwrite``), an INPUT, or a missing directory
+    (but zarr groups that :func:`make_groups` makes: ``new.zarr/grp/arr``)."""
     kind = file_kind(path)
     final = Path(path).resolve()
     check_not_input(path, inputs, replaced=True)
@@ -267,10 +268,53 @@ def check_output_path(path, overwrite, inputs):
     if os.path.lexists(final) and (kind == "npy") == os.path.isdir(final):
         raise CLIError(f"{path}: exists and is a {'directory' if kind == 'npy' else 'file'}; "
                        "remove it first")
-    if not final.parent.is_dir():
+    parent = final.parent
+    if not parent.is_dir():  # an array in zarr groups still to make: their store's
+        store = new_groups(path)[0]
+        parent = store if store.is_dir() else store.parent
+    if not os.access(parent, os.W_OK):
+        raise CLIError(f"{path}: directory {parent} is not writable")
+
+
+def new_groups(path):
+    """``(store, groups)``: the zarr store (an existing directory, or one to make in an
+    existing directory) and the path inside it of the groups that an array
+    ``store.zarr/a/b/arr`` needs and that do not exist yet (``"a/b"``), as zarr and
+    xarray make them on writing; CLIError where the output is no array of a zarr
+    store, or a directory above the store is missing.
+
+    >>> import tempfile; d = tempfile.mkdtemp()
+    >>> store, groups = new_groups(f"{d}/new.zarr/a/b/arr")
+    >>> store == Path(d) / "new.zarr", groups
+    (True, 'a/b')
+    """
+    final = Path(path).resolve()
+    parts = final.parts
+    roots = [i for i, part in enumerate(parts[:-1]) if part.endswith(".zarr")]
+    if file_kind(path) != "zarr" or not roots:
         raise CLIError(f"{path}: directory {final.parent} does not exist")
-    if not os.access(final.parent, os.W_OK):
-        raise CLIError(f"{path}: directory {final.parent} is not writable")
+    store = Path(*parts[:roots[0] + 1])
+    if not (store.is_dir() or store.parent.is_dir()):
+        raise CLIError(f"{path}: directory {store.parent} does not exist")
+    return store, "/".join(parts[roots[0] + 1:-1])
+
+
+def make_groups(path):
+    """Create the zarr groups above the array ``path`` that do not exist yet (its
+    store too), in the store's format (zarr 3 for a new store): as ``zarr`` and
+    ``xarray`` do, ``distsort sort x.npy new.zarr/grp/arr`` writes into a new group.
+    Nothing where the array's directory exists, or for a .npy output."""
+    final = Path(path).resolve()
+    if final.parent.is_dir() or file_kind(path) != "zarr":
+        return
+    import zarr
+    store, inside = new_groups(path)
+    try:
+        root = zarr.open_group(str(store), mode="a")
+        if inside:
+            root.require_group(inside)
+    except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as e:
+        raise CLIError(f"{path}: cannot create the zarr group {final.parent}: {e}") from None
 
 
 def check_not_input(path, inputs, what="", replaced=False):

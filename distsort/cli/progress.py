@@ -3,7 +3,9 @@ measuring the data that crossed between chunks on the way."""
 import asyncio
 import contextlib
 
-from distsort.cli.metrics import LocalMeter, crossing_of, step_seconds
+import time
+
+from distsort.cli.metrics import LocalMeter, crossing_of, step_intervals
 from distsort.cli.streams import quiet, say
 
 #: Seconds a finished computation waits for its progress bar's last message (the
@@ -26,8 +28,10 @@ def compute(client, collections, progress, label):
     """Compute ``collections`` on ``client`` (or the local scheduler) with a progress bar.
 
     Returns (results, stats): ``stats["crossing"]`` and ``stats["tasks"]`` are the sizes
-    and number of the head/tail tasks that ran, ``stats["steps"]`` the task seconds per
-    step (read, sort, write, verify), as the scheduler's task stream recorded them.
+    and number of the head/tail tasks that ran, ``stats["intervals"]`` the ``(start,
+    stop)`` of each step's tasks (read, sort, merge, write, verify, output:
+    :func:`distsort.cli.metrics.task_step`), in ``time.perf_counter`` seconds, as the
+    scheduler's task stream (or this process's scheduler) recorded them.
     """
     import dask
     if progress:
@@ -43,7 +47,7 @@ def compute(client, collections, progress, label):
             results = dask.compute(*collections, scheduler=local_scheduler(),
                                    optimize_graph=False)
         return results, {"crossing": meter.crossing, "tasks": meter.tasks,
-                         "steps": meter.steps}
+                         "intervals": meter.intervals}
     from distributed import get_task_stream
     with get_task_stream(client) as stream:
         futures = client.compute(list(collections), optimize_graph=False)
@@ -54,7 +58,10 @@ def compute(client, collections, progress, label):
             client.cancel(futures)
             raise
     crossing, tasks = crossing_of(stream.data)
-    return results, {"crossing": crossing, "tasks": tasks, "steps": step_seconds(stream.data)}
+    # The workers' clocks (time.time, on this host or synchronised) to this process's.
+    offset = time.perf_counter() - time.time()
+    return results, {"crossing": crossing, "tasks": tasks,
+                     "intervals": step_intervals(stream.data, offset)}
 
 
 def persist(cluster, x, progress, label):

@@ -37,9 +37,10 @@ from distsort.cli.errors import OK, RUNTIME_FAILURE, VERIFY_FAILED, CLIError, ou
 from distsort.cli.files import local_path, url_protocol
 from distsort.cli.budgets import check_device_memory_limit
 from distsort.cli.limits import check_memory_limit, end_on_worker_deaths
-from distsort.cli.metrics import cluster_counters, crossing_tasks
+from distsort.cli.metrics import cluster_counters, crossing_tasks, output_step, step_spans
 from distsort.cli.claims import Claim, claim
-from distsort.cli.outputs import Output, check_not_input, check_output_path, publish
+from distsort.cli.outputs import (Output, check_not_input, check_output_path, make_groups,
+                                  publish)
 from distsort.cli.temporaries import clean_directory, remove, temporary_name
 from distsort.cli.progress import compute
 from distsort.cli.options import check_cluster_options
@@ -120,6 +121,8 @@ def check_sort_args(args: Namespace) -> SortJob:
     mode = "argsort" if args.argsort else "values" if vals else "sort"
     job = SortJob(src, vals, outputs, mode, args.descending,
                   stable=bool(getattr(args, "stable", False)))
+    for p in outputs:  # the groups of an array in a new zarr group, as zarr makes them
+        make_groups(p)
     try:  # last, once nothing else can refuse the run: from here on it is released
         for p in outputs:
             job.claims.append(claim(p, args.overwrite))
@@ -303,7 +306,7 @@ def write_sorted(job, inputs, sorted_arrays, outputs, cluster, args, plan):
         except VerificationError as e:  # argsort's check, inside the sort
             raise CLIError(str(e), VERIFY_FAILED) from e
         ins, outs = results[1:1 + len(ins)], results[1 + len(ins):]
-        facts["steps"] = stats["steps"]
+        facts["spans"] = step_spans(output_step(stats["intervals"], plan))
         # Only a complete count is reported (the task stream keeps a bounded
         # number of records).
         if stats["tasks"] and stats["tasks"] == crossing_tasks(plan):
@@ -434,7 +437,18 @@ def _sort_and_summarize(job, args):
                 cluster.close()
         facts["disk"] = await_floor(floor)
     facts["wall"] = time.perf_counter() - t0
+    facts["spans"] = spans_since(facts.get("spans"), t0)
     return print_done(job, cluster, facts, args.report)
+
+
+def spans_since(spans, t0):
+    """Each step's ``(first start, last stop, busy)`` with its times counted from ``t0``
+    (the command's start).
+
+    >>> spans_since({"read": (10.5, 12.0, 1.25)}, 10.0)
+    {'read': (0.5, 2.0, 1.25)}
+    """
+    return {step: (a - t0, b - t0, busy) for step, (a, b, busy) in (spans or {}).items()}
 
 
 def print_done(job, cluster, facts, report=None):
@@ -473,6 +487,7 @@ def _sort_on_disk(job, args, memory, t0):
     facts = {"start": time.perf_counter() - t0, "disk": floor}
     sort_on_disk(job, args, memory, facts)
     facts["wall"] = time.perf_counter() - t0
+    facts["spans"] = spans_since(facts.get("spans"), t0)
     cores = os.cpu_count() or 1
     cluster = Cluster(None, f"{cores} sorting threads of this process on {cores} cores, "
                             f"{READERS} reading and one writing (larger than memory: "

@@ -1,4 +1,5 @@
 """The summary that ``distsort sort`` prints when it is done."""
+from distsort.cli.metrics import STEP_ORDER
 from distsort.cli.sizes import fmt_bytes
 
 
@@ -37,6 +38,7 @@ def print_summary(job, cluster, facts, report=None):
         ("cluster", cluster.description),
         *_out_of_core(job, facts),
         ("wall time", f"{facts['wall']:.2f} s in all; " + _where(facts)),
+        *([("timeline", timeline(facts["spans"]))] if facts.get("spans") else []),
         ("throughput", rate + " (read, sort and write)"),
     ]
     lines += _measured(facts)
@@ -53,6 +55,8 @@ def _network(facts):
     '6 network rounds'
     >>> _network({"strategy": "one-device", "rounds": 0})
     'sorted as one on one device (no network)'
+    >>> _network({"strategy": "kway", "rounds": 0})
+    'sorted in runs on this host, merged in one k-way pass (no network)'
     """
     if facts.get("strategy") == "one-device":
         return "sorted as one on one device (no network)"
@@ -60,6 +64,8 @@ def _network(facts):
         return "one exchange between the workers (no network)"
     if facts.get("merge") == "kway":
         return "runs merged in one k-way pass"
+    if facts.get("strategy") == "kway":
+        return "sorted in runs on this host, merged in one k-way pass (no network)"
     return f"{facts['rounds']} network rounds"
 
 
@@ -86,19 +92,42 @@ def _out_of_core(job, facts):
 
 
 def _where(facts):
-    """Where the time went: the steps in a row, then task seconds inside the pipeline
-    (reading, sorting and writing overlap, so these add up to more than its wall time)."""
+    """Where the time went: the steps in a row (the pipeline's inside: :func:`timeline`)."""
     parts = [f"start {facts['start']:.2f} s", f"plan {facts.get('plan', 0):.2f} s",
              f"read+sort+write {facts['seconds']:.2f} s"]
     if "reread" in facts:
         parts.append(f"reread {facts['reread']:.2f} s")
     parts.append(f"publish {facts.get('publish', 0):.2f} s")
-    steps = facts.get("steps")
-    if steps:
-        inner = ", ".join(f"{k} {steps[k]:.2f} s" for k in ("read", "sort", "write", "verify")
-                          if k in steps)
-        parts.append(f"task time: {inner} (summed over tasks that run at once)")
     return "; ".join(parts)
+
+
+def timeline(spans):
+    """Inside the pipeline: each step's wall-clock interval, from its first task's start
+    to its last task's end, in seconds since the command started, and the seconds in
+    which some task of it ran (reading, sorting, merging and writing overlap: these are
+    not task times summed).
+
+    >>> timeline({"write": (1.5, 2.25, 0.5), "read": (0.5, 1.0, 0.5)})
+    'read 0.50-1.00 s (busy 0.50 s), write 1.50-2.25 s (busy 0.50 s); seconds since the start'
+    """
+    steps = [f"{k} {spans[k][0]:.2f}-{spans[k][1]:.2f} s (busy {spans[k][2]:.2f} s)"
+             for k in STEP_ORDER if k in spans]
+    return ", ".join(steps) + "; seconds since the start"
+
+
+def floor_line(disk, wall):
+    """The disk floor, where its rates come from, and the command's wall time over it.
+
+    >>> print(floor_line({"floor": 2.0, "read": 2**30, "write": 2**29, "age": 7200}, 2.5))
+    2.00 s to read and write it once (read 1.00 GiB/s, write 512.00 MiB/s, measured 2.0 h \
+ago); the command took 1.25x it
+    """
+    age = disk.get("age", 0)
+    when = ("measured at the start" if not age else f"measured {age:.0f} s ago"
+            if age < 600 else f"measured {age / 3600:.1f} h ago")  # noqa: PLR2004  (10 min)
+    ratio = f"; the command took {wall / disk['floor']:.2f}x it" if disk["floor"] > 0 else ""
+    return (f"{disk['floor']:.2f} s to read and write it once (read {fmt_bytes(disk['read'])}"
+            f"/s, write {fmt_bytes(disk['write'])}/s, {when}){ratio}")
 
 
 def _measured(facts):
@@ -106,9 +135,7 @@ def _measured(facts):
     lines = []
     disk = facts.get("disk")
     if disk:
-        lines.append(("disk floor", f"{disk['floor']:.2f} s to read and write it once (read "
-                                    f"{fmt_bytes(disk['read'])}/s, write "
-                                    f"{fmt_bytes(disk['write'])}/s, measured at the start)"))
+        lines.append(("disk floor", floor_line(disk, facts["wall"])))
     if facts.get("crossing") is not None:
         lines.append(("crossing", f"{fmt_bytes(facts['crossing'])} in head/tail tasks "
                                   "(data exchanged between chunks)"))

@@ -22,7 +22,6 @@ imported only when a GPU cluster is asked for.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib.util
 import os
@@ -30,7 +29,6 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from distsort.core.taskkeys import task_kind
 
 if TYPE_CHECKING:  # distributed and dask-cuda load only when a cluster is asked for
     from dask_cuda import LocalCUDACluster
@@ -216,7 +214,10 @@ def close_within(cluster: Any, seconds: float) -> bool:
     try:
         cluster.close(timeout=seconds)
         return True
-    except (TimeoutError, asyncio.TimeoutError):
+    except Exception as e:  # TimeoutError (asyncio's own before Python 3.11)
+        import asyncio
+        if not isinstance(e, (TimeoutError, asyncio.TimeoutError)):
+            raise
         import psutil
         for pid in pids | worker_pids(cluster):
             with contextlib.suppress(psutil.Error):
@@ -292,6 +293,7 @@ def ipc_read_stats(dask_worker: Worker | None = None) -> dict[str, int | float]:
 
 
 def _sent_by_kind(dask_worker: Worker) -> dict[str, int]:
+    from distsort.core.taskkeys import task_kind
     sent = {}
     copied = ipc_read_stats().get("bytes", 0)
     if copied:

@@ -215,14 +215,15 @@ def merge_runs(job, plan, store, samples, pipeline, progress=None):
         return len(keys), summary
 
     done = pipeline(enumerate(cuts()), read, sort, write, progress, "merge",
-                    total=len(ranks) - 1)
+                    total=len(ranks) - 1, middle="merge")
     return [d[0] for d in done], [d[1] for d in done], store.punched
 
 
 def disk_sort(job, plan, threads=None, progress=None):
     """Form the runs and merge them (module docstring), sorting on ``threads``
     threads (default: one per core); returns ``facts``: the runs' count, the
-    segments', whether the runs were freed behind the merge, and the summaries of
+    segments', whether the runs were freed behind the merge, the steps' ``intervals``
+    (:class:`~distsort.backends.disk.pipeline.Pipeline`), and the summaries of
     ``--verify`` (``inputs``, ``outputs``, ``chunks``)."""
     with Pipeline(plan.tasks, threads or os.cpu_count() or 1) as pipeline:
         t0 = time.perf_counter()
@@ -234,7 +235,8 @@ def disk_sort(job, plan, threads=None, progress=None):
             "kept_runs": sum(map(plan.is_kept, range(len(plan.runs)))),
             "kept_elements": plan.kept_elements,
             "run_seconds": t1 - t0, "merge_seconds": t2 - t1,
-            "inputs": ins, "outputs": outs, "chunks": tuple(chunks)}
+            "intervals": pipeline.intervals, "inputs": ins, "outputs": outs,
+            "chunks": tuple(chunks)}
 
 
 def summaries(order, descending, positions=False):

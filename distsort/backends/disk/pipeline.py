@@ -4,6 +4,7 @@ with buffers of its own (:func:`distsort.backends.disk.buffers.task_buffers`).""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from distsort.backends.disk.buffers import task_buffers
@@ -24,22 +25,33 @@ class Pipeline:
     that read, sort and write in turn left a core idle whenever two of them waited for
     the disk, and the disk idle whenever all of them sorted.
 
+    ``intervals``: ``{step: [(start, stop)]}`` (``time.perf_counter``) of every step
+    that ran, its middle step named as the call says (``"sort"`` or ``"merge"``): when
+    the disk and the cores worked, for the command's summary.
+
     >>> with Pipeline(tasks=2, cpus=1) as p:
     ...     p(range(4), lambda i, s: i, lambda i, s: i * i, lambda i, s: i + 1)
     [1, 2, 5, 10]
+    >>> sorted(p.intervals), len(p.intervals["read"])
+    (['read', 'sort', 'write'], 4)
     """
 
     def __init__(self, tasks, cpus):
         self.tasks = int(tasks)
+        self.intervals = {}
         self._pools = [ThreadPoolExecutor(READERS, thread_name_prefix="distsort-read"),
                        ThreadPoolExecutor(int(cpus), thread_name_prefix="distsort-sort"),
                        ThreadPoolExecutor(1, thread_name_prefix="distsort-write"),
                        ThreadPoolExecutor(self.tasks, thread_name_prefix="distsort-task")]
 
-    def __call__(self, items, read, sort, write, progress=None, label="", total=None):  # noqa: PLR0913, PLR0917
+    def __call__(self, items, read, sort, write, progress=None, label="", total=None,  # noqa: PLR0913, PLR0917
+                 middle="sort"):
         """``write(sort(read(item)))`` of every item, results in order;
-        ``progress(label, done, total)`` after each."""
+        ``progress(label, done, total)`` after each; ``middle``: the name of the
+        ``sort`` step in :attr:`intervals`."""
         reader, sorter, writer, tasks = self._pools
+        read, sort, write = (self._timed(step, fn) for step, fn in
+                             (("read", read), (middle, sort), ("write", write)))
 
         def one(item):
             slot = task_buffers()
@@ -47,6 +59,17 @@ class Pipeline:
             state = sorter.submit(sort, state, slot).result()
             return writer.submit(write, state, slot).result()
         return _bounded(tasks, one, items, self.tasks, progress, label, total)
+
+    def _timed(self, step, fn):
+        spans = self.intervals.setdefault(step, [])
+
+        def timed(*args):
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                spans.append((start, time.perf_counter()))  # list.append: thread-safe
+        return timed
 
     def __enter__(self):
         return self
