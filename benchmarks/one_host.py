@@ -107,7 +107,7 @@ def large(gib, rng):
     except ImportError:
         return rows
     series = pl.Series(a)
-    theirs, got = _timed(lambda: series.sort())
+    theirs, got = _timed(series.sort)
     assert np.array_equal(got.to_numpy(), ref), "polars differs from numpy.sort"
     rows.append(_row("large float32", n, mine, theirs, "polars Series.sort",
                      dtype="float32", bytes=n * 4))
